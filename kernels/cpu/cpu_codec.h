@@ -1,0 +1,61 @@
+// Shared plumbing of the CPU codecs: parameters, argument checks common to every encode and
+// decode, frame headers, and uniform error messages that name the codec, tensor and step.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "gradgate/kernels/codec.h"
+#include "gradgate/kernels/codec_spec.h"
+
+namespace gradgate::kernels::cpu {
+
+class CpuCodec : public Codec {
+ public:
+  explicit CpuCodec(const CodecParams& params) : params_(params) {}
+
+  CodecId id() const final { return params_.id; }
+  std::string spec() const final { return format_codec_spec(params_); }
+  /// A Stream with a residual when the codec is lossy and error feedback is on.
+  Result<std::unique_ptr<Stream>> make_stream(const TensorDesc& desc) const override;
+
+ protected:
+  const CodecParams& params() const { return params_; }
+  bool keeps_residual() const { return params_.id != CodecId::kNone && params_.error_feedback; }
+
+  /// Checks round, memory kind, gradient length and that `out` holds `frame_bytes`.
+  Status check_encode(int round, const StepContext& ctx, std::span<const float> grad,
+                      const Stream& stream, std::span<std::byte> out, size_t frame_bytes) const;
+  /// The header of this stream's frame for `round`, with an empty payload length.
+  FrameHeader header_for(int round, const StepContext& ctx, const Stream& stream) const;
+  /// Checks that the frame is of this codec and `acc` has its element count.
+  Status check_decode(const FrameView& frame, std::span<float> acc) const;
+  /// Checks that a and b are frames of this codec for the same stream and that `out` holds
+  /// `frame_bytes`.
+  Status check_add(const FrameView& a, const FrameView& b, std::span<std::byte> out,
+                   size_t frame_bytes) const;
+
+  /// Undoes a failed encode's error feedback: residual = residual + decoded - grad where that is
+  /// finite (`decoded` is what the partial frame decodes to, empty when nothing was taken out).
+  static void restore_residual(std::span<const float> grad, std::span<const float> decoded,
+                               std::span<float> residual);
+  /// kMalformedFrame naming the frame's codec, tensor and step, and what is wrong.
+  static Status malformed(const FrameView& frame, const std::string& what);
+  /// kInvalidArgument for a gradient with `count` NaN or infinite values.
+  static Status nonfinite_gradient(const Stream& stream, size_t count);
+
+ private:
+  CodecParams params_;
+};
+
+/// Stream with an extra typed state block, for codecs that keep more than a residual.
+template <typename State>
+class StreamWith : public Stream {
+ public:
+  StreamWith(const TensorDesc& desc, bool with_residual) : Stream(desc, with_residual) {}
+  State state;
+  size_t memory_bytes() const override { return Stream::memory_bytes() + state.memory_bytes(); }
+};
+
+}  // namespace gradgate::kernels::cpu

@@ -1,0 +1,687 @@
+// Implementation of the LoopTable, included once per instruction set by loops_<isa>.cc inside
+// namespace GRADGATE_ISA_NS. Plain loops are left to the compiler's vectoriser (which then targets
+// the file's -m flags); the loops it cannot vectorise well (branch-free compaction of selected
+// elements, fp16 conversion) have hand-written AVX2 versions under `#if defined(__AVX2__)`.
+// Only to be included by loops_*.cc.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "gradgate/kernels/half.h"
+#include "gradgate/kernels/philox.h"
+#include "loops.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace gradgate::kernels::cpu::GRADGATE_ISA_NS {
+namespace {
+
+inline bool finite(float v) { return std::isfinite(v); }
+
+// ---- plain float loops ---------------------------------------------------------------------
+
+size_t copy_checked(const float* in, float* out, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = in[i];
+    bad += !finite(in[i]);
+  }
+  return bad;
+}
+
+size_t count_nonfinite(const float* in, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) bad += !finite(in[i]);
+  return bad;
+}
+
+void add(const float* in, float* acc, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += in[i];
+}
+
+void sum(const float* a, const float* b, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+// ---- fp16 / bf16 -----------------------------------------------------------------------------
+
+template <uint16_t (*ToHalf)(float), float (*FromHalf)(uint16_t), float kMax>
+size_t encode_half_scalar(const float* g, float* e, uint16_t* out, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = e ? g[i] + e[i] : g[i];
+    const uint16_t h = ToHalf(std::clamp(v, -kMax, kMax));
+    out[i] = h;
+    if (!finite(v)) {
+      ++bad;
+    } else if (e) {
+      e[i] = v - FromHalf(h);
+    }
+  }
+  return bad;
+}
+
+#if defined(__AVX2__)
+size_t encode_bf16(const float* g, float* e, uint16_t* out, size_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256 highest = _mm256_set1_ps(kBf16Max), lowest = _mm256_set1_ps(-kBf16Max);
+  const __m256i bias = _mm256_set1_epi32(0x7FFF);
+  const __m256i one = _mm256_set1_epi32(1);
+  size_t bad = 0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i halves[2];
+    for (int j = 0; j < 2; ++j) {
+      const size_t at = i + 8 * static_cast<size_t>(j);
+      const __m256 ve = e ? _mm256_loadu_ps(e + at) : _mm256_setzero_ps();
+      const __m256 v = _mm256_add_ps(_mm256_loadu_ps(g + at), ve);
+      const __m256i u = _mm256_castps_si256(_mm256_min_ps(_mm256_max_ps(v, lowest), highest));
+      const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+      const __m256i h = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, odd)), 16);
+      halves[j] = h;
+      const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
+      bad += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
+      if (e) {
+        const __m256 err = _mm256_sub_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+        _mm256_storeu_ps(e + at, _mm256_blendv_ps(ve, err, ok));
+      }
+    }
+    const __m256i packed =
+        _mm256_permute4x64_epi64(_mm256_packus_epi32(halves[0], halves[1]), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
+  }
+  return bad + encode_half_scalar<float_to_bf16, bf16_to_float, kBf16Max>(
+                   g + i, e ? e + i : nullptr, out + i, n - i);
+}
+#else
+size_t encode_bf16(const float* g, float* e, uint16_t* out, size_t n) {
+  return encode_half_scalar<float_to_bf16, bf16_to_float, kBf16Max>(g, e, out, n);
+}
+#endif
+
+#if defined(__AVX2__) && defined(__F16C__)
+size_t encode_fp16(const float* g, float* e, uint16_t* out, size_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256 highest = _mm256_set1_ps(kFp16Max), lowest = _mm256_set1_ps(-kFp16Max);
+  size_t bad = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 ve = e ? _mm256_loadu_ps(e + i) : _mm256_setzero_ps();
+    const __m256 v = _mm256_add_ps(_mm256_loadu_ps(g + i), ve);
+    const __m256 clamped = _mm256_min_ps(_mm256_max_ps(v, lowest), highest);
+    const __m128i h = _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
+    bad += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
+    if (e) {
+      const __m256 err = _mm256_sub_ps(v, _mm256_cvtph_ps(h));
+      _mm256_storeu_ps(e + i, _mm256_blendv_ps(ve, err, ok));
+    }
+  }
+  return bad + encode_half_scalar<float_to_fp16, fp16_to_float, kFp16Max>(
+                   g + i, e ? e + i : nullptr, out + i, n - i);
+}
+#else
+size_t encode_fp16(const float* g, float* e, uint16_t* out, size_t n) {
+  return encode_half_scalar<float_to_fp16, fp16_to_float, kFp16Max>(g, e, out, n);
+}
+#endif
+
+size_t count_nonfinite_fp16(const uint16_t* in, size_t n) {
+  // Exponent all ones means infinity or NaN.
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) bad += (in[i] & 0x7C00u) == 0x7C00u;
+  return bad;
+}
+
+size_t count_nonfinite_bf16(const uint16_t* in, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) bad += (in[i] & 0x7F80u) == 0x7F80u;
+  return bad;
+}
+
+#if defined(__AVX2__) && defined(__F16C__)
+void add_fp16(const uint16_t* in, float* acc, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), v));
+  }
+  for (; i < n; ++i) acc[i] += fp16_to_float(in[i]);
+}
+
+size_t sum_fp16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
+  size_t bad = 0;
+  size_t i = 0;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  for (; i + 8 <= n; i += 8) {
+    const __m256 va = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+    const __m256 vb = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    const __m128i h =
+        _mm256_cvtps_ph(_mm256_add_ps(va, vb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(_mm256_cvtph_ps(h), abs_mask), inf, _CMP_LT_OQ);
+    bad += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
+  }
+  for (; i < n; ++i) {
+    out[i] = float_to_fp16(fp16_to_float(a[i]) + fp16_to_float(b[i]));
+    bad += (out[i] & 0x7C00u) == 0x7C00u;
+  }
+  return bad;
+}
+#else
+void add_fp16(const uint16_t* in, float* acc, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += fp16_to_float(in[i]);
+}
+
+size_t sum_fp16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = float_to_fp16(fp16_to_float(a[i]) + fp16_to_float(b[i]));
+    bad += (out[i] & 0x7C00u) == 0x7C00u;
+  }
+  return bad;
+}
+#endif
+
+void add_bf16(const uint16_t* in, float* acc, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += bf16_to_float(in[i]);
+}
+
+size_t sum_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+    bad += (out[i] & 0x7F80u) == 0x7F80u;
+  }
+  return bad;
+}
+
+// ---- |v| statistics, accumulation and threshold selection -----------------------------------
+
+// Float partial sums are flushed into a double every kBlock elements to keep the sum accurate.
+constexpr size_t kBlock = 4096;
+
+#if defined(__AVX2__)
+// Permutation that moves the lanes selected by an 8-bit mask to the front, for every mask.
+struct CompactTable {
+  alignas(32) uint32_t lanes[256][8];
+  constexpr CompactTable() : lanes{} {
+    for (int mask = 0; mask < 256; ++mask) {
+      int out = 0;
+      for (int lane = 0; lane < 8; ++lane) {
+        if (mask & (1 << lane)) lanes[mask][out++] = static_cast<uint32_t>(lane);
+      }
+    }
+  }
+};
+constexpr CompactTable kCompact;
+
+// Appends the lanes of (index, value) selected by `mask` at position *pos (clamped to cap).
+inline void compact_store(int mask, __m256i index, __m256 value, uint32_t* idx, float* val,
+                          size_t& count, size_t cap) {
+  const size_t pos = std::min(count, cap);
+  const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(kCompact.lanes[mask]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + pos),
+                      _mm256_permutevar8x32_epi32(index, perm));
+  _mm256_storeu_ps(val + pos, _mm256_permutevar8x32_ps(value, perm));
+  count += static_cast<size_t>(__builtin_popcount(mask));
+}
+
+inline double horizontal_sum(__m256 v) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  double s = 0.0;
+  for (float x : lanes) s += x;
+  return s;
+}
+
+inline float horizontal_max(__m256 v) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  float m = 0.0f;
+  for (float x : lanes) m = std::max(m, x);
+  return m;
+}
+
+// e += g, statistics, and (kCollect) compaction of the elements above t.
+template <bool kCollect>
+SelectResult accumulate_impl(const float* g, float* e, size_t n, float t, uint32_t* idx, float* val,
+                             size_t cap) {
+  SelectResult r;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256 vt = _mm256_set1_ps(t);
+  __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i eight = _mm256_set1_epi32(8);
+  __m256 vmax = _mm256_setzero_ps();
+  size_t i = 0;
+  while (i + 8 <= n) {
+    const size_t block_end = std::min(n & ~size_t{7}, i + kBlock);
+    __m256 vsum = _mm256_setzero_ps();
+    for (; i < block_end; i += 8) {
+      const __m256 ve = _mm256_loadu_ps(e + i);
+      const __m256 v = _mm256_add_ps(_mm256_loadu_ps(g + i), ve);
+      const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
+      const __m256 kept = _mm256_blendv_ps(ve, v, ok);
+      _mm256_storeu_ps(e + i, kept);
+      const __m256 a = _mm256_and_ps(kept, abs_mask);
+      vsum = _mm256_add_ps(vsum, a);
+      vmax = _mm256_max_ps(vmax, a);
+      const int bad = _mm256_movemask_ps(ok) ^ 0xFF;
+      if (bad) r.stats.nonfinite += static_cast<size_t>(__builtin_popcount(bad));
+      if constexpr (kCollect) {
+        // Branch-free: a data-dependent branch here mispredicts on ~15% of vectors.
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(a, vt, _CMP_GT_OQ));
+        compact_store(hit, index, kept, idx, val, r.count, cap);
+        index = _mm256_add_epi32(index, eight);
+      }
+    }
+    r.stats.abs_sum += horizontal_sum(vsum);
+  }
+  r.stats.abs_max = horizontal_max(vmax);
+  for (; i < n; ++i) {
+    const float v = g[i] + e[i];
+    if (finite(v)) {
+      e[i] = v;
+    } else {
+      ++r.stats.nonfinite;
+    }
+    const float a = std::fabs(e[i]);
+    r.stats.abs_sum += a;
+    r.stats.abs_max = std::max(r.stats.abs_max, a);
+    if (kCollect && a > t) {
+      const size_t pos = std::min(r.count, cap);
+      idx[pos] = static_cast<uint32_t>(i);
+      val[pos] = e[i];
+      ++r.count;
+    }
+  }
+  return r;
+}
+
+SelectResult accumulate_select(const float* g, float* e, size_t n, float t, uint32_t* idx,
+                               float* val, size_t cap) {
+  return accumulate_impl<true>(g, e, n, t, idx, val, cap);
+}
+
+AbsStats abs_stats(const float* g, const float* e, size_t n) {
+  AbsStats s;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  __m256 vmax = _mm256_setzero_ps();
+  size_t i = 0;
+  while (i + 8 <= n) {
+    const size_t block_end = std::min(n & ~size_t{7}, i + kBlock);
+    __m256 vsum = _mm256_setzero_ps();
+    for (; i < block_end; i += 8) {
+      const __m256 vg = _mm256_loadu_ps(g + i);
+      const __m256 a = _mm256_and_ps(e ? _mm256_add_ps(vg, _mm256_loadu_ps(e + i)) : vg, abs_mask);
+      const __m256 ok = _mm256_cmp_ps(a, inf, _CMP_LT_OQ);
+      const __m256 kept = _mm256_and_ps(a, ok);
+      vsum = _mm256_add_ps(vsum, kept);
+      vmax = _mm256_max_ps(vmax, kept);
+      s.nonfinite += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
+    }
+    s.abs_sum += horizontal_sum(vsum);
+  }
+  s.abs_max = horizontal_max(vmax);
+  for (; i < n; ++i) {
+    const float a = std::fabs(e ? g[i] + e[i] : g[i]);
+    if (!finite(a)) {
+      ++s.nonfinite;
+      continue;
+    }
+    s.abs_sum += a;
+    s.abs_max = std::max(s.abs_max, a);
+  }
+  return s;
+}
+
+AbsStats accumulate(const float* g, float* e, size_t n) {
+  return accumulate_impl<false>(g, e, n, 0.0f, nullptr, nullptr, 0).stats;
+}
+
+size_t scan_select(const float* e, size_t n, float t, uint32_t* idx, float* val, size_t cap) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 vt = _mm256_set1_ps(t);
+  __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i eight = _mm256_set1_epi32(8);
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(e + i);
+    const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(v, abs_mask), vt, _CMP_GT_OQ));
+    compact_store(hit, index, v, idx, val, count, cap);
+    index = _mm256_add_epi32(index, eight);
+  }
+  for (; i < n; ++i) {
+    if (std::fabs(e[i]) > t) {
+      const size_t pos = std::min(count, cap);
+      idx[pos] = static_cast<uint32_t>(i);
+      val[pos] = e[i];
+      ++count;
+    }
+  }
+  return count;
+}
+#else
+// The same summation order as the AVX2 loops (8 float lanes per 4096-element block, lanes added
+// into a double in order, the tail element by element), so both give bit-identical statistics
+// and therefore the same thresholds and selections.
+template <typename Value>
+AbsStats lane_stats(size_t n, Value&& kept_abs) {
+  AbsStats s;
+  const size_t whole = n & ~size_t{7};
+  for (size_t start = 0; start < whole; start += kBlock) {
+    const size_t end = std::min(whole, start + kBlock);
+    float lanes[8] = {};
+    for (size_t i = start; i < end; i += 8) {
+      for (size_t lane = 0; lane < 8; ++lane) {
+        const float a = kept_abs(i + lane, s.nonfinite);
+        lanes[lane] += a;
+        s.abs_max = std::max(s.abs_max, a);
+      }
+    }
+    double block = 0.0;
+    for (float lane : lanes) block += lane;
+    s.abs_sum += block;
+  }
+  for (size_t i = whole; i < n; ++i) {
+    const float a = kept_abs(i, s.nonfinite);
+    s.abs_sum += a;
+    s.abs_max = std::max(s.abs_max, a);
+  }
+  return s;
+}
+
+AbsStats abs_stats(const float* g, const float* e, size_t n) {
+  return lane_stats(n, [&](size_t i, size_t& bad) {
+    const float a = std::fabs(e ? g[i] + e[i] : g[i]);
+    const bool ok = a <= std::numeric_limits<float>::max();
+    bad += !ok;
+    return ok ? a : 0.0f;
+  });
+}
+
+AbsStats accumulate(const float* g, float* e, size_t n) {
+  return lane_stats(n, [&](size_t i, size_t& bad) {
+    const float v = g[i] + e[i];
+    const bool ok = std::fabs(v) <= std::numeric_limits<float>::max();
+    bad += !ok;
+    e[i] = ok ? v : e[i];
+    return std::fabs(e[i]);
+  });
+}
+
+SelectResult accumulate_select(const float* g, float* e, size_t n, float t, uint32_t* idx,
+                               float* val, size_t cap) {
+  SelectResult r;
+  r.stats = accumulate(g, e, n);
+  for (size_t i = 0; i < n; ++i) {
+    if (std::fabs(e[i]) > t) {
+      const size_t pos = std::min(r.count, cap);
+      idx[pos] = static_cast<uint32_t>(i);
+      val[pos] = e[i];
+      ++r.count;
+    }
+  }
+  return r;
+}
+
+size_t scan_select(const float* e, size_t n, float t, uint32_t* idx, float* val, size_t cap) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::fabs(e[i]) > t) {
+      const size_t pos = std::min(count, cap);
+      idx[pos] = static_cast<uint32_t>(i);
+      val[pos] = e[i];
+      ++count;
+    }
+  }
+  return count;
+}
+#endif
+
+// ---- qsgd ------------------------------------------------------------------------------------
+
+inline Philox4 qsgd_bits(uint64_t block, const uint32_t key[2], const uint32_t counter_hi[2]) {
+  return philox4x32_10(
+      {{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32) ^ counter_hi[0],
+        counter_hi[1], 0x51D0u}},
+      key[0], key[1]);
+}
+
+// Elements [begin, end) one at a time; the reference for the vector path.
+template <typename Int>
+size_t quantize_scalar(const float* g, float* e, Int* out, size_t begin, size_t end, float scale,
+                       int levels, const uint32_t key[2], const uint32_t counter_hi[2]) {
+  const float to_levels = scale > 0.0f ? static_cast<float>(levels) / scale : 0.0f;
+  const float to_value = scale / static_cast<float>(levels);
+  const float max_level = static_cast<float>(levels);
+  size_t bad = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const float v = e ? g[i] + e[i] : g[i];
+    if (!finite(v)) {
+      ++bad;
+      out[i] = 0;
+      continue;
+    }
+    const float u =
+        uniform_from_bits(qsgd_bits(philox_block(i), key, counter_hi).v[philox_word(i)]);
+    const float level = std::min(std::floor(std::fabs(v) * to_levels + u), max_level);
+    const Int q = static_cast<Int>(v < 0.0f ? -level : level);
+    out[i] = q;
+    if (e) e[i] = v - static_cast<float>(q) * to_value;
+  }
+  return bad;
+}
+
+#if defined(__AVX2__)
+// 8 lanes of 32x32 -> 64-bit products of a and the constant m: high and low halves.
+inline void mulhilo8(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
+  const __m256i even = _mm256_mul_epu32(a, m);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+// Philox4x32-10 on 8 consecutive blocks at once; r[j] lane L = word j of block first + L.
+inline void philox8(uint64_t first, const uint32_t key[2], const uint32_t counter_hi[2],
+                    __m256i r[4]) {
+  __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first))),
+                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i c1 =
+      _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first >> 32) ^ counter_hi[0]));
+  __m256i c2 = _mm256_set1_epi32(static_cast<int>(counter_hi[1]));
+  __m256i c3 = _mm256_set1_epi32(0x51D0);
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int round = 0; round < 10; ++round) {
+    __m256i hi0, lo0, hi1, lo1;
+    mulhilo8(c0, m0, hi0, lo0);
+    mulhilo8(c2, m1, hi1, lo1);
+    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
+    c1 = lo1;
+    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  r[0] = c0;
+  r[1] = c1;
+  r[2] = c2;
+  r[3] = c3;
+}
+
+// Stores 32 int32 levels (4 vectors of 8 consecutive elements) as Int.
+template <typename Int>
+inline void store_levels(const __m256i q[4], Int* out) {
+  if constexpr (sizeof(Int) == 4) {
+    for (int j = 0; j < 4; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * j), q[j]);
+  } else if constexpr (sizeof(Int) == 2) {
+    for (int j = 0; j < 4; j += 2) {
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[j], q[j + 1]), 0xD8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * j), packed);
+    }
+  } else {
+    const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+    const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23),
+                                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), packed);
+  }
+}
+
+template <typename Int>
+size_t quantize(const float* g, float* e, Int* out, size_t n, float scale, int levels,
+                const uint32_t key[2], const uint32_t counter_hi[2]) {
+  const __m256 to_levels = _mm256_set1_ps(scale > 0.0f ? static_cast<float>(levels) / scale : 0.0f);
+  const __m256 to_value = _mm256_set1_ps(scale / static_cast<float>(levels));
+  const __m256 max_level = _mm256_set1_ps(static_cast<float>(levels));
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 sign_mask = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256 to_unit = _mm256_set1_ps(1.0f / 16777216.0f);
+  size_t bad = 0;
+  size_t base = 0;
+  for (; base + 32 <= n; base += 32) {
+    __m256i bits[4];
+    philox8(philox_block(base), key, counter_hi, bits);
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) {
+      const size_t i = base + 8 * static_cast<size_t>(j);
+      const __m256 ve = e ? _mm256_loadu_ps(e + i) : _mm256_setzero_ps();
+      const __m256 v = _mm256_add_ps(_mm256_loadu_ps(g + i), ve);
+      const __m256 a = _mm256_and_ps(v, abs_mask);
+      const __m256 ok = _mm256_cmp_ps(a, inf, _CMP_LT_OQ);
+      bad += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
+      const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(bits[j], 8)), to_unit);
+      const __m256 level =
+          _mm256_min_ps(_mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(a, to_levels), u)), max_level);
+      const __m256 signed_level =
+          _mm256_and_ps(_mm256_or_ps(level, _mm256_and_ps(v, sign_mask)), ok);
+      q[j] = _mm256_cvttps_epi32(signed_level);
+      if (e) {
+        const __m256 err = _mm256_sub_ps(v, _mm256_mul_ps(signed_level, to_value));
+        _mm256_storeu_ps(e + i, _mm256_blendv_ps(ve, err, ok));
+      }
+    }
+    store_levels(q, out + base);
+  }
+  return bad + quantize_scalar(g, e, out, base, n, scale, levels, key, counter_hi);
+}
+#else
+template <typename Int>
+size_t quantize(const float* g, float* e, Int* out, size_t n, float scale, int levels,
+                const uint32_t key[2], const uint32_t counter_hi[2]) {
+  return quantize_scalar(g, e, out, 0, n, scale, levels, key, counter_hi);
+}
+#endif
+
+size_t quantize_i8(const float* g, float* e, int8_t* out, size_t n, float scale, int levels,
+                   const uint32_t key[2], const uint32_t counter_hi[2]) {
+  return quantize(g, e, out, n, scale, levels, key, counter_hi);
+}
+size_t quantize_i16(const float* g, float* e, int16_t* out, size_t n, float scale, int levels,
+                    const uint32_t key[2], const uint32_t counter_hi[2]) {
+  return quantize(g, e, out, n, scale, levels, key, counter_hi);
+}
+size_t quantize_i32(const float* g, float* e, int32_t* out, size_t n, float scale, int levels,
+                    const uint32_t key[2], const uint32_t counter_hi[2]) {
+  return quantize(g, e, out, n, scale, levels, key, counter_hi);
+}
+
+template <typename Int>
+void dequantize_add(const Int* in, float step, float* acc, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += static_cast<float>(in[i]) * step;
+}
+
+template <typename Int>
+uint32_t max_abs(const Int* in, size_t n) {
+  int64_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t v = in[i];
+    m = std::max(m, v < 0 ? -v : v);
+  }
+  return static_cast<uint32_t>(m);
+}
+
+template <typename Int>
+void sum_ints(const Int* a, const Int* b, Int* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<Int>(a[i] + b[i]);
+}
+
+// ---- sign ------------------------------------------------------------------------------------
+
+size_t encode_sign(const float* g, float* e, uint8_t* out, size_t n, float scale) {
+  size_t bad = 0;
+  for (size_t byte = 0; byte * 8 < n; ++byte) {
+    uint8_t bits = 0;
+    const size_t lanes = std::min<size_t>(8, n - byte * 8);
+    for (size_t lane = 0; lane < lanes; ++lane) {
+      const size_t i = byte * 8 + lane;
+      const float v = e ? g[i] + e[i] : g[i];
+      const bool positive = v >= 0.0f;
+      bits = static_cast<uint8_t>(bits | (positive << lane));
+      if (!finite(v)) {
+        ++bad;
+      } else if (e) {
+        e[i] = v - (positive ? scale : -scale);
+      }
+    }
+    out[byte] = bits;
+  }
+  return bad;
+}
+
+void add_sign(const uint8_t* in, float scale, float* acc, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += ((in[i / 8] >> (i % 8)) & 1u) ? scale : -scale;
+}
+
+}  // namespace
+
+extern const LoopTable kLoops;
+const LoopTable kLoops = {
+    .isa = GRADGATE_ISA_NAME,
+    .copy_checked = copy_checked,
+    .count_nonfinite = count_nonfinite,
+    .add = add,
+    .sum = sum,
+    .encode_fp16 = encode_fp16,
+    .encode_bf16 = encode_bf16,
+    .count_nonfinite_fp16 = count_nonfinite_fp16,
+    .count_nonfinite_bf16 = count_nonfinite_bf16,
+    .add_fp16 = add_fp16,
+    .add_bf16 = add_bf16,
+    .sum_fp16 = sum_fp16,
+    .sum_bf16 = sum_bf16,
+    .abs_stats = abs_stats,
+    .accumulate = accumulate,
+    .accumulate_select = accumulate_select,
+    .scan_select = scan_select,
+    .quantize_i8 = quantize_i8,
+    .quantize_i16 = quantize_i16,
+    .quantize_i32 = quantize_i32,
+    .dequantize_add_i8 = dequantize_add<int8_t>,
+    .dequantize_add_i16 = dequantize_add<int16_t>,
+    .dequantize_add_i32 = dequantize_add<int32_t>,
+    .max_abs_i8 = max_abs<int8_t>,
+    .max_abs_i16 = max_abs<int16_t>,
+    .max_abs_i32 = max_abs<int32_t>,
+    .sum_i8 = sum_ints<int8_t>,
+    .sum_i16 = sum_ints<int16_t>,
+    .sum_i32 = sum_ints<int32_t>,
+    .encode_sign = encode_sign,
+    .add_sign = add_sign,
+};
+
+}  // namespace gradgate::kernels::cpu::GRADGATE_ISA_NS

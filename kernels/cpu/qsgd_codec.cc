@@ -1,0 +1,231 @@
+// qsgd: max-norm stochastic quantisation (Alistarh et al. 2017) against a scale agreed by all
+// workers, summable by plain integer addition (vineeths96, "Gradient-Compression").
+//
+// Each element v becomes sign(v) * l with l = floor(|v| * s / scale + u), s = 2^bits - 1 levels and
+// u uniform from Philox4x32-10 keyed by (job seed, worker) and counted by (element, tensor, step):
+// unbiased, reproducible, independent between workers. The wire integer has bits + 1 (sign) +
+// ceil(log2 workers) bits rounded up to 8/16/32, so the sum of `workers` frames never overflows.
+//
+// Payload: [f32 scale][n integers of 1, 2 or 4 bytes]
+// param:   bits (bits 0-7) | headroom bits (8-15) | summands, the frames summed into it (16-31)
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include "codecs.h"
+#include "gradgate/kernels/philox.h"
+#include "loops.h"
+#include "wire_io.h"
+
+namespace gradgate::kernels::cpu {
+namespace {
+
+struct QsgdLayout {
+  int bits = 0;
+  int headroom = 0;
+  uint32_t summands = 0;
+
+  int levels() const { return (1 << bits) - 1; }
+  size_t width() const {
+    const int needed = bits + 1 + headroom;
+    return needed <= 8 ? 1 : needed <= 16 ? 2 : 4;
+  }
+  uint32_t param() const {
+    return static_cast<uint32_t>(bits) | static_cast<uint32_t>(headroom) << 8 | summands << 16;
+  }
+  static QsgdLayout from_param(uint32_t param) {
+    return {static_cast<int>(param & 0xFF), static_cast<int>((param >> 8) & 0xFF), param >> 16};
+  }
+};
+
+constexpr size_t kScaleBytes = 4;
+
+class QsgdCodec final : public CpuCodec {
+ public:
+  explicit QsgdCodec(const CodecParams& params)
+      : CpuCodec(params),
+        layout_{params.bits,
+                static_cast<int>(std::bit_width(static_cast<unsigned>(params.max_workers - 1))),
+                1} {}
+
+  bool summable() const override { return true; }
+  bool needs_agreed_scale() const override { return true; }
+
+  float local_scale(std::span<const float> grad, const Stream& stream) const override {
+    const auto residual = stream.residual();
+    return loops()
+        .abs_stats(grad.data(), residual.empty() ? nullptr : residual.data(), grad.size())
+        .abs_max;
+  }
+
+  size_t max_frame_bytes(const TensorDesc& desc) const override {
+    return kFrameHeaderBytes + kScaleBytes + desc.elements * layout_.width();
+  }
+
+  Result<size_t> encode(int round, const StepContext& ctx, std::span<const float> grad,
+                        Stream& stream, std::span<std::byte> out) const override {
+    const size_t bytes = max_frame_bytes(stream.desc());
+    GRADGATE_RETURN_IF_ERROR(check_encode(round, ctx, grad, stream, out, bytes));
+    const float scale = ctx.agreed_scale > 0.0f ? ctx.agreed_scale : local_scale(grad, stream);
+    if (!std::isfinite(scale)) return nonfinite_gradient(stream, 1);
+    std::byte* payload = out.data() + kFrameHeaderBytes;
+    wire::store<float>(payload, scale);
+    void* ints = payload + kScaleBytes;
+    float* residual = stream.residual().empty() ? nullptr : stream.residual().data();
+    const uint64_t key = mix64(ctx.job_seed ^ (static_cast<uint64_t>(ctx.worker) << 32 | 0x9E37u));
+    const uint32_t key_words[2] = {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32)};
+    const uint32_t counter_hi[2] = {stream.desc().tensor_id, static_cast<uint32_t>(ctx.step)};
+    const size_t n = grad.size();
+    const int levels = layout_.levels();
+    size_t bad = 0;
+    switch (layout_.width()) {
+      case 1:
+        bad = loops().quantize_i8(grad.data(), residual, static_cast<int8_t*>(ints), n, scale,
+                                  levels, key_words, counter_hi);
+        break;
+      case 2:
+        bad = loops().quantize_i16(grad.data(), residual, static_cast<int16_t*>(ints), n, scale,
+                                   levels, key_words, counter_hi);
+        break;
+      default:
+        bad = loops().quantize_i32(grad.data(), residual, static_cast<int32_t*>(ints), n, scale,
+                                   levels, key_words, counter_hi);
+        break;
+    }
+    if (bad != 0) {
+      if (residual) {
+        std::vector<float> decoded(n, 0.0f);
+        dequantize_add(layout_, ints, scale, decoded);
+        restore_residual(grad, decoded, stream.residual());
+      }
+      return nonfinite_gradient(stream, bad);
+    }
+    FrameHeader h = header_for(round, ctx, stream);
+    h.param = layout_.param();
+    h.payload_bytes = static_cast<uint32_t>(bytes - kFrameHeaderBytes);
+    seal_frame(h, out);
+    return bytes;
+  }
+
+  Status decode_accumulate(const FrameView& frame, const Stream*,
+                           std::span<float> acc) const override {
+    GRADGATE_RETURN_IF_ERROR(check_decode(frame, acc));
+    auto layout = check_payload(frame);
+    if (!layout.ok()) return layout.status();
+    dequantize_add(*layout, frame.payload.data() + kScaleBytes, scale_of(frame), acc);
+    return {};
+  }
+
+  Result<size_t> add_frames(const FrameView& a, const FrameView& b,
+                            std::span<std::byte> out) const override {
+    const size_t bytes = kFrameHeaderBytes + a.payload.size();
+    GRADGATE_RETURN_IF_ERROR(check_same_stream(a.header, b.header));
+    auto la = check_payload(a);
+    if (!la.ok()) return la.status();
+    auto lb = check_payload(b);
+    if (!lb.ok()) return lb.status();
+    if (la->bits != lb->bits || la->headroom != lb->headroom ||
+        std::bit_cast<uint32_t>(scale_of(a)) != std::bit_cast<uint32_t>(scale_of(b))) {
+      return Status(ErrorCode::kIncompatible, spec() + ": frames differ in bits or scale");
+    }
+    QsgdLayout sum = *la;
+    sum.summands = la->summands + lb->summands;
+    if (sum.summands > (1u << sum.headroom)) {
+      return Status(ErrorCode::kResourceExhausted, spec() + ": summing " +
+                                                       std::to_string(sum.summands) +
+                                                       " frames exceeds the reserved headroom of " +
+                                                       std::to_string(sum.headroom) + " bits");
+    }
+    FrameHeader h = a.header;
+    h.param = sum.param();
+    // check_add compares params, which legitimately differ in summands: compare with h's.
+    FrameView a_as_sum{h, a.payload}, b_as_sum{h, b.payload};
+    GRADGATE_RETURN_IF_ERROR(check_add(a_as_sum, b_as_sum, out, bytes));
+    std::byte* payload = out.data() + kFrameHeaderBytes;
+    wire::store<float>(payload, scale_of(a));
+    const std::byte* pa = a.payload.data() + kScaleBytes;
+    const std::byte* pb = b.payload.data() + kScaleBytes;
+    const size_t n = a.header.element_count;
+    switch (sum.width()) {
+      case 1:
+        loops().sum_i8(reinterpret_cast<const int8_t*>(pa), reinterpret_cast<const int8_t*>(pb),
+                       reinterpret_cast<int8_t*>(payload + kScaleBytes), n);
+        break;
+      case 2:
+        loops().sum_i16(reinterpret_cast<const int16_t*>(pa), reinterpret_cast<const int16_t*>(pb),
+                        reinterpret_cast<int16_t*>(payload + kScaleBytes), n);
+        break;
+      default:
+        loops().sum_i32(reinterpret_cast<const int32_t*>(pa), reinterpret_cast<const int32_t*>(pb),
+                        reinterpret_cast<int32_t*>(payload + kScaleBytes), n);
+        break;
+    }
+    seal_frame(h, out);
+    return bytes;
+  }
+
+ private:
+  static float scale_of(const FrameView& frame) { return wire::load<float>(frame.payload.data()); }
+
+  static void dequantize_add(const QsgdLayout& layout, const void* ints, float scale,
+                             std::span<float> acc) {
+    const float step = scale / static_cast<float>(layout.levels());
+    switch (layout.width()) {
+      case 1:
+        loops().dequantize_add_i8(static_cast<const int8_t*>(ints), step, acc.data(), acc.size());
+        break;
+      case 2:
+        loops().dequantize_add_i16(static_cast<const int16_t*>(ints), step, acc.data(), acc.size());
+        break;
+      default:
+        loops().dequantize_add_i32(static_cast<const int32_t*>(ints), step, acc.data(), acc.size());
+        break;
+    }
+  }
+
+  static uint32_t max_abs(const QsgdLayout& layout, const void* ints, size_t n) {
+    switch (layout.width()) {
+      case 1:
+        return loops().max_abs_i8(static_cast<const int8_t*>(ints), n);
+      case 2:
+        return loops().max_abs_i16(static_cast<const int16_t*>(ints), n);
+      default:
+        return loops().max_abs_i32(static_cast<const int32_t*>(ints), n);
+    }
+  }
+
+  static Result<QsgdLayout> check_payload(const FrameView& frame) {
+    if (frame.header.flags != 0) return malformed(frame, "unknown flags");
+    const QsgdLayout layout = QsgdLayout::from_param(frame.header.param);
+    if (layout.bits < 1 || layout.bits > 15 || layout.headroom > 16 ||
+        layout.bits + 1 + layout.headroom > 32) {
+      return malformed(frame, "bit widths out of range");
+    }
+    if (layout.summands < 1 || layout.summands > (1u << layout.headroom)) {
+      return malformed(frame, "summand count exceeds the reserved headroom");
+    }
+    const uint64_t n = frame.header.element_count;
+    if (frame.payload.size() != kScaleBytes + n * layout.width()) {
+      return malformed(frame, "payload is not a scale and element_count integers");
+    }
+    const float scale = scale_of(frame);
+    if (!std::isfinite(scale) || scale < 0.0f)
+      return malformed(frame, "scale is NaN, infinite or negative");
+    const uint64_t bound =
+        static_cast<uint64_t>(layout.summands) * static_cast<uint64_t>(layout.levels());
+    if (max_abs(layout, frame.payload.data() + kScaleBytes, n) > bound) {
+      return malformed(frame, "a level exceeds summands * (2^bits - 1)");
+    }
+    return layout;
+  }
+
+  QsgdLayout layout_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_qsgd_codec(const CodecParams& params) {
+  return std::make_unique<QsgdCodec>(params);
+}
+
+}  // namespace gradgate::kernels::cpu

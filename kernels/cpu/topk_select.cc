@@ -1,0 +1,277 @@
+#include "topk_select.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "loops.h"
+
+namespace gradgate::kernels::cpu {
+namespace {
+
+constexpr int kMaxScans = 40;        // rescans of e before giving up on the candidate window
+constexpr int kMaxRefinements = 64;  // count-and-correct steps among the candidates
+
+size_t candidate_capacity(size_t n, size_t k) { return std::min(n, 8 * k + 1024); }
+
+// A threshold expected to leave `target` of n elements above it, for Laplace |v| with mean b.
+float laplace_threshold(double b, size_t n, double target) {
+  const double ratio = static_cast<double>(n) / std::max(target, 1.0);
+  return ratio <= 1.0 ? 0.0f : static_cast<float>(b * std::log(ratio));
+}
+
+// Where a log-linear count model through (t0, c0) and (t1, c1) reaches `target`; falls back to
+// the midpoint when the points cannot define a slope.
+double log_linear(double t0, double c0, double t1, double c1, double target) {
+  if (c0 <= 0 || c1 <= 0 || c0 == c1 || t0 == t1) return 0.5 * (t0 + t1);
+  const double slope = (t1 - t0) / std::log(c0 / c1);  // the Laplace scale between the points
+  return t0 + slope * std::log(c0 / target);
+}
+
+// The k largest |values| (ties broken by position) stay, in their order; returns the k-th |v|.
+float keep_exact(std::span<uint32_t> idx, std::span<float> val, size_t k) {
+  std::vector<float> magnitudes(val.size());
+  std::transform(val.begin(), val.end(), magnitudes.begin(), [](float v) { return std::fabs(v); });
+  std::nth_element(magnitudes.begin(), magnitudes.begin() + static_cast<ptrdiff_t>(k - 1),
+                   magnitudes.end(), std::greater<>());
+  const float kth = magnitudes[k - 1];
+  size_t above = 0;
+  for (float v : val) above += std::fabs(v) > kth;
+  size_t ties_left = k - above;
+  size_t out = 0;
+  for (size_t j = 0; j < val.size(); ++j) {
+    const float a = std::fabs(val[j]);
+    if (a > kth || (a == kth && ties_left > 0)) {
+      if (a == kth) --ties_left;
+      idx[out] = idx[j];
+      val[out] = val[j];
+      ++out;
+    }
+  }
+  return kth;
+}
+
+size_t count_above(std::span<const float> val, float t) {
+  size_t c = 0;
+  for (float v : val) c += std::fabs(v) > t;
+  return c;
+}
+
+void keep_above(std::span<uint32_t> idx, std::span<float> val, float t, size_t& count) {
+  size_t out = 0;
+  for (size_t j = 0; j < count; ++j) {  // branch-free: about half of the candidates stay
+    idx[out] = idx[j];
+    val[out] = val[j];
+    out += std::fabs(val[j]) > t;
+  }
+  count = out;
+}
+
+// A threshold among the candidates (all above t_scan) from a histogram of |v|: the lower edge of
+// the bin where the count from the top first reaches k. Returns NaN when that bin alone holds
+// more than k_max - k elements (the caller then bisects inside it).
+struct HistogramCut {
+  float threshold = std::numeric_limits<float>::quiet_NaN();
+  float lo = 0.0f, hi = 0.0f;  // the bin holding the k-th largest, for the fallback
+};
+
+HistogramCut histogram_threshold(std::span<const float> val, float t_scan, size_t k, size_t k_max) {
+  constexpr size_t kBins = 4096;
+  float top = t_scan;
+  for (float v : val) top = std::max(top, std::fabs(v));
+  HistogramCut cut{std::numeric_limits<float>::quiet_NaN(), t_scan, top};
+  if (!(top > t_scan)) return cut;
+  const double width = (static_cast<double>(top) - t_scan) / kBins;
+  std::vector<uint32_t> bins(kBins, 0);
+  for (float v : val) {
+    const auto bin = static_cast<size_t>((std::fabs(v) - t_scan) / width);
+    ++bins[std::min(bin, kBins - 1)];
+  }
+  size_t above = 0;
+  for (size_t b = kBins; b-- > 0;) {
+    if (above + bins[b] >= k) {
+      cut.lo = static_cast<float>(t_scan + width * static_cast<double>(b));
+      cut.hi = static_cast<float>(t_scan + width * static_cast<double>(b + 1));
+      // Elements exactly at a bin edge can fall on either side after rounding: count exactly.
+      const float edge = std::nextafter(cut.lo, 0.0f);
+      const size_t exact = count_above(val, edge);
+      if (exact >= k && exact <= k_max) cut.threshold = edge;
+      return cut;
+    }
+    above += bins[b];
+  }
+  return cut;
+}
+
+// Among the candidates, finds t with count(|v| > t) in [k, k_max]: a histogram cut, then
+// bisection inside the cut's bin. Returns NaN when ties make that impossible.
+float refine_threshold(std::span<const float> val, float t_scan, size_t k, size_t k_max) {
+  const HistogramCut cut = histogram_threshold(val, t_scan, k, k_max);
+  if (!std::isnan(cut.threshold)) return cut.threshold;
+  double lo = std::nextafter(cut.lo, 0.0f),
+         hi = std::nextafter(cut.hi, std::numeric_limits<float>::max());
+  for (int step = 0; step < kMaxRefinements; ++step) {
+    const auto t = static_cast<float>(0.5 * (lo + hi));
+    if (t <= static_cast<float>(lo) || t >= static_cast<float>(hi)) break;  // ties
+    const size_t c = count_above(val, t);
+    if (c >= k && c <= k_max) return t;
+    (c > k_max ? lo : hi) = t;
+  }
+  return std::numeric_limits<float>::quiet_NaN();
+}
+
+// The k largest |v| over the whole array, ties broken by position: the fallback when ties keep
+// every candidate threshold outside [k, cap] (e.g. many equal values). Needs O(n) scratch; never
+// taken on gradients with distinct values. Zeros are never selected.
+size_t select_exact_full(const float* v, size_t n, size_t k, uint32_t* idx, float* val) {
+  std::vector<float> magnitudes(n);
+  for (size_t i = 0; i < n; ++i) magnitudes[i] = std::fabs(v[i]);
+  std::nth_element(magnitudes.begin(), magnitudes.begin() + static_cast<ptrdiff_t>(k - 1),
+                   magnitudes.end(), std::greater<>());
+  const float kth = magnitudes[k - 1];
+  size_t above = 0;
+  for (size_t i = 0; i < n; ++i) above += std::fabs(v[i]) > kth;
+  size_t ties_left = kth > 0.0f ? k - above : 0;
+  size_t count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float a = std::fabs(v[i]);
+    if (a > kth || (a == kth && ties_left > 0)) {
+      if (a == kth) --ties_left;
+      idx[count] = static_cast<uint32_t>(i);
+      val[count] = v[i];
+      ++count;
+    }
+  }
+  return count;
+}
+
+}  // namespace
+
+size_t topk_count(double density, size_t n) {
+  const auto k = static_cast<size_t>(std::llround(density * static_cast<double>(n)));
+  return std::clamp<size_t>(k, 1, n);
+}
+
+size_t topk_max_count(size_t k) { return k + k / 10; }
+
+Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size_t k,
+                              TopkSelect mode, TopkSelectorState& st) {
+  const LoopTable& loops = cpu::loops();
+  const size_t n = g.size();
+  const bool feedback = !e.empty();
+  const float* v = feedback ? e.data() : g.data();  // the values selected from, after the pass
+  const size_t cap = candidate_capacity(n, k);
+  st.indices.resize(cap + 8);
+  st.values.resize(cap + 8);
+  uint32_t* idx = st.indices.data();
+  float* val = st.values.data();
+
+  // Pass 1: accumulate (with error feedback) and, when warm, collect candidates in the same pass.
+  Selection sel;
+  const bool warm = st.threshold > 0.0f;
+  float t_scan = warm ? std::max(0.0f, st.threshold + st.drift - st.margin)
+                      : std::numeric_limits<float>::infinity();
+  size_t count = 0;
+  AbsStats stats;
+  if (feedback) {
+    const SelectResult r = loops.accumulate_select(g.data(), e.data(), n, t_scan, idx, val, cap);
+    count = r.count;
+    stats = r.stats;
+  } else {
+    stats = loops.abs_stats(g.data(), nullptr, n);
+    if (warm) count = loops.scan_select(v, n, t_scan, idx, val, cap);
+  }
+  sel.passes = 1;
+  if (stats.nonfinite != 0) {
+    if (feedback) {
+      for (size_t i = 0; i < n; ++i) {
+        const float before = e[i] - g[i];
+        if (std::isfinite(before)) e[i] = before;
+      }
+    }
+    return Status(ErrorCode::kInvalidArgument, "gradient has " + std::to_string(stats.nonfinite) +
+                                                   " NaN or infinite values; nothing was encoded");
+  }
+  const double b = stats.abs_sum / static_cast<double>(n);
+
+  // Bring the candidate count into [k, cap] with read-only rescans, steering a log-linear model
+  // of count(t) toward 2k. Every scan narrows the bracket (too_many, too_few).
+  const double target = 2.0 * static_cast<double>(k);
+  double too_many = 0.0, c_many = static_cast<double>(n);                 // a t with count > cap
+  double too_few = std::numeric_limits<double>::infinity(), c_few = 0.0;  // a t with count < k
+  if (!warm) {
+    t_scan = laplace_threshold(b, n, target);
+    count = loops.scan_select(v, n, t_scan, idx, val, cap);
+    ++sel.passes;
+  }
+  for (int scan = 0; scan < kMaxScans && (count < k || count > cap); ++scan) {
+    if (count < k && t_scan <= 0.0f) break;  // fewer than k non-zero elements: send them all
+    if (count > cap) {
+      too_many = t_scan;
+      c_many = static_cast<double>(count);
+    } else {
+      too_few = t_scan;
+      c_few = static_cast<double>(count);
+    }
+    double next;
+    if (std::isfinite(too_few) && c_few > 0) {
+      next = log_linear(too_many, c_many, too_few, c_few, target);
+    } else if (std::isfinite(too_few)) {
+      next = 0.5 * (too_many + too_few);
+    } else {
+      next = t_scan + std::max(b, 1e-30) * std::log(static_cast<double>(count) / target);
+    }
+    if (!(next > too_many && next < too_few)) {
+      next = std::isfinite(too_few) ? 0.5 * (too_many + too_few) : 2.0 * t_scan + b;
+    }
+    t_scan = static_cast<float>(next);
+    count = loops.scan_select(v, n, t_scan, idx, val, cap);
+    ++sel.passes;
+  }
+  if (count > cap || (count < k && t_scan > 0.0f)) {  // ties: no threshold separates k
+    count = select_exact_full(v, n, k, idx, val);
+    ++sel.passes;
+    sel.indices = {idx, count};
+    sel.values = {val, count};
+    sel.threshold = std::numeric_limits<float>::max();
+    for (size_t j = 0; j < count; ++j) sel.threshold = std::min(sel.threshold, std::fabs(val[j]));
+    st.threshold = 0.0f;  // cold again next step
+    return sel;
+  }
+
+  // Final selection among the candidates.
+  const size_t candidates = count;
+  const size_t k_max = mode == TopkSelect::kExact ? k : topk_max_count(k);
+  float threshold = t_scan;
+  if (count > k_max) {
+    const std::span<float> cand_val(val, count);
+    const float t = mode == TopkSelect::kExact ? std::numeric_limits<float>::quiet_NaN()
+                                               : refine_threshold(cand_val, t_scan, k, k_max);
+    if (std::isnan(t)) {
+      threshold = keep_exact({idx, count}, cand_val, k);
+      count = k;
+    } else {
+      threshold = t;
+      keep_above({idx, count}, cand_val, t, count);
+    }
+  }
+
+  // Warm start for the next step: a candidate threshold expected to catch ~2x the selection,
+  // from the local slope of log(count) between the scan and the final threshold.
+  if (threshold > 0.0f) {
+    double slope = b;
+    if (candidates > count && count > 0 && threshold > t_scan) {
+      slope = (threshold - t_scan) / std::log(static_cast<double>(candidates) / count);
+    }
+    st.drift = warm ? threshold - st.threshold : 0.0f;
+    st.threshold = threshold;
+    st.margin =
+        static_cast<float>(std::clamp(slope * std::log(2.0), 0.01 * threshold, 1.0 * threshold));
+  }
+  sel.indices = {idx, count};
+  sel.values = {val, count};
+  sel.threshold = threshold;
+  return sel;
+}
+
+}  // namespace gradgate::kernels::cpu

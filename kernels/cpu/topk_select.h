@@ -1,0 +1,58 @@
+// Top-k selection with error feedback, the core of the topk codec.
+//
+// One fused pass adds the gradient into the residual and collects every element above a
+// candidate threshold, warm-started from the previous step's threshold of the same stream; the
+// final threshold is then found among the candidates only. In steady state this touches memory
+// once (read g, read and write e: 12 bytes per element). Cold steps and big distribution shifts
+// add read-only rescans of e (4 bytes per element each), counted in Selection::passes.
+//
+// Threshold mode (Chen, Liu, Han 2021): the candidate threshold comes from a Laplace fit
+// (P(|v| > t) = exp(-t / b), b = mean |v|) and is corrected by counting until the candidate count
+// is in [k, 8k + 1024]; among the candidates a 4096-bin histogram of |v| (plus bisection inside
+// one bin when it is crowded) lands the count in [k, floor(1.1 k)]. Exact mode takes exactly the k
+// largest |v| (std::nth_element on the candidates). Ties that make [k, 1.1k] unreachable fall back
+// to exact selection.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::kernels::cpu {
+
+/// Per-stream selector state: the warm start and the candidate buffers (reused every step).
+struct TopkSelectorState {
+  float threshold = 0.0f;  // last step's final threshold; 0 = cold
+  float drift = 0.0f;      // its change over the last step, extrapolated into the next
+  float margin = 0.0f;     // how far below the prediction the next candidate threshold goes
+  std::vector<uint32_t> indices;
+  std::vector<float> values;
+
+  size_t memory_bytes() const {
+    return indices.capacity() * sizeof(uint32_t) + values.capacity() * sizeof(float);
+  }
+};
+
+struct Selection {
+  std::span<const uint32_t> indices;  // ascending
+  std::span<const float> values;      // e[indices[j]] (still in e; the caller clears them)
+  int passes = 0;                     // passes over the n-element arrays (1 in steady state)
+  float threshold = 0.0f;
+};
+
+/// k for a density over n elements: round(density * n), at least 1, at most n.
+size_t topk_count(double density, size_t n);
+/// The most elements threshold mode may select for a target k: floor(1.1 k).
+size_t topk_max_count(size_t k);
+
+/// e += g, then selects the elements of e to send. Returns kInvalidArgument (and leaves e as it
+/// was, to float rounding) if g + e has NaN or infinite values. The returned spans point into
+/// `state` and stay valid until the next call.
+Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size_t k,
+                              TopkSelect mode, TopkSelectorState& state);
+
+}  // namespace gradgate::kernels::cpu

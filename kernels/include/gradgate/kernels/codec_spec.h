@@ -1,0 +1,53 @@
+// Codec parameters, their text form, and the factory that makes a codec from them.
+//
+// Spec syntax: NAME[:KEY=VALUE[,KEY=VALUE...]], for example
+//   none | fp16 | bf16 | qsgd:bits=4,workers=8 | sign |
+//   topk:density=0.01,select=threshold,values=fp16 randomk:density=0.01 | powersgd:rank=4
+// Every lossy codec also takes ef=0|1 (error feedback, default 1).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "gradgate/kernels/codec.h"
+#include "gradgate/kernels/frame.h"
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::kernels {
+
+enum class TopkSelect : uint8_t {
+  kExact,      // exactly the k largest |values| (selection, not a sort)
+  kThreshold,  // a count in [k, 1.1k] from a Laplace-estimated, corrected, warm-started threshold
+};
+
+enum class ValueType : uint8_t { kFp32, kFp16 };
+
+struct CodecParams {
+  CodecId id = CodecId::kNone;
+  /// Lossy codecs keep the compression error in a residual and add it to the next step.
+  bool error_feedback = true;
+  /// qsgd: magnitude bits q (levels s = 2^q - 1), 1..15.
+  int bits = 4;
+  /// qsgd: the most workers whose frames will be summed; reserves ceil(log2 workers) bits.
+  int max_workers = 8;
+  /// topk, randomk: fraction of elements sent, in (0, 1].
+  double density = 0.01;
+  TopkSelect select = TopkSelect::kThreshold;
+  /// topk: precision of the values on the wire.
+  ValueType values = ValueType::kFp32;
+  /// powersgd: rank of the approximation, 1..64.
+  int rank = 4;
+};
+
+/// Parses a spec string; kInvalidArgument names the offending key or value.
+Result<CodecParams> parse_codec_spec(std::string_view spec);
+/// The canonical spec string of `params` (only the keys that apply to the codec).
+std::string format_codec_spec(const CodecParams& params);
+/// kInvalidArgument when a parameter is out of its range.
+Status validate_codec_params(const CodecParams& params);
+
+/// Makes the CPU implementation of the codec.
+Result<std::unique_ptr<Codec>> make_cpu_codec(const CodecParams& params);
+
+}  // namespace gradgate::kernels

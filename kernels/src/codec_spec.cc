@@ -1,0 +1,153 @@
+#include "gradgate/kernels/codec_spec.h"
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+#include <string>
+
+namespace gradgate::kernels {
+namespace {
+
+Status bad(std::string_view spec, const std::string& what) {
+  return Status(ErrorCode::kInvalidArgument, "codec spec '" + std::string(spec) + "': " + what);
+}
+
+template <typename T>
+bool parse_number(std::string_view text, T& out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+bool is_lossy(CodecId id) { return id != CodecId::kNone; }
+
+// The shortest text that parses back to exactly `value`.
+std::string shortest(double value) {
+  char buffer[32];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, ec == std::errc() ? end : buffer);
+}
+
+Status apply_key(CodecParams& p, std::string_view spec, std::string_view key,
+                 std::string_view value) {
+  const auto invalid = [&] {
+    return bad(spec,
+               "invalid value '" + std::string(value) + "' for key '" + std::string(key) + "'");
+  };
+  if (key == "ef" && is_lossy(p.id)) {
+    if (value != "0" && value != "1") return invalid();
+    p.error_feedback = value == "1";
+  } else if (key == "bits" && p.id == CodecId::kQsgd) {
+    if (!parse_number(value, p.bits)) return invalid();
+  } else if (key == "workers" && p.id == CodecId::kQsgd) {
+    if (!parse_number(value, p.max_workers)) return invalid();
+  } else if (key == "density" && (p.id == CodecId::kTopk || p.id == CodecId::kRandomk)) {
+    if (!parse_number(value, p.density)) return invalid();
+  } else if (key == "select" && p.id == CodecId::kTopk) {
+    if (value == "exact") {
+      p.select = TopkSelect::kExact;
+    } else if (value == "threshold") {
+      p.select = TopkSelect::kThreshold;
+    } else {
+      return invalid();
+    }
+  } else if (key == "values" && p.id == CodecId::kTopk) {
+    if (value == "fp32") {
+      p.values = ValueType::kFp32;
+    } else if (value == "fp16") {
+      p.values = ValueType::kFp16;
+    } else {
+      return invalid();
+    }
+  } else if (key == "rank" && p.id == CodecId::kPowersgd) {
+    if (!parse_number(value, p.rank)) return invalid();
+  } else {
+    return bad(spec, "key '" + std::string(key) + "' does not apply to codec " +
+                         std::string(codec_name(p.id)));
+  }
+  return {};
+}
+
+}  // namespace
+
+Status validate_codec_params(const CodecParams& p) {
+  const auto out_of_range = [&](const std::string& what) {
+    return Status(ErrorCode::kInvalidArgument, std::string(codec_name(p.id)) + ": " + what);
+  };
+  switch (p.id) {
+    case CodecId::kQsgd:
+      if (p.bits < 1 || p.bits > 15) return out_of_range("bits must be in [1, 15]");
+      if (p.max_workers < 1 || p.max_workers > 65535) {
+        return out_of_range("workers must be in [1, 65535]");
+      }
+      if (p.bits + 1 + static_cast<int>(std::ceil(std::log2(p.max_workers))) > 32) {
+        return out_of_range("bits + 1 + ceil(log2(workers)) must fit in 32 bits");
+      }
+      break;
+    case CodecId::kTopk:
+    case CodecId::kRandomk:
+      if (!(p.density > 0.0 && p.density <= 1.0)) return out_of_range("density must be in (0, 1]");
+      break;
+    case CodecId::kPowersgd:
+      if (p.rank < 1 || p.rank > 64) return out_of_range("rank must be in [1, 64]");
+      break;
+    default:
+      break;
+  }
+  return {};
+}
+
+Result<CodecParams> parse_codec_spec(std::string_view spec) {
+  const auto colon = spec.find(':');
+  auto id = codec_from_name(spec.substr(0, colon));
+  if (!id.ok()) return bad(spec, id.status().message());
+  CodecParams params;
+  params.id = *id;
+  if (colon != std::string_view::npos) {
+    std::string_view rest = spec.substr(colon + 1);
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      const auto eq = item.find('=');
+      if (eq == std::string_view::npos || eq == 0) {
+        return bad(spec, "expected KEY=VALUE, got '" + std::string(item) + "'");
+      }
+      GRADGATE_RETURN_IF_ERROR(apply_key(params, spec, item.substr(0, eq), item.substr(eq + 1)));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+  }
+  GRADGATE_RETURN_IF_ERROR(validate_codec_params(params));
+  return params;
+}
+
+std::string format_codec_spec(const CodecParams& p) {
+  std::ostringstream out;
+  out << codec_name(p.id);
+  char sep = ':';
+  const auto key = [&](std::string_view k, const auto& v) {
+    out << sep << k << '=' << v;
+    sep = ',';
+  };
+  switch (p.id) {
+    case CodecId::kQsgd:
+      key("bits", p.bits);
+      key("workers", p.max_workers);
+      break;
+    case CodecId::kTopk:
+      key("density", shortest(p.density));
+      key("select", p.select == TopkSelect::kExact ? "exact" : "threshold");
+      key("values", p.values == ValueType::kFp16 ? "fp16" : "fp32");
+      break;
+    case CodecId::kRandomk:
+      key("density", shortest(p.density));
+      break;
+    case CodecId::kPowersgd:
+      key("rank", p.rank);
+      break;
+    default:
+      break;
+  }
+  if (is_lossy(p.id) && !p.error_feedback) key("ef", 0);
+  return out.str();
+}
+
+}  // namespace gradgate::kernels

@@ -1,0 +1,691 @@
+// The contract every codec keeps (codec.h): bounded round-trip error, the error-feedback
+// invariant, summability, qsgd's overflow headroom, rejection of non-finite gradients and of
+// frames that do not fit the accumulator, and the same answers under both instruction sets.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec_test_util.h"
+#include "gradgate/kernels/codec.h"
+#include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/frame.h"
+#include "gradgate/kernels/status.h"
+#include "gradient_data.h"
+#include "loops.h"
+
+namespace gradgate::kernels {
+namespace {
+
+using bench::Dist;
+using bench::make_gradient;
+using test_util::Bytes;
+
+constexpr double kFp16Unit = 1.0 / 2048.0;               // 2^-11: half an fp16 ulp, relative
+constexpr double kBf16Unit = 1.0 / 256.0;                // 2^-8: half a bf16 ulp, relative
+constexpr double kFp16MinNormal = 1.0 / 16384.0;         // 2^-14
+constexpr double kFp16HalfSubnormal = 1.0 / 33554432.0;  // 2^-25: half the fp16 subnormal step
+
+size_t expected_k(double density, size_t n) {
+  const auto k = static_cast<size_t>(std::llround(density * static_cast<double>(n)));
+  return std::clamp<size_t>(k, 1, n);
+}
+
+// |decoded - input| within half an fp16 ulp: relative for normal fp16, absolute below.
+bool within_fp16_rounding(float input, float decoded) {
+  const double err = std::fabs(static_cast<double>(decoded) - input);
+  const double a = std::fabs(static_cast<double>(input));
+  return a >= kFp16MinNormal ? err <= kFp16Unit * a : err <= kFp16HalfSubnormal;
+}
+
+std::vector<float> fashion_mnist_gradient() {
+#ifdef GRADGATE_SOURCE_DIR
+  std::ifstream in(std::string(GRADGATE_SOURCE_DIR) + "/bench/data/fashion_mnist_gradients.f32",
+                   std::ios::binary);
+  std::vector<float> grad(79744);
+  in.read(reinterpret_cast<char*>(grad.data()), static_cast<std::streamsize>(grad.size() * 4));
+  if (in.gcount() == static_cast<std::streamsize>(grad.size() * 4)) return grad;
+#endif
+  return {};
+}
+
+class CodecContractTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto params = parse_codec_spec(GetParam());
+    ASSERT_TRUE(params.ok()) << params.status().to_string();
+    params_ = *params;
+    auto codec = make_cpu_codec(params_);
+    ASSERT_TRUE(codec.ok()) << codec.status().to_string();
+    codec_ = std::move(codec).value();
+  }
+
+  std::vector<std::unique_ptr<Stream>> streams(const TensorDesc& desc, size_t count) {
+    auto made = test_util::make_streams(*codec_, desc, count);
+    EXPECT_TRUE(made.ok()) << made.status().to_string();
+    return made.ok() ? std::move(made).value() : std::vector<std::unique_ptr<Stream>>{};
+  }
+
+  // One step of one worker; the decoded vector is what that worker obtains.
+  std::vector<float> step_one(Stream& stream, const std::vector<float>& grad, uint64_t step) {
+    Stream* one[] = {&stream};
+    StepContext ctx;
+    ctx.step = step;
+    ctx.job_seed = 0x5EED;
+    auto out = test_util::run_step(*codec_, one, std::span(&grad, 1), ctx);
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    return out.ok() ? out->decoded[0] : std::vector<float>{};
+  }
+
+  void expect_within_single_step_bound(const std::vector<float>& g, const std::vector<float>& d);
+  void expect_large_gradient_handled(float magnitude);
+
+  CodecParams params_;
+  std::unique_ptr<Codec> codec_;
+};
+
+void CodecContractTest::expect_within_single_step_bound(const std::vector<float>& g,
+                                                        const std::vector<float>& d) {
+  ASSERT_EQ(d.size(), g.size());
+  const size_t n = g.size();
+  size_t bad = 0;
+  const auto count_bad = [&](bool ok, size_t i) {
+    if (!ok && ++bad <= 5) {
+      ADD_FAILURE() << "element " << i << ": input " << g[i] << " decoded " << d[i];
+    }
+  };
+  switch (params_.id) {
+    case CodecId::kNone:
+      for (size_t i = 0; i < n; ++i) count_bad(d[i] == g[i], i);
+      break;
+    case CodecId::kFp16:
+      for (size_t i = 0; i < n; ++i) count_bad(within_fp16_rounding(g[i], d[i]), i);
+      break;
+    case CodecId::kBf16:
+      for (size_t i = 0; i < n; ++i) {
+        count_bad(std::fabs(static_cast<double>(d[i]) - g[i]) <= kBf16Unit * std::fabs(g[i]), i);
+      }
+      break;
+    case CodecId::kQsgd: {
+      double scale = 0.0;
+      for (float v : g) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+      const double bound = scale / ((1 << params_.bits) - 1) * (1.0 + 1e-5);
+      for (size_t i = 0; i < n; ++i) {
+        count_bad(std::fabs(static_cast<double>(d[i]) - g[i]) <= bound, i);
+      }
+      break;
+    }
+    case CodecId::kSign: {
+      double mean_abs = 0.0;
+      for (float v : g) mean_abs += std::fabs(v);
+      mean_abs /= static_cast<double>(n);
+      EXPECT_NEAR(std::fabs(d[0]), mean_abs, 1e-5 * mean_abs);
+      for (size_t i = 0; i < n; ++i) {
+        count_bad(std::fabs(d[i]) == std::fabs(d[0]) && (d[i] > 0) == (g[i] >= 0.0f), i);
+      }
+      break;
+    }
+    case CodecId::kTopk: {
+      const size_t k = expected_k(params_.density, n);
+      const bool fp16 = params_.values == ValueType::kFp16;
+      size_t kept = 0;
+      double min_kept = std::numeric_limits<double>::infinity(), max_dropped = 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        const double a = std::fabs(static_cast<double>(g[i]));
+        if (d[i] == 0.0f) {
+          max_dropped = std::max(max_dropped, a);
+          continue;
+        }
+        ++kept;
+        min_kept = std::min(min_kept, a);
+        count_bad(fp16 ? within_fp16_rounding(g[i], d[i]) : d[i] == g[i], i);
+      }
+      if (params_.select == TopkSelect::kExact) {
+        EXPECT_EQ(kept, k);
+      } else {
+        EXPECT_GE(kept, k);
+        EXPECT_LE(kept, k + k / 10);
+      }
+      EXPECT_GE(min_kept, max_dropped) << "a dropped element is larger than a kept one";
+      break;
+    }
+    case CodecId::kRandomk: {
+      // Stratified selection: k strata [floor(j n / k), floor((j + 1) n / k)), one element each,
+      // sent exactly (an input of 0 decodes to 0, so zeros in g hide their selection).
+      const size_t k = expected_k(params_.density, n);
+      std::vector<int> per_stratum(k, 0);
+      size_t kept = 0, zeros = 0;
+      for (size_t i = 0; i < n; ++i) {
+        zeros += g[i] == 0.0f;
+        if (d[i] == 0.0f) continue;
+        ++kept;
+        const size_t stratum = ((i + 1) * k + n - 1) / n - 1;
+        count_bad(d[i] == g[i] && ++per_stratum[stratum] == 1, i);
+      }
+      if (zeros == 0) {
+        EXPECT_EQ(kept, k);
+      } else {
+        EXPECT_LE(kept, k);
+      }
+      break;
+    }
+    case CodecId::kPowersgd: {
+      double norm_g = 0.0, norm_d = 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        count_bad(std::isfinite(d[i]), i);
+        norm_g += static_cast<double>(g[i]) * g[i];
+        norm_d += static_cast<double>(d[i]) * d[i];
+      }
+      EXPECT_LE(std::sqrt(norm_d), std::sqrt(norm_g) * (1.0 + 1e-4))
+          << "decoding is an orthogonal projection and cannot grow the input";
+      EXPECT_GT(norm_d, 0.0);
+      break;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "elements outside the codec's bound";
+}
+
+TEST_P(CodecContractTest, SingleStepErrorIsWithinCodecBound) {
+  const TensorDesc desc = test_util::matrix_desc(64, 64);
+  auto s = streams(desc, 1);
+  ASSERT_EQ(s.size(), 1u);
+  const auto grad = make_gradient(Dist::kLaplace, desc.elements, 11);
+  expect_within_single_step_bound(grad, step_one(*s[0], grad, 0));
+}
+
+TEST_P(CodecContractTest, SingleStepErrorIsWithinCodecBoundOnRealGradient) {
+  const auto grad = fashion_mnist_gradient();
+  if (grad.empty()) GTEST_SKIP() << "bench/data/fashion_mnist_gradients.f32 not found";
+  const TensorDesc desc = test_util::matrix_desc(128, 623);  // 79744 elements
+  ASSERT_EQ(desc.elements, grad.size());
+  auto s = streams(desc, 1);
+  ASSERT_EQ(s.size(), 1u);
+  expect_within_single_step_bound(grad, step_one(*s[0], grad, 0));
+}
+
+TEST_P(CodecContractTest, PowersgdRecoversRankOneMatrix) {
+  if (params_.id != CodecId::kPowersgd) GTEST_SKIP() << "powersgd only";
+  const TensorDesc desc = test_util::matrix_desc(48, 80);
+  auto s = streams(desc, 1);
+  ASSERT_EQ(s.size(), 1u);
+  const auto u = make_gradient(Dist::kGaussian, desc.rows, 1, 1.0f);
+  const auto v = make_gradient(Dist::kGaussian, desc.cols, 2, 1e-3f);
+  std::vector<float> m(desc.elements);
+  for (size_t i = 0; i < desc.rows; ++i) {
+    for (size_t j = 0; j < desc.cols; ++j) m[i * desc.cols + j] = u[i] * v[j];
+  }
+  for (uint64_t step = 0; step < 3; ++step) {
+    const auto d = step_one(*s[0], m, step);
+    ASSERT_EQ(d.size(), m.size());
+    double err = 0.0, norm = 0.0;
+    for (size_t i = 0; i < m.size(); ++i) {
+      err += (static_cast<double>(d[i]) - m[i]) * (static_cast<double>(d[i]) - m[i]);
+      norm += static_cast<double>(m[i]) * m[i];
+    }
+    EXPECT_LE(std::sqrt(err), 1e-4 * std::sqrt(norm)) << "step " << step;
+  }
+}
+
+TEST_P(CodecContractTest, ErrorFeedbackInvariantHoldsOver1000Steps) {
+  const TensorDesc desc = test_util::matrix_desc(64, 64);
+  const size_t n = desc.elements;
+  auto s = streams(desc, 1);
+  ASSERT_EQ(s.size(), 1u);
+  const bool lossy = params_.id != CodecId::kNone;
+  EXPECT_EQ(s[0]->residual().size(), lossy ? n : 0u);
+  std::vector<double> sum_grad(n, 0.0), sum_decoded(n, 0.0), sum_abs(n, 0.0);
+  for (uint64_t step = 0; step < 1000; ++step) {
+    const auto grad = make_gradient(Dist::kLaplace, n, 1000 + step);
+    const auto decoded = step_one(*s[0], grad, step);
+    ASSERT_EQ(decoded.size(), n) << "step " << step;
+    for (size_t i = 0; i < n; ++i) {
+      sum_grad[i] += grad[i];
+      sum_decoded[i] += decoded[i];
+      sum_abs[i] += std::fabs(grad[i]);
+    }
+    if (step % 100 != 99) continue;
+    const auto residual = s[0]->residual();
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double r = residual.empty() ? 0.0 : residual[i];
+      const double gap = std::fabs(sum_grad[i] - (sum_decoded[i] + r));
+      if (!(gap <= 1e-4 * sum_abs[i] + 1e-6) && ++bad <= 3) {
+        ADD_FAILURE() << "step " << step << " element " << i << ": sum of gradients " << sum_grad[i]
+                      << " != sum decoded " << sum_decoded[i] << " + residual " << r;
+      }
+    }
+    ASSERT_EQ(bad, 0u) << "error-feedback invariant broken after step " << step;
+  }
+}
+
+TEST_P(CodecContractTest, DecodedSumEqualsSumOfDecodedFrames) {
+  if (!codec_->summable()) GTEST_SKIP() << "not summable";
+  constexpr size_t kWorkers = 4;
+  const TensorDesc desc = test_util::matrix_desc(61, 67);  // odd sizes reach the scalar tails
+  const size_t n = desc.elements;
+  auto s = streams(desc, kWorkers);
+  ASSERT_EQ(s.size(), kWorkers);
+  std::vector<std::vector<float>> grads;
+  for (size_t w = 0; w < kWorkers; ++w) grads.push_back(make_gradient(Dist::kLaplace, n, 40 + w));
+  StepContext ctx;
+  ctx.step = 5;
+  ctx.job_seed = 77;
+  auto out = test_util::run_step(*codec_, test_util::stream_pointers(s), grads, ctx);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+
+  // Each worker's last-round frame decoded on its own (powersgd: against the absorbed P_hat).
+  std::vector<double> sum_of_decoded(n, 0.0), sum_abs(n, 0.0);
+  for (size_t w = 0; w < kWorkers; ++w) {
+    std::vector<float> acc(n, 0.0f);
+    const Status st = test_util::decode_frame(*codec_, out->frames.back()[w], s[w].get(), acc);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    for (size_t i = 0; i < n; ++i) {
+      sum_of_decoded[i] += acc[i];
+      sum_abs[i] += std::fabs(acc[i]);
+    }
+  }
+  // Three add_frames() each round their sum for the 16-bit formats; fp32 and integers add exactly
+  // up to float rounding of the decode.
+  double rel = 1e-6, abs_tol = 1e-30;
+  if (params_.id == CodecId::kFp16) {
+    rel = 3 * kFp16Unit;
+    abs_tol = 3 * kFp16HalfSubnormal;
+  } else if (params_.id == CodecId::kBf16) {
+    rel = 3 * kBf16Unit;
+  } else if (params_.id == CodecId::kPowersgd) {
+    rel = 1e-5;
+  }
+  const std::vector<float>& decoded_sum = out->decoded[0];
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double gap = std::fabs(decoded_sum[i] - sum_of_decoded[i]);
+    if (!(gap <= rel * sum_abs[i] + abs_tol) && ++bad <= 3) {
+      ADD_FAILURE() << "element " << i << ": decoded sum " << decoded_sum[i]
+                    << " != sum of decoded " << sum_of_decoded[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+TEST_P(CodecContractTest, AllWorkersDecodeBitIdenticalAggregate) {
+  constexpr size_t kWorkers = 4;
+  const TensorDesc desc = test_util::matrix_desc(64, 64);
+  auto s = streams(desc, kWorkers);
+  ASSERT_EQ(s.size(), kWorkers);
+  std::vector<std::vector<float>> grads;
+  for (size_t w = 0; w < kWorkers; ++w) {
+    grads.push_back(make_gradient(Dist::kStudentT3, desc.elements, 90 + w));
+  }
+  StepContext ctx;
+  ctx.job_seed = 1234;
+  for (uint64_t step = 0; step < 3; ++step) {
+    ctx.step = step;
+    auto out = test_util::run_step(*codec_, test_util::stream_pointers(s), grads, ctx);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    for (size_t w = 1; w < kWorkers; ++w) {
+      ASSERT_EQ(out->decoded[w].size(), out->decoded[0].size());
+      EXPECT_EQ(std::memcmp(out->decoded[w].data(), out->decoded[0].data(),
+                            out->decoded[0].size() * sizeof(float)),
+                0)
+          << "worker " << w << " decoded a different aggregate at step " << step;
+    }
+  }
+}
+
+TEST_P(CodecContractTest, NonSummableCodecRefusesAddFrames) {
+  if (codec_->summable()) GTEST_SKIP() << "summable";
+  const TensorDesc desc = test_util::matrix_desc(16, 16);
+  auto s = streams(desc, 1);
+  ASSERT_EQ(s.size(), 1u);
+  const auto grad = make_gradient(Dist::kLaplace, desc.elements, 3);
+  auto frame = test_util::encode_frame(*codec_, 0, StepContext{}, grad, *s[0]);
+  ASSERT_TRUE(frame.ok()) << frame.status().to_string();
+  auto sum = test_util::add_frame_bytes(*codec_, *frame, *frame);
+  ASSERT_FALSE(sum.ok());
+  EXPECT_EQ(sum.status().code(), ErrorCode::kUnsupported);
+}
+
+TEST_P(CodecContractTest, NonFiniteGradientIsRejectedAndResidualKept) {
+  const TensorDesc desc = test_util::matrix_desc(61, 67);
+  const size_t n = desc.elements;
+  const float kBadValues[] = {std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::infinity()};
+  const size_t kPositions[] = {0, n / 2 + 3, n - 1};
+  for (const float bad_value : kBadValues) {
+    for (const size_t pos : kPositions) {
+      SCOPED_TRACE("bad value " + std::to_string(bad_value) + " at " + std::to_string(pos));
+      auto s = streams(desc, 1);
+      ASSERT_EQ(s.size(), 1u);
+      for (uint64_t step = 0; step < 3; ++step) {  // a non-zero residual and warm codec state
+        step_one(*s[0], make_gradient(Dist::kLaplace, n, 300 + step), step);
+      }
+      const std::vector<float> before(s[0]->residual().begin(), s[0]->residual().end());
+      auto grad = make_gradient(Dist::kLaplace, n, 400);
+      grad[pos] = bad_value;
+      StepContext ctx;
+      ctx.step = 3;
+      auto frame = test_util::encode_frame(*codec_, 0, ctx, grad, *s[0]);
+      ASSERT_FALSE(frame.ok());
+      EXPECT_EQ(frame.status().code(), ErrorCode::kInvalidArgument) << frame.status().to_string();
+
+      const auto after = s[0]->residual();
+      ASSERT_EQ(after.size(), before.size());
+      size_t changed = 0;
+      for (size_t i = 0; i < after.size(); ++i) {
+        const double tol = 1e-6 * (std::fabs(before[i]) + (i == pos ? 0.0 : std::fabs(grad[i])));
+        if (!(std::fabs(static_cast<double>(after[i]) - before[i]) <= tol) && ++changed <= 3) {
+          ADD_FAILURE() << "residual[" << i << "] was " << before[i] << ", now " << after[i];
+        }
+      }
+      EXPECT_EQ(changed, 0u);
+      // The stream is still usable.
+      EXPECT_EQ(step_one(*s[0], make_gradient(Dist::kLaplace, n, 401), 4).size(), n);
+    }
+  }
+}
+
+TEST_P(CodecContractTest, DecodeRejectsWrongSizeAndForeignFrameWithoutTouchingAcc) {
+  const TensorDesc desc = test_util::matrix_desc(32, 40);
+  const size_t n = desc.elements;
+  auto s = streams(desc, 1);
+  ASSERT_EQ(s.size(), 1u);
+  const auto grad = make_gradient(Dist::kLaplace, n, 5);
+  StepContext ctx;
+  ctx.step = 2;
+  auto out = test_util::run_step(*codec_, test_util::stream_pointers(s), std::span(&grad, 1), ctx);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const Bytes& frame = out->frames.back()[0];
+
+  const auto pattern = [](size_t size) {
+    std::vector<float> acc(size);
+    for (size_t i = 0; i < size; ++i) acc[i] = 0.25f + static_cast<float>(i);
+    return acc;
+  };
+  for (const size_t size : {n - 1, n + 1, size_t{0}}) {
+    std::vector<float> acc = pattern(size);
+    const Status st = test_util::decode_frame(*codec_, frame, s[0].get(), acc);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument)
+        << "acc of " << size << ": " << st.to_string();
+    EXPECT_EQ(acc, pattern(size)) << "acc of " << size << " was written";
+  }
+
+  const char* foreign_spec = params_.id == CodecId::kNone ? "fp16" : "none";
+  auto foreign = test_util::make_codec(foreign_spec);
+  ASSERT_TRUE(foreign.ok());
+  auto foreign_stream = (*foreign)->make_stream(desc);
+  ASSERT_TRUE(foreign_stream.ok());
+  auto foreign_frame = test_util::encode_frame(**foreign, 0, ctx, grad, **foreign_stream);
+  ASSERT_TRUE(foreign_frame.ok()) << foreign_frame.status().to_string();
+  std::vector<float> acc = pattern(n);
+  const Status st = test_util::decode_frame(*codec_, *foreign_frame, s[0].get(), acc);
+  EXPECT_EQ(st.code(), ErrorCode::kIncompatible) << st.to_string();
+  EXPECT_EQ(acc, pattern(n)) << "a " << foreign_spec << " frame was decoded";
+}
+
+// Values that probe rounding: fp16 and bf16 ties, fp16 subnormals, the top of the fp16 range.
+std::vector<float> gradient_with_rounding_probes(size_t n, uint64_t seed) {
+  auto grad = make_gradient(Dist::kLaplace, n, seed);
+  const float probes[] = {1.0f + 1.0f / 2048,
+                          1.0f + 3.0f / 2048,
+                          1.0f + 1.0f / 256,
+                          1.0f + 3.0f / 256,
+                          1.5f * 5.9604645e-8f,
+                          2.5f * 5.9604645e-8f,
+                          6.1035156e-5f,
+                          6.0975552e-5f,
+                          65504.0f,
+                          -0.0f,
+                          0.0f,
+                          -3.0517578e-5f,
+                          1e-30f,
+                          -1.0f - 1.0f / 2048};
+  for (size_t i = 0; i < std::size(probes) && i < n; ++i) grad[7 * i] = probes[i];
+  return grad;
+}
+
+// The probes suit the codecs that send values (a 65504 would dominate qsgd's and sign's scale).
+bool probes_fit(const CodecParams& params) {
+  return params.id != CodecId::kQsgd && params.id != CodecId::kSign &&
+         params.id != CodecId::kPowersgd;
+}
+
+struct IsaRun {
+  std::vector<Bytes> frames;                // last-round frame of each step
+  std::vector<std::vector<float>> decoded;  // each step's decoded vector
+};
+
+// Index of the first element where a and b differ (bitwise), or a.size() when none does.
+template <typename T>
+size_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return i;
+  }
+  return a.size() == b.size() ? a.size() : std::min(a.size(), b.size());
+}
+
+// How far apart the decodings of the two instruction sets may be, per element, at one step.
+// Bit-identical for the codecs whose loops are exact; qsgd's stochastic rounding may land a level
+// apart (and then the residual differs by a level); sign's scale is a sum whose order follows the
+// vector width; powersgd's products too.
+double isa_tolerance(const CodecParams& params, const std::vector<float>& decoded) {
+  double max_abs = 0.0;
+  for (float v : decoded) max_abs = std::max(max_abs, std::fabs(static_cast<double>(v)));
+  switch (params.id) {
+    case CodecId::kQsgd:
+      return 2.01 * max_abs / ((1 << params.bits) - 1);
+    case CodecId::kSign:
+    case CodecId::kPowersgd:
+      return 1e-5 * max_abs;
+    default:
+      return 0.0;
+  }
+}
+
+TEST_P(CodecContractTest, BaselineAndAvx2FramesDecodeTheSame) {
+  if (cpu::best_isa() != cpu::Isa::kAvx2) GTEST_SKIP() << "this CPU has no AVX2";
+  const TensorDesc desc = test_util::matrix_desc(61, 67);
+  const size_t n = desc.elements;
+  constexpr uint64_t kSteps = 3;
+  const auto run = [&](cpu::Isa isa) {
+    test_util::ScopedIsa scoped(isa);
+    IsaRun result;
+    auto s = streams(desc, 1);
+    for (uint64_t step = 0; step < kSteps && s.size() == 1; ++step) {
+      const auto grad = probes_fit(params_) ? gradient_with_rounding_probes(n, 500 + step)
+                                            : make_gradient(Dist::kLaplace, n, 500 + step);
+      StepContext ctx;
+      ctx.step = step;
+      ctx.job_seed = 99;
+      auto out =
+          test_util::run_step(*codec_, test_util::stream_pointers(s), std::span(&grad, 1), ctx);
+      EXPECT_TRUE(out.ok()) << out.status().to_string();
+      if (!out.ok()) break;
+      result.frames.push_back(out->frames.back()[0]);
+      result.decoded.push_back(out->decoded[0]);
+    }
+    return result;
+  };
+  const IsaRun baseline = run(cpu::Isa::kBaseline);
+  const IsaRun avx2 = run(cpu::Isa::kAvx2);
+  ASSERT_EQ(baseline.decoded.size(), kSteps);
+  ASSERT_EQ(avx2.decoded.size(), kSteps);
+
+  for (uint64_t step = 0; step < kSteps; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const auto& a = baseline.decoded[step];
+    const auto& b = avx2.decoded[step];
+    const double tol = isa_tolerance(params_, a);
+    if (tol == 0.0) {
+      EXPECT_EQ(first_difference(baseline.frames[step], avx2.frames[step]),
+                baseline.frames[step].size())
+          << "first differing frame byte";
+      const size_t i = first_difference(a, b);
+      EXPECT_EQ(i, n) << "baseline decodes " << a[i] << ", avx2 " << b[i];
+      continue;
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const bool same_sign = params_.id != CodecId::kSign || (a[i] > 0) == (b[i] > 0);
+      if (!(std::fabs(static_cast<double>(a[i]) - b[i]) <= tol && same_sign) && ++bad <= 3) {
+        ADD_FAILURE() << "element " << i << ": baseline decodes " << a[i] << ", avx2 " << b[i];
+      }
+    }
+    EXPECT_EQ(bad, 0u);
+  }
+
+  // Decoding itself agrees: the baseline frames decode the same under AVX2 (powersgd's decode
+  // needs the stream of its own run, so it is covered by the comparison above).
+  if (params_.id == CodecId::kPowersgd) return;
+  for (uint64_t step = 0; step < kSteps; ++step) {
+    std::vector<float> under_avx2(n, 0.0f), under_baseline(n, 0.0f);
+    {
+      test_util::ScopedIsa scoped(cpu::Isa::kAvx2);
+      const Status st =
+          test_util::decode_frame(*codec_, baseline.frames[step], nullptr, under_avx2);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    {
+      test_util::ScopedIsa scoped(cpu::Isa::kBaseline);
+      const Status st =
+          test_util::decode_frame(*codec_, baseline.frames[step], nullptr, under_baseline);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    if (params_.id != CodecId::kQsgd) {
+      const size_t i = first_difference(under_avx2, under_baseline);
+      EXPECT_EQ(i, n) << "step " << step << ": avx2 decodes " << under_avx2[i] << ", baseline "
+                      << under_baseline[i];
+      continue;
+    }
+    for (size_t i = 0; i < n; ++i) {  // qsgd: acc += level * step may be fused into one rounding
+      ASSERT_NEAR(under_avx2[i], under_baseline[i], 1e-6 * std::fabs(under_baseline[i]))
+          << "element " << i << " at step " << step;
+    }
+  }
+}
+
+// A finite gradient is valid input even where it leaves the wire format's range: encode must
+// either reject it with kInvalidArgument, keeping the residual, or send a frame that decodes to
+// finite values and keep a finite residual; either way the next step works.
+void CodecContractTest::expect_large_gradient_handled(float magnitude) {
+  const TensorDesc desc = test_util::matrix_desc(64, 64);
+  const size_t n = desc.elements;
+  auto s = streams(desc, 1);
+  ASSERT_EQ(s.size(), 1u);
+  auto grad = make_gradient(Dist::kLaplace, n, 600);
+  for (const size_t i : {10, 18, 26}) grad[i] = i == 18 ? -magnitude : magnitude;  // one lane
+  Stream* one[] = {s[0].get()};
+  StepContext ctx;
+  auto out = test_util::run_step(*codec_, one, std::span(&grad, 1), ctx);
+  const auto residual = s[0]->residual();
+  if (out.ok()) {
+    for (size_t i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(out->decoded[0][i])) << i;
+    for (size_t i = 0; i < residual.size(); ++i) ASSERT_TRUE(std::isfinite(residual[i])) << i;
+  } else {
+    ASSERT_EQ(out.status().code(), ErrorCode::kInvalidArgument) << out.status().to_string();
+    for (size_t i = 0; i < residual.size(); ++i) ASSERT_EQ(residual[i], 0.0f) << i;
+  }
+  ctx.step = 1;
+  const auto next = make_gradient(Dist::kLaplace, n, 601);
+  auto later = test_util::run_step(*codec_, one, std::span(&next, 1), ctx);
+  EXPECT_TRUE(later.ok()) << "the next step fails: " << later.status().to_string();
+}
+
+TEST_P(CodecContractTest, GradientBeyondFp16RangeEncodesDecodablyOrIsRejected) {
+  expect_large_gradient_handled(1e5f);
+}
+
+// Near FLT_MAX: bf16 rounds to infinity, float sums of |g| overflow.
+TEST_P(CodecContractTest, GradientNearFloatMaxEncodesDecodablyOrIsRejected) {
+  expect_large_gradient_handled(3.4e38f);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCodecs, CodecContractTest,
+                         ::testing::ValuesIn(test_util::codec_specs()),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           return test_util::spec_test_name(param_info.param);
+                         });
+
+// ---- qsgd headroom ---------------------------------------------------------------------------
+
+struct QsgdHeadroomCase {
+  int bits;
+  int workers;
+};
+
+class QsgdHeadroomTest : public ::testing::TestWithParam<QsgdHeadroomCase> {};
+
+// Every element of every worker's gradient sits at the agreed scale, so each frame holds the top
+// level +-(2^bits - 1) everywhere, with the same signs on every worker: the worst case for the sum.
+TEST_P(QsgdHeadroomTest, SumOfWorkersFramesAtMaxLevelDoesNotOverflow) {
+  const auto [bits, workers] = GetParam();
+  auto codec = test_util::make_codec("qsgd:bits=" + std::to_string(bits) +
+                                     ",workers=" + std::to_string(workers));
+  ASSERT_TRUE(codec.ok()) << codec.status().to_string();
+  TensorDesc desc;
+  desc.elements = 1027;
+  std::vector<float> grad(desc.elements);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = i % 3 == 0 ? -1.0f : 1.0f;
+
+  StepContext ctx;
+  ctx.step = 1;
+  ctx.agreed_scale = 1.0f;
+  std::vector<Bytes> frames;
+  for (int w = 0; w <= workers; ++w) {  // one frame more than the codec reserved room for
+    auto stream = (*codec)->make_stream(desc);
+    ASSERT_TRUE(stream.ok());
+    ctx.worker = static_cast<uint32_t>(w);
+    auto frame = test_util::encode_frame(**codec, 0, ctx, grad, **stream);
+    ASSERT_TRUE(frame.ok()) << frame.status().to_string();
+    frames.push_back(std::move(frame).value());
+  }
+
+  Bytes sum = frames[0];
+  for (int w = 1; w < workers; ++w) {
+    auto next = test_util::add_frame_bytes(**codec, sum, frames[w]);
+    ASSERT_TRUE(next.ok()) << "adding frame " << w << ": " << next.status().to_string();
+    sum = std::move(next).value();
+  }
+  std::vector<float> decoded(desc.elements, 0.0f);
+  ASSERT_TRUE(test_util::decode_frame(**codec, sum, nullptr, decoded).ok());
+  std::vector<float> one(desc.elements, 0.0f);
+  ASSERT_TRUE(test_util::decode_frame(**codec, frames[0], nullptr, one).ok());
+
+  const int levels = (1 << bits) - 1;
+  const float step = 1.0f / static_cast<float>(levels);
+  const float top = static_cast<float>(static_cast<int64_t>(workers) * levels) * step;
+  for (size_t i = 0; i < desc.elements; ++i) {
+    const float sign = grad[i] < 0 ? -1.0f : 1.0f;
+    ASSERT_EQ(decoded[i], sign * top) << "element " << i << " overflowed";
+    ASSERT_NEAR(decoded[i], static_cast<double>(workers) * one[i], 1e-6 * workers)
+        << "element " << i;
+  }
+
+  auto overfull = test_util::add_frame_bytes(**codec, sum, frames[workers]);
+  ASSERT_FALSE(overfull.ok()) << workers + 1 << " frames were summed into a " << workers
+                              << "-worker frame";
+  EXPECT_EQ(overfull.status().code(), ErrorCode::kResourceExhausted);
+}
+
+INSTANTIATE_TEST_SUITE_P(BitsAndWorkers, QsgdHeadroomTest,
+                         ::testing::Values(QsgdHeadroomCase{1, 2}, QsgdHeadroomCase{4, 2},
+                                           QsgdHeadroomCase{6, 2}, QsgdHeadroomCase{8, 2},
+                                           QsgdHeadroomCase{15, 2}, QsgdHeadroomCase{1, 8},
+                                           QsgdHeadroomCase{4, 8}, QsgdHeadroomCase{8, 8},
+                                           QsgdHeadroomCase{12, 8}, QsgdHeadroomCase{1, 64},
+                                           QsgdHeadroomCase{4, 64}, QsgdHeadroomCase{8, 64},
+                                           QsgdHeadroomCase{9, 64}, QsgdHeadroomCase{15, 64}),
+                         [](const ::testing::TestParamInfo<QsgdHeadroomCase>& param_info) {
+                           return "bits" + std::to_string(param_info.param.bits) + "_workers" +
+                                  std::to_string(param_info.param.workers);
+                         });
+
+}  // namespace
+}  // namespace gradgate::kernels
