@@ -49,12 +49,12 @@ void sum(const float* a, const float* b, float* out, size_t n) {
 
 // ---- fp16 / bf16 -----------------------------------------------------------------------------
 
-template <uint16_t (*ToHalf)(float), float (*FromHalf)(uint16_t), float kMax>
-size_t encode_half_scalar(const float* g, float* e, uint16_t* out, size_t n) {
+template <uint16_t (*ToHalf)(float), float (*FromHalf)(uint16_t)>
+size_t encode_half_scalar(const float* g, float* e, uint16_t* out, size_t n, float max) {
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
     const float v = e ? g[i] + e[i] : g[i];
-    const uint16_t h = ToHalf(std::clamp(v, -kMax, kMax));
+    const uint16_t h = ToHalf(std::clamp(v, -max, max));
     out[i] = h;
     if (!finite(v)) {
       ++bad;
@@ -95,12 +95,12 @@ size_t encode_bf16(const float* g, float* e, uint16_t* out, size_t n) {
         _mm256_permute4x64_epi64(_mm256_packus_epi32(halves[0], halves[1]), 0xD8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
   }
-  return bad + encode_half_scalar<float_to_bf16, bf16_to_float, kBf16Max>(
-                   g + i, e ? e + i : nullptr, out + i, n - i);
+  return bad + encode_half_scalar<float_to_bf16, bf16_to_float>(g + i, e ? e + i : nullptr, out + i,
+                                                                n - i, kBf16Max);
 }
 #else
 size_t encode_bf16(const float* g, float* e, uint16_t* out, size_t n) {
-  return encode_half_scalar<float_to_bf16, bf16_to_float, kBf16Max>(g, e, out, n);
+  return encode_half_scalar<float_to_bf16, bf16_to_float>(g, e, out, n, kBf16Max);
 }
 #endif
 
@@ -124,12 +124,12 @@ size_t encode_fp16(const float* g, float* e, uint16_t* out, size_t n) {
       _mm256_storeu_ps(e + i, _mm256_blendv_ps(ve, err, ok));
     }
   }
-  return bad + encode_half_scalar<float_to_fp16, fp16_to_float, kFp16Max>(
-                   g + i, e ? e + i : nullptr, out + i, n - i);
+  return bad + encode_half_scalar<float_to_fp16, fp16_to_float>(g + i, e ? e + i : nullptr, out + i,
+                                                                n - i, kFp16Max);
 }
 #else
 size_t encode_fp16(const float* g, float* e, uint16_t* out, size_t n) {
-  return encode_half_scalar<float_to_fp16, fp16_to_float, kFp16Max>(g, e, out, n);
+  return encode_half_scalar<float_to_fp16, fp16_to_float>(g, e, out, n, kFp16Max);
 }
 #endif
 

@@ -179,9 +179,12 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
     stats = r.stats;
   } else {
     stats = loops.abs_stats(g.data(), nullptr, n);
-    if (warm) count = loops.scan_select(v, n, t_scan, idx, val, cap);
+    if (warm) {
+      count = loops.scan_select(v, n, t_scan, idx, val, cap);
+      ++sel.passes;
+    }
   }
-  sel.passes = 1;
+  sel.passes += 1;
   if (stats.nonfinite != 0) {
     if (feedback) {
       for (size_t i = 0; i < n; ++i) {
@@ -224,7 +227,9 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
     if (!(next > too_many && next < too_few)) {
       next = std::isfinite(too_few) ? 0.5 * (too_many + too_few) : 2.0 * t_scan + b;
     }
-    t_scan = static_cast<float>(next);
+    const auto next_float = static_cast<float>(next);
+    if (!(next_float > static_cast<float>(too_many) && next_float < too_few)) break;  // ties
+    t_scan = next_float;
     count = loops.scan_select(v, n, t_scan, idx, val, cap);
     ++sel.passes;
   }

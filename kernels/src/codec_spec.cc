@@ -1,9 +1,11 @@
 #include "gradgate/kernels/codec_spec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace gradgate::kernels {
 namespace {
@@ -104,15 +106,22 @@ Result<CodecParams> parse_codec_spec(std::string_view spec) {
   params.id = *id;
   if (colon != std::string_view::npos) {
     std::string_view rest = spec.substr(colon + 1);
-    while (!rest.empty()) {
+    std::vector<std::string_view> seen;
+    for (;;) {
       const auto comma = rest.find(',');
       const std::string_view item = rest.substr(0, comma);
       const auto eq = item.find('=');
       if (eq == std::string_view::npos || eq == 0) {
         return bad(spec, "expected KEY=VALUE, got '" + std::string(item) + "'");
       }
-      GRADGATE_RETURN_IF_ERROR(apply_key(params, spec, item.substr(0, eq), item.substr(eq + 1)));
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      const std::string_view key = item.substr(0, eq);
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+        return bad(spec, "key '" + std::string(key) + "' given twice");
+      }
+      seen.push_back(key);
+      GRADGATE_RETURN_IF_ERROR(apply_key(params, spec, key, item.substr(eq + 1)));
+      if (comma == std::string_view::npos) break;
+      rest = rest.substr(comma + 1);
     }
   }
   GRADGATE_RETURN_IF_ERROR(validate_codec_params(params));

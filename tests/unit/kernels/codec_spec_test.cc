@@ -145,6 +145,10 @@ TEST(CodecSpecTest, MalformedSpecsAreInvalidArgumentsNamingTheKey) {
       {"powersgd:values=fp16", "values"},
       {"none:ef=0", "ef"},
       {"sign:density=0.5", "density"},
+      // Empty items and repeated keys.
+      {"topk:", "KEY=VALUE"},
+      {"topk:density=0.1,", "KEY=VALUE"},
+      {"qsgd:bits=4,bits=2", "bits"},
       // Bad values.
       {"qsgd:bits=four", "bits"},
       {"qsgd:bits=4x", "bits"},

@@ -362,7 +362,9 @@ TEST(TopkWarmStartTest, SteadyStateTakesOnePassPerStep) {
   }
 }
 
-TEST(TopkWarmStartTest, SteadyStateWithoutFeedbackTakesOnePass) {
+// Without feedback there is no residual pass to fuse with: a warm step reads g once for its
+// statistics and finiteness, and once more for the candidates.
+TEST(TopkWarmStartTest, SteadyStateWithoutFeedbackReadsTwice) {
   constexpr size_t n = size_t{1} << 16;
   for (DataKind kind : kAllKinds) {
     const auto& source = gradient_source(kind, n);
@@ -375,7 +377,7 @@ TEST(TopkWarmStartTest, SteadyStateWithoutFeedbackTakesOnePass) {
     for (int step = 1; step <= kWarmSteps; ++step) {
       warm.push_back(select_no_feedback(window(source, n, step), k, TopkSelect::kThreshold, state));
     }
-    EXPECT_EQ(median_passes(warm), 1) << describe(warm);
+    EXPECT_EQ(median_passes(warm), 2) << describe(warm);
   }
 }
 
@@ -393,7 +395,7 @@ TEST(TopkWarmStartTest, RecoversFromADistributionShift) {
     steps.push_back(select_no_feedback(g, k, TopkSelect::kThreshold, state));
   }
   EXPECT_FALSE(HasFailure()) << describe(steps);
-  EXPECT_EQ(steps.back().passes, 1) << describe(steps);
+  EXPECT_EQ(steps.back().passes, 2) << describe(steps);
 }
 
 // ---- the same selection under both instruction sets ------------------------------------------
