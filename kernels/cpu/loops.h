@@ -19,6 +19,9 @@ struct AbsStats {
 /// capacity of the output arrays, which then hold the first `cap` of them) and |v| statistics.
 struct SelectResult {
   size_t count = 0;
+  /// accumulate_select: the first `cleared` collected elements were also set to zero in e
+  /// (their values are in val[0, cleared)); the others are still in e.
+  size_t cleared = 0;
   AbsStats stats;
 };
 
@@ -50,15 +53,18 @@ struct LoopTable {
   AbsStats (*abs_stats)(const float* g, const float* e, size_t n);
   /// e += g where the sum is finite; statistics of the new |e|.
   AbsStats (*accumulate)(const float* g, float* e, size_t n);
-  /// e += g (as accumulate) fused with collecting (index, e) of every |e| > t into idx/val.
+  /// e += g (as accumulate) fused with collecting (index, e) of every |e| > t into idx/val and
+  /// clearing them in e (most will be sent; the caller writes back those that are not), for as
+  /// long as a whole group of 8 elements is sure to find room: an element is cleared when at the
+  /// start of its aligned group of 8 (the tail is the last group) count + 8 <= cap.
   /// idx and val must have room for cap + 8 entries.
   SelectResult (*accumulate_select)(const float* g, float* e, size_t n, float t, uint32_t* idx,
                                     float* val, size_t cap);
   /// Collects (index, e) of every |e| > t, reading e only. Same capacity rule.
   size_t (*scan_select)(const float* e, size_t n, float t, uint32_t* idx, float* val, size_t cap);
 
-  /// qsgd: v = g + e (e may be null); l = min(floor(|v| * levels / scale + u), levels) with u
-  /// uniform in [0, 1) from word philox_word(i) of Philox4x32-10(key, counter = (block lo32,
+  /// qsgd: v = g + e (e may be null); l = min(floor(|v| * levels / scale + u), levels) with u =
+  /// uniform16(word philox_word(i), philox_half(i)) of Philox4x32-10(key, counter = (block lo32,
   /// block hi32 ^ counter_hi[0], counter_hi[1], 0x51D0)), block = philox_block(i); out = sign(v) l;
   /// e = v - out * scale / levels. Returns the number of non-finite v (e keeps its value there).
   size_t (*quantize_i8)(const float* g, float* e, int8_t* out, size_t n, float scale, int levels,

@@ -271,7 +271,6 @@ SelectResult accumulate_impl(const float* g, float* e, size_t n, float t, uint32
       const __m256 v = _mm256_add_ps(_mm256_loadu_ps(g + i), ve);
       const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
       const __m256 kept = _mm256_blendv_ps(ve, v, ok);
-      _mm256_storeu_ps(e + i, kept);
       const __m256 a = _mm256_and_ps(kept, abs_mask);
       vsum = _mm256_add_ps(vsum, a);
       vmax = _mm256_max_ps(vmax, a);
@@ -279,14 +278,21 @@ SelectResult accumulate_impl(const float* g, float* e, size_t n, float t, uint32
       if (bad) r.stats.nonfinite += static_cast<size_t>(__builtin_popcount(bad));
       if constexpr (kCollect) {
         // Branch-free: a data-dependent branch here mispredicts on ~15% of vectors.
-        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(a, vt, _CMP_GT_OQ));
-        compact_store(hit, index, kept, idx, val, r.count, cap);
+        const __m256 above = _mm256_cmp_ps(a, vt, _CMP_GT_OQ);
+        const bool room = r.count + 8 <= cap;  // every element of this group finds a slot
+        const __m256 clear = room ? above : _mm256_setzero_ps();
+        _mm256_storeu_ps(e + i, _mm256_blendv_ps(kept, _mm256_setzero_ps(), clear));
+        compact_store(_mm256_movemask_ps(above), index, kept, idx, val, r.count, cap);
+        r.cleared = room ? r.count : r.cleared;
         index = _mm256_add_epi32(index, eight);
+      } else {
+        _mm256_storeu_ps(e + i, kept);
       }
     }
     r.stats.abs_sum += horizontal_sum(vsum);
   }
   r.stats.abs_max = horizontal_max(vmax);
+  const bool room = r.count + 8 <= cap;  // the tail is the last group
   for (; i < n; ++i) {
     const float v = g[i] + e[i];
     if (finite(v)) {
@@ -301,9 +307,11 @@ SelectResult accumulate_impl(const float* g, float* e, size_t n, float t, uint32
       const size_t pos = std::min(r.count, cap);
       idx[pos] = static_cast<uint32_t>(i);
       val[pos] = e[i];
+      if (room) e[i] = 0.0f;
       ++r.count;
     }
   }
+  if (kCollect && room) r.cleared = r.count;
   return r;
 }
 
@@ -425,13 +433,18 @@ SelectResult accumulate_select(const float* g, float* e, size_t n, float t, uint
                                float* val, size_t cap) {
   SelectResult r;
   r.stats = accumulate(g, e, n);
-  for (size_t i = 0; i < n; ++i) {
-    if (std::fabs(e[i]) > t) {
-      const size_t pos = std::min(r.count, cap);
-      idx[pos] = static_cast<uint32_t>(i);
-      val[pos] = e[i];
-      ++r.count;
+  for (size_t start = 0; start < n; start += 8) {  // groups of 8, as the AVX2 loop
+    const bool room = r.count + 8 <= cap;
+    for (size_t i = start; i < std::min(n, start + 8); ++i) {
+      if (std::fabs(e[i]) > t) {
+        const size_t pos = std::min(r.count, cap);
+        idx[pos] = static_cast<uint32_t>(i);
+        val[pos] = e[i];
+        if (room) e[i] = 0.0f;
+        ++r.count;
+      }
     }
+    if (room) r.cleared = r.count;
   }
   return r;
 }
@@ -475,7 +488,7 @@ size_t quantize_scalar(const float* g, float* e, Int* out, size_t begin, size_t 
       continue;
     }
     const float u =
-        uniform_from_bits(qsgd_bits(philox_block(i), key, counter_hi).v[philox_word(i)]);
+        uniform16(qsgd_bits(philox_block(i), key, counter_hi).v[philox_word(i)], philox_half(i));
     const float level = std::min(std::floor(std::fabs(v) * to_levels + u), max_level);
     const Int q = static_cast<Int>(v < 0.0f ? -level : level);
     out[i] = q;
@@ -550,32 +563,36 @@ size_t quantize(const float* g, float* e, Int* out, size_t n, float scale, int l
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 sign_mask = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
   const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
-  const __m256 to_unit = _mm256_set1_ps(1.0f / 16777216.0f);
+  const __m256 to_unit = _mm256_set1_ps(1.0f / 65536.0f);
+  const __m256i low16 = _mm256_set1_epi32(0xFFFF);
   size_t bad = 0;
   size_t base = 0;
-  for (; base + 32 <= n; base += 32) {
+  for (; base + 64 <= n; base += 64) {
     __m256i bits[4];
     philox8(philox_block(base), key, counter_hi, bits);
-    __m256i q[4];
-    for (int j = 0; j < 4; ++j) {
-      const size_t i = base + 8 * static_cast<size_t>(j);
+    __m256i q[8];
+    for (int s = 0; s < 8; ++s) {  // element base + 8s + lane: word s / 2, half s % 2
+      const size_t i = base + 8 * static_cast<size_t>(s);
+      const __m256i word = bits[s / 2];
+      const __m256i r16 = (s % 2) ? _mm256_srli_epi32(word, 16) : _mm256_and_si256(word, low16);
       const __m256 ve = e ? _mm256_loadu_ps(e + i) : _mm256_setzero_ps();
       const __m256 v = _mm256_add_ps(_mm256_loadu_ps(g + i), ve);
       const __m256 a = _mm256_and_ps(v, abs_mask);
       const __m256 ok = _mm256_cmp_ps(a, inf, _CMP_LT_OQ);
       bad += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
-      const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(bits[j], 8)), to_unit);
+      const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(r16), to_unit);
       const __m256 level =
           _mm256_min_ps(_mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(a, to_levels), u)), max_level);
       const __m256 signed_level =
           _mm256_and_ps(_mm256_or_ps(level, _mm256_and_ps(v, sign_mask)), ok);
-      q[j] = _mm256_cvttps_epi32(signed_level);
+      q[s] = _mm256_cvttps_epi32(signed_level);
       if (e) {
         const __m256 err = _mm256_sub_ps(v, _mm256_mul_ps(signed_level, to_value));
         _mm256_storeu_ps(e + i, _mm256_blendv_ps(ve, err, ok));
       }
     }
     store_levels(q, out + base);
+    store_levels(q + 4, out + base + 32);
   }
   return bad + quantize_scalar(g, e, out, base, n, scale, levels, key, counter_hi);
 }
@@ -643,9 +660,28 @@ size_t encode_sign(const float* g, float* e, uint8_t* out, size_t n, float scale
   return bad;
 }
 
-void add_sign(const uint8_t* in, float scale, float* acc, size_t n) {
-  for (size_t i = 0; i < n; ++i) acc[i] += ((in[i / 8] >> (i % 8)) & 1u) ? scale : -scale;
+void add_sign_scalar(const uint8_t* in, float scale, float* acc, size_t begin, size_t n) {
+  for (size_t i = begin; i < n; ++i) acc[i] += ((in[i / 8] >> (i % 8)) & 1u) ? scale : -scale;
 }
+
+#if defined(__AVX2__)
+void add_sign(const uint8_t* in, float scale, float* acc, size_t n) {
+  const __m256i lane_bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256 plus = _mm256_set1_ps(scale), minus = _mm256_set1_ps(-scale);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i byte = _mm256_set1_epi32(in[i / 8]);
+    const __m256i set = _mm256_cmpeq_epi32(_mm256_and_si256(byte, lane_bits), lane_bits);
+    const __m256 value = _mm256_blendv_ps(minus, plus, _mm256_castsi256_ps(set));
+    _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), value));
+  }
+  add_sign_scalar(in, scale, acc, i, n);
+}
+#else
+void add_sign(const uint8_t* in, float scale, float* acc, size_t n) {
+  add_sign_scalar(in, scale, acc, 0, n);
+}
+#endif
 
 }  // namespace
 

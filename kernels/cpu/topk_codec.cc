@@ -119,7 +119,7 @@ class TopkCodec final : public CpuCodec {
       write_gap_varints(indices, p);
     }
     p += index_bytes;
-    write_values_and_feedback(indices, values, stream.residual(), p);
+    write_values(indices, values, stream.residual(), p);
 
     FrameHeader h = header_for(round, ctx, stream);
     h.flags = static_cast<uint8_t>((bitmap ? kFlagBitmap : 0) | (fp16() ? kFlagFp16 : 0));
@@ -147,20 +147,18 @@ class TopkCodec final : public CpuCodec {
     return params().select == TopkSelect::kExact ? k : topk_max_count(k);
   }
 
-  // Writes the selected values and applies error feedback: the residual keeps what the wire
-  // value does not carry (0 for fp32, the rounding error for fp16).
-  void write_values_and_feedback(std::span<const uint32_t> indices, std::span<const float> values,
-                                 std::span<float> residual, std::byte* out) const {
+  // Writes the selected values. select_topk has cleared them in the residual; with fp16 values
+  // the residual keeps the rounding error instead.
+  void write_values(std::span<const uint32_t> indices, std::span<const float> values,
+                    std::span<float> residual, std::byte* out) const {
     for (size_t j = 0; j < indices.size(); ++j) {
-      float sent = values[j];
-      if (fp16()) {
-        const uint16_t h = float_to_fp16(std::clamp(values[j], -kFp16Max, kFp16Max));
-        wire::store<uint16_t>(out + 2 * j, h);
-        sent = fp16_to_float(h);
-      } else {
-        wire::store<float>(out + 4 * j, sent);
+      if (!fp16()) {
+        wire::store<float>(out + 4 * j, values[j]);
+        continue;
       }
-      if (!residual.empty()) residual[indices[j]] = values[j] - sent;
+      const uint16_t h = float_to_fp16(std::clamp(values[j], -kFp16Max, kFp16Max));
+      wire::store<uint16_t>(out + 2 * j, h);
+      if (!residual.empty()) residual[indices[j]] = values[j] - fp16_to_float(h);
     }
   }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "gradgate/kernels/half.h"  // float_bits, bits_float
 #include "loops.h"
 
 namespace gradgate::kernels::cpu {
@@ -11,6 +12,9 @@ namespace {
 
 constexpr int kMaxScans = 40;        // rescans of e before giving up on the candidate window
 constexpr int kMaxRefinements = 64;  // count-and-correct steps among the candidates
+// The warm-start candidate threshold aims at this many times the selection: fewer candidates
+// make the refinement cheaper, too few force a rescan of the whole array.
+constexpr double kCandidateFactor = 1.5;
 
 size_t candidate_capacity(size_t n, size_t k) { return std::min(n, 8 * k + 1024); }
 
@@ -28,27 +32,49 @@ double log_linear(double t0, double c0, double t1, double c1, double target) {
   return t0 + slope * std::log(c0 / target);
 }
 
-// The k largest |values| (ties broken by position) stay, in their order; returns the k-th |v|.
-float keep_exact(std::span<uint32_t> idx, std::span<float> val, size_t k) {
+// The k-th largest |val| (1-based).
+float kth_largest(std::span<const float> val, size_t k) {
   std::vector<float> magnitudes(val.size());
   std::transform(val.begin(), val.end(), magnitudes.begin(), [](float v) { return std::fabs(v); });
   std::nth_element(magnitudes.begin(), magnitudes.begin() + static_cast<ptrdiff_t>(k - 1),
                    magnitudes.end(), std::greater<>());
-  const float kth = magnitudes[k - 1];
-  size_t above = 0;
-  for (float v : val) above += std::fabs(v) > kth;
-  size_t ties_left = k - above;
-  size_t out = 0;
-  for (size_t j = 0; j < val.size(); ++j) {
-    const float a = std::fabs(val[j]);
-    if (a > kth || (a == kth && ties_left > 0)) {
-      if (a == kth) --ties_left;
-      idx[out] = idx[j];
-      val[out] = val[j];
-      ++out;
-    }
+  return magnitudes[k - 1];
+}
+
+// Stores `values` at `indices` of e, prefetching ahead: the lines were evicted long ago, and
+// overlapping the misses is what makes a scatter of ~k elements cheap.
+void scatter(float* e, const uint32_t* indices, const float* values, size_t count) {
+  constexpr size_t kPrefetchDistance = 64;
+  for (size_t j = 0; j < count; ++j) {
+    if (j + kPrefetchDistance < count) __builtin_prefetch(e + indices[j + kPrefetchDistance], 1);
+    e[indices[j]] = values[j];
   }
-  return kth;
+}
+
+// Keeps the candidates that `keep(j, |v|)` accepts (called once per candidate, in order),
+// compacted to the front in index order, and makes e agree: a cleared candidate left behind gets
+// its value back, a kept one that was not cleared becomes zero. Returns how many are kept.
+template <typename Keep>
+size_t settle(uint32_t* idx, float* val, size_t count, size_t cleared, float* e,
+              TopkSelectorState& st, Keep&& keep) {
+  st.writeback_indices.resize(count + 1);
+  st.writeback_values.resize(count + 1);
+  uint32_t* back_idx = st.writeback_indices.data();
+  float* back_val = st.writeback_values.data();
+  size_t kept = 0, back = 0;
+  for (size_t j = 0; j < count; ++j) {  // branch-free: about a third of the candidates go back
+    const uint32_t i = idx[j];
+    const float v = val[j];
+    const bool stays = keep(j, std::fabs(v));
+    back_idx[back] = i;
+    back_val[back] = stays ? 0.0f : v;
+    back += (j < cleared) != stays;  // cleared and dropped, or kept and not cleared
+    idx[kept] = i;
+    val[kept] = v;
+    kept += stays;
+  }
+  if (e) scatter(e, back_idx, back_val, back);
+  return kept;
 }
 
 size_t count_above(std::span<const float> val, float t) {
@@ -57,56 +83,52 @@ size_t count_above(std::span<const float> val, float t) {
   return c;
 }
 
-void keep_above(std::span<uint32_t> idx, std::span<float> val, float t, size_t& count) {
-  size_t out = 0;
-  for (size_t j = 0; j < count; ++j) {  // branch-free: about half of the candidates stay
-    idx[out] = idx[j];
-    val[out] = val[j];
-    out += std::fabs(val[j]) > t;
-  }
-  count = out;
-}
-
-// A threshold among the candidates (all above t_scan) from a histogram of |v|: the lower edge of
-// the bin where the count from the top first reaches k. Returns NaN when that bin alone holds
-// more than k_max - k elements (the caller then bisects inside it).
+// A threshold among the candidates (all above t_scan, at most `top`) from a histogram of |v|.
+// Bins are ranges of the float bit pattern, which is monotonic in |v| and close to logarithmic,
+// so the bins follow heavy tails and their edges are exact floats: the count above an edge is
+// exactly the sum of the bins from there up. Returns the threshold just below the edge where the
+// count from the top reaches k, or NaN (with the crowded bin) when that bin alone holds more than
+// k_max - k elements.
 struct HistogramCut {
   float threshold = std::numeric_limits<float>::quiet_NaN();
   float lo = 0.0f, hi = 0.0f;  // the bin holding the k-th largest, for the fallback
 };
 
-HistogramCut histogram_threshold(std::span<const float> val, float t_scan, size_t k, size_t k_max) {
-  constexpr size_t kBins = 4096;
-  float top = t_scan;
-  for (float v : val) top = std::max(top, std::fabs(v));
+HistogramCut histogram_threshold(std::span<const float> val, float t_scan, float top, size_t k,
+                                 size_t k_max) {
+  constexpr uint32_t kBins = 4096;
+  constexpr int kCopies = 4;  // interleaved histograms: fewer stalls on repeated bins
   HistogramCut cut{std::numeric_limits<float>::quiet_NaN(), t_scan, top};
-  if (!(top > t_scan)) return cut;
-  const double width = (static_cast<double>(top) - t_scan) / kBins;
-  std::vector<uint32_t> bins(kBins, 0);
-  for (float v : val) {
-    const auto bin = static_cast<size_t>((std::fabs(v) - t_scan) / width);
-    ++bins[std::min(bin, kBins - 1)];
+  const uint32_t base = float_bits(t_scan);
+  const uint32_t span = float_bits(top) - base;
+  int shift = 0;
+  while ((span >> shift) >= kBins) ++shift;
+  std::vector<uint32_t> bins(kCopies * kBins, 0);
+  const size_t count = val.size();
+  for (size_t j = 0; j < count; ++j) {
+    const uint32_t bin = (float_bits(std::fabs(val[j])) - base) >> shift;
+    ++bins[(j % kCopies) * kBins + std::min(bin, kBins - 1)];
   }
   size_t above = 0;
-  for (size_t b = kBins; b-- > 0;) {
-    if (above + bins[b] >= k) {
-      cut.lo = static_cast<float>(t_scan + width * static_cast<double>(b));
-      cut.hi = static_cast<float>(t_scan + width * static_cast<double>(b + 1));
-      // Elements exactly at a bin edge can fall on either side after rounding: count exactly.
-      const float edge = std::nextafter(cut.lo, 0.0f);
-      const size_t exact = count_above(val, edge);
-      if (exact >= k && exact <= k_max) cut.threshold = edge;
+  for (uint32_t b = kBins; b-- > 0;) {
+    size_t in_bin = 0;
+    for (int c = 0; c < kCopies; ++c) in_bin += bins[c * kBins + b];
+    if (above + in_bin >= k) {
+      cut.lo = bits_float(base + (b << shift));
+      cut.hi = b + 1 < kBins ? bits_float(base + ((b + 1) << shift)) : top;
+      if (above + in_bin <= k_max) cut.threshold = std::nextafter(cut.lo, 0.0f);
       return cut;
     }
-    above += bins[b];
+    above += in_bin;
   }
   return cut;
 }
 
 // Among the candidates, finds t with count(|v| > t) in [k, k_max]: a histogram cut, then
 // bisection inside the cut's bin. Returns NaN when ties make that impossible.
-float refine_threshold(std::span<const float> val, float t_scan, size_t k, size_t k_max) {
-  const HistogramCut cut = histogram_threshold(val, t_scan, k, k_max);
+float refine_threshold(std::span<const float> val, float t_scan, float top, size_t k,
+                       size_t k_max) {
+  const HistogramCut cut = histogram_threshold(val, t_scan, top, k, k_max);
   if (!std::isnan(cut.threshold)) return cut.threshold;
   double lo = std::nextafter(cut.lo, 0.0f),
          hi = std::nextafter(cut.hi, std::numeric_limits<float>::max());
@@ -172,10 +194,12 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   float t_scan = warm ? std::max(0.0f, st.threshold + st.drift - st.margin)
                       : std::numeric_limits<float>::infinity();
   size_t count = 0;
+  size_t cleared = 0;  // candidates [0, cleared) are zero in e until settled
   AbsStats stats;
   if (feedback) {
     const SelectResult r = loops.accumulate_select(g.data(), e.data(), n, t_scan, idx, val, cap);
     count = r.count;
+    cleared = r.cleared;
     stats = r.stats;
   } else {
     stats = loops.abs_stats(g.data(), nullptr, n);
@@ -185,8 +209,14 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
     }
   }
   sel.passes += 1;
+  // Puts the cleared candidates back into e: before any rescan reads e, or on error.
+  const auto write_back = [&] {
+    scatter(e.data(), idx, val, cleared);
+    cleared = 0;
+  };
   if (stats.nonfinite != 0) {
     if (feedback) {
+      write_back();
       for (size_t i = 0; i < n; ++i) {
         const float before = e[i] - g[i];
         if (std::isfinite(before)) e[i] = before;
@@ -198,10 +228,11 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   const double b = stats.abs_sum / static_cast<double>(n);
 
   // Bring the candidate count into [k, cap] with read-only rescans, steering a log-linear model
-  // of count(t) toward 2k. Every scan narrows the bracket (too_many, too_few).
-  const double target = 2.0 * static_cast<double>(k);
+  // of count(t) toward kCandidateFactor * k. Every scan narrows the bracket (too_many, too_few).
+  const double target = kCandidateFactor * static_cast<double>(k);
   double too_many = 0.0, c_many = static_cast<double>(n);                 // a t with count > cap
   double too_few = std::numeric_limits<double>::infinity(), c_few = 0.0;  // a t with count < k
+  if (count < k || count > cap) write_back();
   if (!warm) {
     t_scan = laplace_threshold(b, n, target);
     count = loops.scan_select(v, n, t_scan, idx, val, cap);
@@ -236,6 +267,7 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   if (count > cap || (count < k && t_scan > 0.0f)) {  // ties: no threshold separates k
     count = select_exact_full(v, n, k, idx, val);
     ++sel.passes;
+    if (feedback) settle(idx, val, count, 0, e.data(), st, [](size_t, float) { return true; });
     sel.indices = {idx, count};
     sel.values = {val, count};
     sel.threshold = std::numeric_limits<float>::max();
@@ -248,21 +280,27 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   const size_t candidates = count;
   const size_t k_max = mode == TopkSelect::kExact ? k : topk_max_count(k);
   float threshold = t_scan;
-  if (count > k_max) {
-    const std::span<float> cand_val(val, count);
-    const float t = mode == TopkSelect::kExact ? std::numeric_limits<float>::quiet_NaN()
-                                               : refine_threshold(cand_val, t_scan, k, k_max);
-    if (std::isnan(t)) {
-      threshold = keep_exact({idx, count}, cand_val, k);
-      count = k;
-    } else {
-      threshold = t;
-      keep_above({idx, count}, cand_val, t, count);
-    }
+  float* residual = feedback ? e.data() : nullptr;
+  const float t = count <= k_max || mode == TopkSelect::kExact
+                      ? std::numeric_limits<float>::quiet_NaN()
+                      : refine_threshold({val, count}, t_scan, stats.abs_max, k, k_max);
+  if (count <= k_max) {
+    count = settle(idx, val, count, cleared, residual, st, [](size_t, float) { return true; });
+  } else if (!std::isnan(t)) {
+    threshold = t;
+    count = settle(idx, val, count, cleared, residual, st, [t](size_t, float a) { return a > t; });
+  } else {  // exact mode, or ties inside one histogram bin: the k largest, ties by position
+    threshold = kth_largest({val, count}, k);
+    size_t ties = k - count_above({val, count}, threshold);
+    count = settle(idx, val, count, cleared, residual, st, [&](size_t, float a) {
+      const bool tie = a == threshold && ties > 0;
+      ties -= tie;
+      return a > threshold || tie;
+    });
   }
 
-  // Warm start for the next step: a candidate threshold expected to catch ~2x the selection,
-  // from the local slope of log(count) between the scan and the final threshold.
+  // Warm start for the next step: a candidate threshold expected to catch kCandidateFactor times
+  // the selection, from the local slope of log(count) between the scan and the final threshold.
   if (threshold > 0.0f) {
     double slope = b;
     if (candidates > count && count > 0 && threshold > t_scan) {
@@ -270,8 +308,8 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
     }
     st.drift = warm ? threshold - st.threshold : 0.0f;
     st.threshold = threshold;
-    st.margin =
-        static_cast<float>(std::clamp(slope * std::log(2.0), 0.01 * threshold, 1.0 * threshold));
+    st.margin = static_cast<float>(
+        std::clamp(slope * std::log(kCandidateFactor), 0.01 * threshold, 1.0 * threshold));
   }
   sel.indices = {idx, count};
   sel.values = {val, count};

@@ -1,10 +1,12 @@
 // Top-k selection with error feedback, the core of the topk codec.
 //
-// One fused pass adds the gradient into the residual and collects every element above a
-// candidate threshold, warm-started from the previous step's threshold of the same stream; the
-// final threshold is then found among the candidates only. In steady state this touches memory
-// once (read g, read and write e: 12 bytes per element). Cold steps and big distribution shifts
-// add read-only rescans of e (4 bytes per element each), counted in Selection::passes.
+// One fused pass adds the gradient into the residual, collects every element above a candidate
+// threshold (warm-started from the previous step's threshold of the same stream, extrapolating
+// its drift, aimed at 1.5 k candidates) and clears them in the residual; the final threshold is
+// then found among the candidates only, and the few candidates not selected are written back.
+// In steady state this touches memory once (read g, read and write e: 12 bytes per element).
+// Cold steps and big distribution shifts add read-only rescans of e (4 bytes per element each),
+// counted in Selection::passes.
 //
 // Threshold mode (Chen, Liu, Han 2021): the candidate threshold comes from a Laplace fit
 // (P(|v| > t) = exp(-t / b), b = mean |v|) and is corrected by counting until the candidate count
@@ -31,15 +33,18 @@ struct TopkSelectorState {
   float margin = 0.0f;     // how far below the prediction the next candidate threshold goes
   std::vector<uint32_t> indices;
   std::vector<float> values;
+  std::vector<uint32_t> writeback_indices;  // e entries to fix up after the final selection
+  std::vector<float> writeback_values;
 
   size_t memory_bytes() const {
-    return indices.capacity() * sizeof(uint32_t) + values.capacity() * sizeof(float);
+    return (indices.capacity() + writeback_indices.capacity()) * sizeof(uint32_t) +
+           (values.capacity() + writeback_values.capacity()) * sizeof(float);
   }
 };
 
 struct Selection {
   std::span<const uint32_t> indices;  // ascending
-  std::span<const float> values;      // e[indices[j]] (still in e; the caller clears them)
+  std::span<const float> values;      // the values at those indices (e is now 0 there)
   int passes = 0;                     // passes over the n-element arrays (1 in steady state)
   float threshold = 0.0f;
 };
@@ -49,9 +54,10 @@ size_t topk_count(double density, size_t n);
 /// The most elements threshold mode may select for a target k: floor(1.1 k).
 size_t topk_max_count(size_t k);
 
-/// e += g, then selects the elements of e to send. Returns kInvalidArgument (and leaves e as it
-/// was, to float rounding) if g + e has NaN or infinite values. The returned spans point into
-/// `state` and stay valid until the next call.
+/// e += g, then selects the elements of e to send and sets them to zero in e (when e is empty,
+/// selects from g and writes nothing). Returns kInvalidArgument (and leaves e as it was, to float
+/// rounding) if g + e has NaN or infinite values. The returned spans point into `state` and stay
+/// valid until the next call.
 Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size_t k,
                               TopkSelect mode, TopkSelectorState& state);
 

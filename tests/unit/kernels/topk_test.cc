@@ -179,18 +179,42 @@ StepRecord record_of(const Selection& sel) {
   return rec;
 }
 
-// One step as the codec does it: e += g and select, check the selection against e, then zero e
-// at the selected indices.
+// e + g where the sum is finite (else e): what the residual holds before the selection.
+std::vector<float> accumulated(std::span<const float> g, std::span<const float> e) {
+  std::vector<float> v(e.begin(), e.end());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (std::isfinite(e[i] + g[i])) v[i] = e[i] + g[i];
+  }
+  return v;
+}
+
+// After a selection with error feedback, e must be the accumulated residual with exactly the
+// selected entries cleared.
+testing::AssertionResult cleared_at_selection(const Selection& sel, std::span<const float> e,
+                                              std::span<const float> accumulated_e) {
+  std::vector<float> expected(accumulated_e.begin(), accumulated_e.end());
+  for (uint32_t i : sel.indices) expected[i] = 0.0f;
+  for (size_t i = 0; i < e.size(); ++i) {
+    if (float_bits(e[i]) != float_bits(expected[i])) {
+      return testing::AssertionFailure() << "e[" << i << "] = " << e[i] << ", expected "
+                                         << expected[i];
+    }
+  }
+  return testing::AssertionSuccess();
+}
+
+// One step as the codec does it: e += g and select; the selection must be a top set of the
+// accumulated residual, which select_topk leaves cleared at the selected indices.
 StepRecord select_and_clear(std::span<const float> g, std::vector<float>& e, size_t k,
                             TopkSelect mode, TopkSelectorState& state) {
+  const std::vector<float> before = accumulated(g, e);
   auto sel = select_topk(g, e, k, mode, state);
   EXPECT_TRUE(sel.ok()) << sel.status().to_string();
   if (!sel.ok()) return {};
-  EXPECT_TRUE(is_top_selection(*sel, e));
-  EXPECT_TRUE(count_in_bounds(sel->indices.size(), k, count_nonzero(e), mode));
-  StepRecord rec = record_of(*sel);
-  for (uint32_t i : sel->indices) e[i] = 0.0f;
-  return rec;
+  EXPECT_TRUE(is_top_selection(*sel, before));
+  EXPECT_TRUE(count_in_bounds(sel->indices.size(), k, count_nonzero(before), mode));
+  EXPECT_TRUE(cleared_at_selection(*sel, e, before));
+  return record_of(*sel);
 }
 
 // One step without error feedback (the codec with ef=0): selects from g itself.
@@ -321,16 +345,17 @@ TEST(TopkExactTest, SelectsExactlyTheKLargestMagnitudes) {
       TopkSelectorState state;
       std::vector<float> e(n, 0.0f);
       for (int step = 0; step <= kWarmSteps; ++step) {
+        const std::vector<float> before = accumulated(window(source, n, step), e);
         auto sel = select_topk(window(source, n, step), e, k, TopkSelect::kExact, state);
         ASSERT_TRUE(sel.ok()) << sel.status().to_string();
         ASSERT_EQ(sel->indices.size(), k) << "step " << step;
-        ASSERT_TRUE(is_top_selection(*sel, e)) << "step " << step;
+        ASSERT_TRUE(is_top_selection(*sel, before)) << "step " << step;
+        ASSERT_TRUE(cleared_at_selection(*sel, e, before)) << "step " << step;
         std::vector<float> taken(sel->values.size());
         std::transform(sel->values.begin(), sel->values.end(), taken.begin(),
                        [](float x) { return std::fabs(x); });
         std::sort(taken.begin(), taken.end());
-        ASSERT_EQ(taken, largest_magnitudes(e, k)) << "step " << step;
-        for (uint32_t i : sel->indices) e[i] = 0.0f;
+        ASSERT_EQ(taken, largest_magnitudes(before, k)) << "step " << step;
       }
     }
   }

@@ -32,12 +32,20 @@ GRADGATE_HOST_DEVICE inline Philox4 philox4x32_10(Philox4 counter, uint32_t key0
   return {{c0, c1, c2, c3}};
 }
 
-/// Which Philox call and output word give element i its random bits: element i uses word
-/// philox_word(i) of the call with counter block philox_block(i). Groups of 32 elements share 8
-/// consecutive blocks, word j of block 8m + L serving element 32m + 8j + L, so that 8 SIMD lanes
-/// (or 8 GPU threads) computing 8 blocks get 4 vectors of 8 consecutive elements each.
-GRADGATE_HOST_DEVICE inline uint64_t philox_block(uint64_t i) { return (i >> 5) << 3 | (i & 7); }
-GRADGATE_HOST_DEVICE inline int philox_word(uint64_t i) { return static_cast<int>((i >> 3) & 3); }
+/// Which random bits serve element i when every element takes a 16-bit uniform: half
+/// philox_half(i) of word philox_word(i) of the Philox call on counter block philox_block(i).
+/// Groups of 64 elements share 8 consecutive blocks, element 64m + 16j + 8h + L taking half h of
+/// word j of block 8m + L, so that 8 SIMD lanes (or 8 GPU threads) computing 8 blocks get 8
+/// vectors of 8 consecutive elements. One Philox call thus serves 8 elements.
+GRADGATE_HOST_DEVICE inline uint64_t philox_block(uint64_t i) { return (i >> 6) << 3 | (i & 7); }
+GRADGATE_HOST_DEVICE inline int philox_word(uint64_t i) { return static_cast<int>((i >> 4) & 3); }
+GRADGATE_HOST_DEVICE inline int philox_half(uint64_t i) { return static_cast<int>((i >> 3) & 1); }
+
+/// A uniform float in [0, 1) from 16 random bits (a multiple of 2^-16: stochastic rounding with
+/// it is biased by less than 2^-16 of a level).
+GRADGATE_HOST_DEVICE inline float uniform16(uint32_t word, int half) {
+  return static_cast<float>((word >> (16 * half)) & 0xFFFFu) * (1.0f / 65536.0f);
+}
 
 /// A uniform float in [0, 1) from the top 24 bits of `bits`.
 GRADGATE_HOST_DEVICE inline float uniform_from_bits(uint32_t bits) {
