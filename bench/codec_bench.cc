@@ -226,19 +226,21 @@ bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::o
       return false;
     }
     std::vector<float> copy_src(n, 1.0f), copy_dst(n);
-    const double memcpy_s = median_seconds(options.min_seconds, [&] {
-      std::memcpy(copy_dst.data(), copy_src.data(), n * sizeof(float));
-    });
-    const double memcpy_gbps = gbps(n * sizeof(float), memcpy_s);
-    // The second reference: the in-place update e += g (12 bytes of traffic per element), the
-    // access pattern of an encode with error feedback. Where memcpy is slow (non-temporal
-    // stores, virtual machines) this is the tighter roofline.
-    const double update_s = median_seconds(options.min_seconds, [&] {
-      float* e = copy_dst.data();
-      const float* g = copy_src.data();
-      for (size_t i = 0; i < n; ++i) e[i] += g[i];
-    });
-    const double update_gbps = gbps(n * 12, update_s);
+    // The references, measured right before each row so that a machine whose speed drifts
+    // (turbo, neighbours) compares like with like. The second one is the in-place update
+    // e += g (12 bytes of traffic per element), the access pattern of an encode with error
+    // feedback: where memcpy is slow (non-temporal stores, virtual machines) it is the tighter
+    // roofline.
+    const auto measure_references = [&](Row& row) {
+      row.memcpy_gbps = gbps(n * sizeof(float), median_seconds(options.min_seconds, [&] {
+                               std::memcpy(copy_dst.data(), copy_src.data(), n * sizeof(float));
+                             }));
+      row.update_gbps = gbps(n * 12, median_seconds(options.min_seconds, [&] {
+                               float* e = copy_dst.data();
+                               const float* g = copy_src.data();
+                               for (size_t i = 0; i < n; ++i) e[i] += g[i];
+                             }));
+    };
     for (Dist dist : dists) {
       const std::vector<float> grad =
           dist == Dist::kReal ? tile(*real, n, 7) : make_gradient(dist, n, 42 + n);
@@ -253,6 +255,8 @@ bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::o
           ctx.step = static_cast<uint64_t>(s);
           frame_bytes = encode_step(*codec, ctx, grad, *stream, frame);
         }
+        Row row;
+        measure_references(row);
         const double encode_s = median_seconds(options.min_seconds, [&] {
           ++ctx.step;
           frame_bytes = encode_step(*codec, ctx, grad, *stream, frame);
@@ -262,7 +266,6 @@ bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::o
         const double decode_s = median_seconds(
             options.min_seconds, [&] { (void)codec->decode_accumulate(view, stream.get(), acc); });
 
-        Row row;
         const std::string spec = kernels::format_codec_spec(params);
         const auto colon = spec.find(':');
         row.codec = std::string(kernels::codec_name(params.id));
@@ -271,11 +274,9 @@ bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::o
         row.n = n;
         row.encode_gbps = gbps(n * sizeof(float), encode_s);
         row.decode_gbps = gbps(n * sizeof(float), decode_s);
-        row.memcpy_gbps = memcpy_gbps;
         row.traffic_bytes = encode_traffic_bytes(params);
-        row.roofline = row.encode_gbps * row.traffic_bytes / (memcpy_gbps * 8.0);
-        row.update_gbps = update_gbps;
-        row.update_roofline = row.encode_gbps / 4.0 * row.traffic_bytes / update_gbps;
+        row.roofline = row.encode_gbps * row.traffic_bytes / (row.memcpy_gbps * 8.0);
+        row.update_roofline = row.encode_gbps / 4.0 * row.traffic_bytes / row.update_gbps;
         row.wire_ratio = static_cast<double>(frame_bytes) / static_cast<double>(n * sizeof(float));
         if (params.id == CodecId::kTopk) {
           uint32_t count;
