@@ -64,7 +64,7 @@ struct LoopTable {
   size_t (*scan_select)(const float* e, size_t n, float t, uint32_t* idx, float* val, size_t cap);
 
   /// qsgd: v = g + e (e may be null); l = min(floor(|v| * levels / scale + u), levels) with u =
-  /// uniform16(word philox_word(i), philox_half(i)) of Philox4x32-10(key, counter = (block lo32,
+  /// uniform16(word philox_word(i), philox_half(i)) of Philox4x32-7(key, counter = (block lo32,
   /// block hi32 ^ counter_hi[0], counter_hi[1], 0x51D0)), block = philox_block(i); out = sign(v) l;
   /// e = v - out * scale / levels. Returns the number of non-finite v (e keeps its value there).
   size_t (*quantize_i8)(const float* g, float* e, int8_t* out, size_t n, float scale, int levels,

@@ -465,8 +465,11 @@ size_t scan_select(const float* e, size_t n, float t, uint32_t* idx, float* val,
 
 // ---- qsgd ------------------------------------------------------------------------------------
 
+// Stochastic rounding draws from Philox4x32-7 (see philox.h).
+constexpr int kQsgdPhiloxRounds = 7;
+
 inline Philox4 qsgd_bits(uint64_t block, const uint32_t key[2], const uint32_t counter_hi[2]) {
-  return philox4x32_10(
+  return philox4x32<kQsgdPhiloxRounds>(
       {{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32) ^ counter_hi[0],
         counter_hi[1], 0x51D0u}},
       key[0], key[1]);
@@ -506,7 +509,8 @@ inline void mulhilo8(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
   hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
 }
 
-// Philox4x32-10 on 8 consecutive blocks at once; r[j] lane L = word j of block first + L.
+// Philox4x32 (kQsgdPhiloxRounds) on 8 consecutive blocks at once; r[j] lane L = word j of block
+// first + L.
 inline void philox8(uint64_t first, const uint32_t key[2], const uint32_t counter_hi[2],
                     __m256i r[4]) {
   __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first))),
@@ -518,7 +522,7 @@ inline void philox8(uint64_t first, const uint32_t key[2], const uint32_t counte
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
   uint32_t k0 = key[0], k1 = key[1];
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < kQsgdPhiloxRounds; ++round) {
     __m256i hi0, lo0, hi1, lo1;
     mulhilo8(c0, m0, hi0, lo0);
     mulhilo8(c2, m1, hi1, lo1);
@@ -561,7 +565,6 @@ size_t quantize(const float* g, float* e, Int* out, size_t n, float scale, int l
   const __m256 to_value = _mm256_set1_ps(scale / static_cast<float>(levels));
   const __m256 max_level = _mm256_set1_ps(static_cast<float>(levels));
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256 sign_mask = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
   const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   const __m256 to_unit = _mm256_set1_ps(1.0f / 65536.0f);
   const __m256i low16 = _mm256_set1_epi32(0xFFFF);
@@ -581,13 +584,14 @@ size_t quantize(const float* g, float* e, Int* out, size_t n, float scale, int l
       const __m256 ok = _mm256_cmp_ps(a, inf, _CMP_LT_OQ);
       bad += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
       const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(r16), to_unit);
-      const __m256 level =
-          _mm256_min_ps(_mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(a, to_levels), u)), max_level);
-      const __m256 signed_level =
-          _mm256_and_ps(_mm256_or_ps(level, _mm256_and_ps(v, sign_mask)), ok);
-      q[s] = _mm256_cvttps_epi32(signed_level);
+      // Clamped to the top level, truncation is floor (the operand is >= 0); sign_epi32 applies
+      // v's sign (v = 0 has level 0 anyway). NaN lanes are masked to 0.
+      const __m256i level = _mm256_cvttps_epi32(
+          _mm256_min_ps(_mm256_add_ps(_mm256_mul_ps(a, to_levels), u), max_level));
+      q[s] = _mm256_and_si256(_mm256_sign_epi32(level, _mm256_castps_si256(v)),
+                              _mm256_castps_si256(ok));
       if (e) {
-        const __m256 err = _mm256_sub_ps(v, _mm256_mul_ps(signed_level, to_value));
+        const __m256 err = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(q[s]), to_value));
         _mm256_storeu_ps(e + i, _mm256_blendv_ps(ve, err, ok));
       }
     }

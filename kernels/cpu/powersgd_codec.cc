@@ -99,7 +99,7 @@ using PowersgdStream = StreamWith<PowersgdState>;
 void fill_shared_uniform(uint64_t key, std::span<float> out) {
   const auto k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
   for (size_t block = 0; 4 * block < out.size(); ++block) {
-    const Philox4 bits = philox4x32_10(
+    const Philox4 bits = philox4x32(
         {{static_cast<uint32_t>(block), static_cast<uint32_t>(uint64_t{block} >> 32), 0, 0}}, k0,
         k1);
     for (size_t lane = 0; lane < 4 && 4 * block + lane < out.size(); ++lane) {

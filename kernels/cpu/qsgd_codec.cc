@@ -2,7 +2,7 @@
 // workers, summable by plain integer addition (vineeths96, "Gradient-Compression").
 //
 // Each element v becomes sign(v) * l with l = floor(|v| * s / scale + u), s = 2^bits - 1 levels and
-// u uniform from Philox4x32-10 keyed by (job seed, worker) and counted by (element, tensor, step):
+// u uniform from Philox4x32-7 keyed by (job seed, worker) and counted by (element, tensor, step):
 // unbiased, reproducible, independent between workers. The wire integer has bits + 1 (sign) +
 // ceil(log2 workers) bits rounded up to 8/16/32, so the sum of `workers` frames never overflows.
 //

@@ -25,8 +25,8 @@ uint32_t stratum_index(uint64_t j, uint64_t k, uint64_t n, uint64_t key) {
   const uint64_t begin = j * n / k;
   const uint64_t length = (j + 1) * n / k - begin;
   const Philox4 bits =
-      philox4x32_10({{static_cast<uint32_t>(j), static_cast<uint32_t>(j >> 32), 0x7A4Bu, 0}},
-                    static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
+      philox4x32({{static_cast<uint32_t>(j), static_cast<uint32_t>(j >> 32), 0x7A4Bu, 0}},
+                 static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
   return static_cast<uint32_t>(begin + ((static_cast<uint64_t>(bits.v[0]) * length) >> 32));
 }
 
