@@ -36,16 +36,21 @@ Status CpuCodec::check_encode(int round, const StepContext& ctx, std::span<const
   return {};
 }
 
-FrameHeader CpuCodec::header_for(int round, const StepContext& ctx, const Stream& stream) const {
+size_t CpuCodec::seal(int round, const StepContext& ctx, const Stream& stream, size_t frame_bytes,
+                      std::span<std::byte> out, uint8_t flags, uint32_t param) const {
   FrameHeader h;
   h.codec = params_.id;
   h.round = static_cast<uint8_t>(round);
+  h.flags = flags;
   h.tensor_id = stream.desc().tensor_id;
   h.job_id = stream.desc().job_id;
   h.step = ctx.step;
   h.element_count = stream.desc().elements;
   h.policy_version = ctx.policy_version;
-  return h;
+  h.param = param;
+  h.payload_bytes = static_cast<uint32_t>(frame_bytes - kFrameHeaderBytes);
+  seal_frame(h, out);
+  return frame_bytes;
 }
 
 Status CpuCodec::check_decode(const FrameView& frame, std::span<float> acc) const {

@@ -27,8 +27,10 @@ class CpuCodec : public Codec {
   /// Checks round, memory kind, gradient length and that `out` holds `frame_bytes`.
   Status check_encode(int round, const StepContext& ctx, std::span<const float> grad,
                       const Stream& stream, std::span<std::byte> out, size_t frame_bytes) const;
-  /// The header of this stream's frame for `round`, with an empty payload length.
-  FrameHeader header_for(int round, const StepContext& ctx, const Stream& stream) const;
+  /// Writes this stream's header for `round` (with `flags` and `param`) in front of the payload
+  /// at out[48, frame_bytes) and seals the frame with its CRC. Returns frame_bytes.
+  size_t seal(int round, const StepContext& ctx, const Stream& stream, size_t frame_bytes,
+              std::span<std::byte> out, uint8_t flags = 0, uint32_t param = 0) const;
   /// Checks that the frame is of this codec and `acc` has its element count.
   Status check_decode(const FrameView& frame, std::span<float> acc) const;
   /// Checks that a and b are frames of this codec for the same stream and that `out` holds

@@ -35,10 +35,7 @@ class HalfCodec final : public CpuCodec {
       }
       return nonfinite_gradient(stream, bad);
     }
-    FrameHeader h = header_for(round, ctx, stream);
-    h.payload_bytes = static_cast<uint32_t>(bytes - kFrameHeaderBytes);
-    seal_frame(h, out);
-    return bytes;
+    return seal(round, ctx, stream, bytes, out);
   }
 
   Status decode_accumulate(const FrameView& frame, const Stream*,

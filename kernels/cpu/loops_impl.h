@@ -146,6 +146,23 @@ size_t count_nonfinite_bf16(const uint16_t* in, size_t n) {
   return bad;
 }
 
+template <float (*FromHalf)(uint16_t)>
+void add_half_scalar(const uint16_t* in, float* acc, size_t begin, size_t n) {
+  for (size_t i = begin; i < n; ++i) acc[i] += FromHalf(in[i]);
+}
+
+// out = half(a + b); returns how many sums are infinite or NaN (exponent bits `exponent_mask`).
+template <uint16_t (*ToHalf)(float), float (*FromHalf)(uint16_t), uint16_t kExponentMask>
+size_t sum_half_scalar(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t begin,
+                       size_t n) {
+  size_t bad = 0;
+  for (size_t i = begin; i < n; ++i) {
+    out[i] = ToHalf(FromHalf(a[i]) + FromHalf(b[i]));
+    bad += (out[i] & kExponentMask) == kExponentMask;
+  }
+  return bad;
+}
+
 #if defined(__AVX2__) && defined(__F16C__)
 void add_fp16(const uint16_t* in, float* acc, size_t n) {
   size_t i = 0;
@@ -153,7 +170,7 @@ void add_fp16(const uint16_t* in, float* acc, size_t n) {
     const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
     _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), v));
   }
-  for (; i < n; ++i) acc[i] += fp16_to_float(in[i]);
+  add_half_scalar<fp16_to_float>(in, acc, i, n);
 }
 
 size_t sum_fp16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
@@ -170,38 +187,24 @@ size_t sum_fp16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
     const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(_mm256_cvtph_ps(h), abs_mask), inf, _CMP_LT_OQ);
     bad += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
   }
-  for (; i < n; ++i) {
-    out[i] = float_to_fp16(fp16_to_float(a[i]) + fp16_to_float(b[i]));
-    bad += (out[i] & 0x7C00u) == 0x7C00u;
-  }
-  return bad;
+  return bad + sum_half_scalar<float_to_fp16, fp16_to_float, 0x7C00u>(a, b, out, i, n);
 }
 #else
 void add_fp16(const uint16_t* in, float* acc, size_t n) {
-  for (size_t i = 0; i < n; ++i) acc[i] += fp16_to_float(in[i]);
+  add_half_scalar<fp16_to_float>(in, acc, 0, n);
 }
 
 size_t sum_fp16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
-  size_t bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    out[i] = float_to_fp16(fp16_to_float(a[i]) + fp16_to_float(b[i]));
-    bad += (out[i] & 0x7C00u) == 0x7C00u;
-  }
-  return bad;
+  return sum_half_scalar<float_to_fp16, fp16_to_float, 0x7C00u>(a, b, out, 0, n);
 }
 #endif
 
 void add_bf16(const uint16_t* in, float* acc, size_t n) {
-  for (size_t i = 0; i < n; ++i) acc[i] += bf16_to_float(in[i]);
+  add_half_scalar<bf16_to_float>(in, acc, 0, n);
 }
 
 size_t sum_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
-  size_t bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    out[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
-    bad += (out[i] & 0x7F80u) == 0x7F80u;
-  }
-  return bad;
+  return sum_half_scalar<float_to_bf16, bf16_to_float, 0x7F80u>(a, b, out, 0, n);
 }
 
 // ---- |v| statistics, accumulation and threshold selection -----------------------------------

@@ -246,11 +246,7 @@ class PowersgdCodec final : public CpuCodec {
     }
 
     write_payload(st.rows, st.cols, values, out);
-    FrameHeader h = header_for(round, ctx, stream);
-    h.param = static_cast<uint32_t>(st.rank);
-    h.payload_bytes = static_cast<uint32_t>(bytes - kFrameHeaderBytes);
-    seal_frame(h, out);
-    return bytes;
+    return seal(round, ctx, stream, bytes, out, 0, static_cast<uint32_t>(st.rank));
   }
 
   Status absorb(int round, const FrameView& summed, Stream& stream) const override {

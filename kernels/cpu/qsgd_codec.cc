@@ -100,11 +100,7 @@ class QsgdCodec final : public CpuCodec {
       }
       return nonfinite_gradient(stream, bad);
     }
-    FrameHeader h = header_for(round, ctx, stream);
-    h.param = layout_.param();
-    h.payload_bytes = static_cast<uint32_t>(bytes - kFrameHeaderBytes);
-    seal_frame(h, out);
-    return bytes;
+    return seal(round, ctx, stream, bytes, out, 0, layout_.param());
   }
 
   Status decode_accumulate(const FrameView& frame, const Stream*,

@@ -43,10 +43,7 @@ class SignCodec final : public CpuCodec {
     wire::store<float>(payload, scale);
     loops().encode_sign(grad.data(), residual, reinterpret_cast<uint8_t*>(payload + kScaleBytes), n,
                         scale);
-    FrameHeader h = header_for(round, ctx, stream);
-    h.payload_bytes = static_cast<uint32_t>(bytes - kFrameHeaderBytes);
-    seal_frame(h, out);
-    return bytes;
+    return seal(round, ctx, stream, bytes, out);
   }
 
   Status decode_accumulate(const FrameView& frame, const Stream*,

@@ -121,12 +121,10 @@ class TopkCodec final : public CpuCodec {
     p += index_bytes;
     write_values(indices, values, stream.residual(), p);
 
-    FrameHeader h = header_for(round, ctx, stream);
-    h.flags = static_cast<uint8_t>((bitmap ? kFlagBitmap : 0) | (fp16() ? kFlagFp16 : 0));
-    h.payload_bytes =
-        static_cast<uint32_t>(kPrefixBytes + index_bytes + indices.size() * value_bytes());
-    seal_frame(h, out);
-    return kFrameHeaderBytes + h.payload_bytes;
+    const size_t bytes =
+        kFrameHeaderBytes + kPrefixBytes + index_bytes + indices.size() * value_bytes();
+    return seal(round, ctx, stream, bytes, out,
+                static_cast<uint8_t>((bitmap ? kFlagBitmap : 0) | (fp16() ? kFlagFp16 : 0)));
   }
 
   Status decode_accumulate(const FrameView& frame, const Stream*,
