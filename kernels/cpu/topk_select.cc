@@ -191,7 +191,7 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   // Pass 1: accumulate (with error feedback) and, when warm, collect candidates in the same pass.
   Selection sel;
   const bool warm = st.threshold > 0.0f;
-  float t_scan = warm ? std::max(0.0f, st.threshold + st.drift - st.margin)
+  float t_scan = warm ? std::max(0.0f, st.threshold + 0.5f * st.drift - st.margin)
                       : std::numeric_limits<float>::infinity();
   size_t count = 0;
   size_t cleared = 0;  // candidates [0, cleared) are zero in e until settled

@@ -1,8 +1,8 @@
 // Top-k selection with error feedback, the core of the topk codec.
 //
 // One fused pass adds the gradient into the residual, collects every element above a candidate
-// threshold (warm-started from the previous step's threshold of the same stream, extrapolating
-// its drift, aimed at 1.5 k candidates) and clears them in the residual; the final threshold is
+// threshold (warm-started from the previous step's threshold of the same stream plus half its
+// last drift, aimed at 1.5 k candidates) and clears them in the residual; the final threshold is
 // then found among the candidates only, and the few candidates not selected are written back.
 // In steady state this touches memory once (read g, read and write e: 12 bytes per element).
 // Cold steps and big distribution shifts add read-only rescans of e (4 bytes per element each),
