@@ -203,7 +203,7 @@ TEST_P(CodecContractTest, SingleStepErrorIsWithinCodecBound) {
 
 TEST_P(CodecContractTest, SingleStepErrorIsWithinCodecBoundOnRealGradient) {
   const auto grad = fashion_mnist_gradient();
-  if (grad.empty()) GTEST_SKIP() << "bench/data/fashion_mnist_gradients.f32 not found";
+  ASSERT_FALSE(grad.empty()) << "bench/data/fashion_mnist_gradients.f32 is missing";
   const TensorDesc desc = test_util::matrix_desc(128, 623);  // 79744 elements
   ASSERT_EQ(desc.elements, grad.size());
   auto s = streams(desc, 1);
@@ -211,8 +211,12 @@ TEST_P(CodecContractTest, SingleStepErrorIsWithinCodecBoundOnRealGradient) {
   expect_within_single_step_bound(grad, step_one(*s[0], grad, 0));
 }
 
-TEST_P(CodecContractTest, PowersgdRecoversRankOneMatrix) {
-  if (params_.id != CodecId::kPowersgd) GTEST_SKIP() << "powersgd only";
+// The same contract, for the codecs it applies to.
+class SummableCodecTest : public CodecContractTest {};
+class NonSummableCodecTest : public CodecContractTest {};
+class PowersgdContractTest : public CodecContractTest {};
+
+TEST_P(PowersgdContractTest, RecoversRankOneMatrix) {
   const TensorDesc desc = test_util::matrix_desc(48, 80);
   auto s = streams(desc, 1);
   ASSERT_EQ(s.size(), 1u);
@@ -266,8 +270,7 @@ TEST_P(CodecContractTest, ErrorFeedbackInvariantHoldsOver1000Steps) {
   }
 }
 
-TEST_P(CodecContractTest, DecodedSumEqualsSumOfDecodedFrames) {
-  if (!codec_->summable()) GTEST_SKIP() << "not summable";
+TEST_P(SummableCodecTest, DecodedSumEqualsSumOfDecodedFrames) {
   constexpr size_t kWorkers = 4;
   const TensorDesc desc = test_util::matrix_desc(61, 67);  // odd sizes reach the scalar tails
   const size_t n = desc.elements;
@@ -340,8 +343,7 @@ TEST_P(CodecContractTest, AllWorkersDecodeBitIdenticalAggregate) {
   }
 }
 
-TEST_P(CodecContractTest, NonSummableCodecRefusesAddFrames) {
-  if (codec_->summable()) GTEST_SKIP() << "summable";
+TEST_P(NonSummableCodecTest, RefusesAddFrames) {
   const TensorDesc desc = test_util::matrix_desc(16, 16);
   auto s = streams(desc, 1);
   ASSERT_EQ(s.size(), 1u);
@@ -607,11 +609,18 @@ TEST_P(CodecContractTest, GradientNearFloatMaxEncodesDecodablyOrIsRejected) {
   expect_large_gradient_handled(3.4e38f);
 }
 
+std::string spec_name(const ::testing::TestParamInfo<std::string>& param_info) {
+  return test_util::spec_test_name(param_info.param);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllCodecs, CodecContractTest,
-                         ::testing::ValuesIn(test_util::codec_specs()),
-                         [](const ::testing::TestParamInfo<std::string>& param_info) {
-                           return test_util::spec_test_name(param_info.param);
-                         });
+                         ::testing::ValuesIn(test_util::codec_specs()), spec_name);
+INSTANTIATE_TEST_SUITE_P(SummableCodecs, SummableCodecTest,
+                         ::testing::ValuesIn(test_util::specs_where_summable(true)), spec_name);
+INSTANTIATE_TEST_SUITE_P(NonSummableCodecs, NonSummableCodecTest,
+                         ::testing::ValuesIn(test_util::specs_where_summable(false)), spec_name);
+INSTANTIATE_TEST_SUITE_P(Powersgd, PowersgdContractTest, ::testing::Values("powersgd:rank=4"),
+                         spec_name);
 
 // ---- qsgd headroom ---------------------------------------------------------------------------
 

@@ -42,6 +42,16 @@ inline const std::vector<std::string>& codec_specs() {
   return specs;
 }
 
+/// The specs of codec_specs() whose codecs are (or are not) summable.
+inline std::vector<std::string> specs_where_summable(bool summable) {
+  std::vector<std::string> out;
+  for (const auto& spec : codec_specs()) {
+    auto codec = make_cpu_codec(parse_codec_spec(spec).value());
+    if (codec.ok() && (*codec)->summable() == summable) out.push_back(spec);
+  }
+  return out;
+}
+
 /// A GoogleTest-safe name for a spec: "topk:density=0.01" -> "topk_density_0_01".
 inline std::string spec_test_name(std::string_view spec) {
   std::string name(spec);

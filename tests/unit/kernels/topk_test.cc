@@ -196,8 +196,8 @@ testing::AssertionResult cleared_at_selection(const Selection& sel, std::span<co
   for (uint32_t i : sel.indices) expected[i] = 0.0f;
   for (size_t i = 0; i < e.size(); ++i) {
     if (float_bits(e[i]) != float_bits(expected[i])) {
-      return testing::AssertionFailure() << "e[" << i << "] = " << e[i] << ", expected "
-                                         << expected[i];
+      return testing::AssertionFailure()
+             << "e[" << i << "] = " << e[i] << ", expected " << expected[i];
     }
   }
   return testing::AssertionSuccess();
