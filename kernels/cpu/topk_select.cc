@@ -191,7 +191,9 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   // Pass 1: accumulate (with error feedback) and, when warm, collect candidates in the same pass.
   Selection sel;
   const bool warm = st.threshold > 0.0f;
-  float t_scan = warm ? std::max(0.0f, st.threshold + 0.5f * st.drift - st.margin)
+  // The predicted threshold (last one plus its drift), lowered by the margin that should catch
+  // kCandidateFactor * k, and by how much the drift itself has been changing.
+  float t_scan = warm ? std::max(0.0f, st.threshold + st.drift - st.margin - st.drift_change)
                       : std::numeric_limits<float>::infinity();
   size_t count = 0;
   size_t cleared = 0;  // candidates [0, cleared) are zero in e until settled
@@ -306,7 +308,13 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
     if (candidates > count && count > 0 && threshold > t_scan) {
       slope = (threshold - t_scan) / std::log(static_cast<double>(candidates) / count);
     }
-    st.drift = warm ? threshold - st.threshold : 0.0f;
+    // A change of more than a quarter of the threshold is a jump (new data), not a trend: it
+    // is not extrapolated.
+    const float change = warm ? threshold - st.threshold : 0.0f;
+    const float drift = std::fabs(change) <= 0.25f * threshold ? change : 0.0f;
+    st.drift_change =
+        drift == 0.0f ? 0.0f : std::max(std::fabs(drift - st.drift), 0.5f * st.drift_change);
+    st.drift = drift;
     st.threshold = threshold;
     st.margin = static_cast<float>(
         std::clamp(slope * std::log(kCandidateFactor), 0.01 * threshold, 1.0 * threshold));

@@ -1,8 +1,9 @@
 // Top-k selection with error feedback, the core of the topk codec.
 //
 // One fused pass adds the gradient into the residual, collects every element above a candidate
-// threshold (warm-started from the previous step's threshold of the same stream plus half its
-// last drift, aimed at 1.5 k candidates) and clears them in the residual; the final threshold is
+// threshold (warm-started from the previous step's threshold of the same stream plus its drift,
+// less a safety margin for how much the drift varies, aimed at 1.5 k candidates) and clears them
+// in the residual; the final threshold is
 // then found among the candidates only, and the few candidates not selected are written back.
 // In steady state this touches memory once (read g, read and write e: 12 bytes per element).
 // Cold steps and big distribution shifts add read-only rescans of e (4 bytes per element each),
@@ -28,9 +29,10 @@ namespace gradgate::kernels::cpu {
 
 /// Per-stream selector state: the warm start and the candidate buffers (reused every step).
 struct TopkSelectorState {
-  float threshold = 0.0f;  // last step's final threshold; 0 = cold
-  float drift = 0.0f;      // its change over the last step, extrapolated into the next
-  float margin = 0.0f;     // how far below the prediction the next candidate threshold goes
+  float threshold = 0.0f;     // last step's final threshold; 0 = cold
+  float drift = 0.0f;         // its change over the last step, extrapolated into the next
+  float drift_change = 0.0f;  // how much that change varies (decaying max): a safety margin
+  float margin = 0.0f;        // how far below the prediction the next candidate threshold goes
   std::vector<uint32_t> indices;
   std::vector<float> values;
   std::vector<uint32_t> writeback_indices;  // e entries to fix up after the final selection
