@@ -76,7 +76,7 @@ case "${1:-}" in
   test) run_tests ;;
   build) build ;;
   *)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
