@@ -159,8 +159,9 @@ double encode_traffic_bytes(const CodecParams& p) {
     case CodecId::kBf16:
       return grad_pass + 2.0;
     case CodecId::kQsgd: {
-      const int needed = p.bits + 1 + static_cast<int>(std::ceil(std::log2(p.max_workers)));
-      return stats_pass + grad_pass + (needed <= 8 ? 1.0 : needed <= 16 ? 2.0 : 4.0);
+      return stats_pass + grad_pass +
+             static_cast<double>(
+                 kernels::qsgd_level_bytes(p.bits, kernels::qsgd_headroom_bits(p.max_workers)));
     }
     case CodecId::kSign:
       return stats_pass + grad_pass + 1.0 / 8.0;

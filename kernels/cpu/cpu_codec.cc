@@ -1,7 +1,5 @@
 #include "cpu_codec.h"
 
-#include <cmath>
-
 namespace gradgate::kernels::cpu {
 
 Result<std::unique_ptr<Stream>> CpuCodec::make_stream(const TensorDesc& desc) const {
@@ -75,10 +73,8 @@ Status CpuCodec::check_add(const FrameView& a, const FrameView& b, std::span<std
                   spec() + ": cannot add " + std::string(codec_name(a.header.codec)) + " frames");
   }
   GRADGATE_RETURN_IF_ERROR(check_same_stream(a.header, b.header));
-  if (a.header.flags != b.header.flags || a.header.param != b.header.param ||
-      a.payload.size() != b.payload.size()) {
-    return Status(ErrorCode::kIncompatible,
-                  spec() + ": frames differ in parameters or payload size");
+  if (a.header.flags != b.header.flags || a.payload.size() != b.payload.size()) {
+    return Status(ErrorCode::kIncompatible, spec() + ": frames differ in flags or payload size");
   }
   if (out.size() < frame_bytes) {
     return Status(ErrorCode::kResourceExhausted,
@@ -86,14 +82,6 @@ Status CpuCodec::check_add(const FrameView& a, const FrameView& b, std::span<std
                       " bytes is smaller than the frame (" + std::to_string(frame_bytes) + ")");
   }
   return {};
-}
-
-void CpuCodec::restore_residual(std::span<const float> grad, std::span<const float> decoded,
-                                std::span<float> residual) {
-  for (size_t i = 0; i < residual.size(); ++i) {
-    const float before = residual[i] + (decoded.empty() ? 0.0f : decoded[i]) - grad[i];
-    if (std::isfinite(before)) residual[i] = before;
-  }
 }
 
 Status CpuCodec::malformed(const FrameView& frame, const std::string& what) {

@@ -33,15 +33,11 @@ class CpuCodec : public Codec {
               std::span<std::byte> out, uint8_t flags = 0, uint32_t param = 0) const;
   /// Checks that the frame is of this codec and `acc` has its element count.
   Status check_decode(const FrameView& frame, std::span<float> acc) const;
-  /// Checks that a and b are frames of this codec for the same stream and that `out` holds
-  /// `frame_bytes`.
+  /// Checks that a and b are frames of this codec for the same stream with the same flags and
+  /// payload size, and that `out` holds `frame_bytes`. Params are the codec's to compare.
   Status check_add(const FrameView& a, const FrameView& b, std::span<std::byte> out,
                    size_t frame_bytes) const;
 
-  /// Undoes a failed encode's error feedback: residual = residual + decoded - grad where that is
-  /// finite (`decoded` is what the partial frame decodes to, empty when nothing was taken out).
-  static void restore_residual(std::span<const float> grad, std::span<const float> decoded,
-                               std::span<float> residual);
   /// kMalformedFrame naming the frame's codec, tensor and step, and what is wrong.
   static Status malformed(const FrameView& frame, const std::string& what);
   /// kInvalidArgument for a gradient with `count` NaN or infinite values.

@@ -1,6 +1,7 @@
 #include "loops.h"
 
 #include <atomic>
+#include <cmath>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -24,6 +25,14 @@ std::atomic<Isa>& active() {
 }
 
 }  // namespace
+
+void restore_residual(std::span<const float> g, std::span<const float> decoded,
+                      std::span<float> e) {
+  for (size_t i = 0; i < e.size(); ++i) {
+    const float before = e[i] + (decoded.empty() ? 0.0f : decoded[i]) - g[i];
+    if (std::isfinite(before)) e[i] = before;
+  }
+}
 
 Isa best_isa() {
 #if defined(__x86_64__)

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace gradgate::kernels::cpu {
 
@@ -92,6 +93,11 @@ struct LoopTable {
   /// acc += bit ? scale : -scale.
   void (*add_sign)(const uint8_t* in, float scale, float* acc, size_t n);
 };
+
+/// Undoes a failed encode's error feedback: e = e + decoded - g wherever that is finite (elements
+/// whose sum overflowed were never updated). `decoded` is what the partial frame decodes to, empty
+/// when the encode only added g. The error path, not a hot loop.
+void restore_residual(std::span<const float> g, std::span<const float> decoded, std::span<float> e);
 
 enum class Isa { kBaseline, kAvx2 };
 

@@ -324,6 +324,9 @@ class PowersgdCodec final : public CpuCodec {
                             std::span<std::byte> out) const override {
     const size_t bytes = kFrameHeaderBytes + a.payload.size();
     GRADGATE_RETURN_IF_ERROR(check_add(a, b, out, bytes));
+    if (a.header.param != b.header.param) {
+      return Status(ErrorCode::kIncompatible, spec() + ": frames differ in rank");
+    }
     auto pa = parse_payload(a);
     if (!pa.ok()) return pa.status();
     auto pb = parse_payload(b);

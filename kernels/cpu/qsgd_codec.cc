@@ -26,10 +26,7 @@ struct QsgdLayout {
   uint32_t summands = 0;
 
   int levels() const { return (1 << bits) - 1; }
-  size_t width() const {
-    const int needed = bits + 1 + headroom;
-    return needed <= 8 ? 1 : needed <= 16 ? 2 : 4;
-  }
+  size_t width() const { return qsgd_level_bytes(bits, headroom); }
   uint32_t param() const {
     return static_cast<uint32_t>(bits) | static_cast<uint32_t>(headroom) << 8 | summands << 16;
   }
@@ -43,10 +40,7 @@ constexpr size_t kScaleBytes = 4;
 class QsgdCodec final : public CpuCodec {
  public:
   explicit QsgdCodec(const CodecParams& params)
-      : CpuCodec(params),
-        layout_{params.bits,
-                static_cast<int>(std::bit_width(static_cast<unsigned>(params.max_workers - 1))),
-                1} {}
+      : CpuCodec(params), layout_{params.bits, qsgd_headroom_bits(params.max_workers), 1} {}
 
   bool summable() const override { return true; }
   bool needs_agreed_scale() const override { return true; }
@@ -115,7 +109,7 @@ class QsgdCodec final : public CpuCodec {
   Result<size_t> add_frames(const FrameView& a, const FrameView& b,
                             std::span<std::byte> out) const override {
     const size_t bytes = kFrameHeaderBytes + a.payload.size();
-    GRADGATE_RETURN_IF_ERROR(check_same_stream(a.header, b.header));
+    GRADGATE_RETURN_IF_ERROR(check_add(a, b, out, bytes));
     auto la = check_payload(a);
     if (!la.ok()) return la.status();
     auto lb = check_payload(b);
@@ -134,9 +128,6 @@ class QsgdCodec final : public CpuCodec {
     }
     FrameHeader h = a.header;
     h.param = sum.param();
-    // check_add compares params, which legitimately differ in summands: compare with h's.
-    FrameView a_as_sum{h, a.payload}, b_as_sum{h, b.payload};
-    GRADGATE_RETURN_IF_ERROR(check_add(a_as_sum, b_as_sum, out, bytes));
     std::byte* payload = out.data() + kFrameHeaderBytes;
     wire::store<float>(payload, scale_of(a));
     const std::byte* pa = a.payload.data() + kScaleBytes;

@@ -146,11 +146,7 @@ float refine_threshold(std::span<const float> val, float t_scan, float top, size
 // every candidate threshold outside [k, cap] (e.g. many equal values). Needs O(n) scratch; never
 // taken on gradients with distinct values. Zeros are never selected.
 size_t select_exact_full(const float* v, size_t n, size_t k, uint32_t* idx, float* val) {
-  std::vector<float> magnitudes(n);
-  for (size_t i = 0; i < n; ++i) magnitudes[i] = std::fabs(v[i]);
-  std::nth_element(magnitudes.begin(), magnitudes.begin() + static_cast<ptrdiff_t>(k - 1),
-                   magnitudes.end(), std::greater<>());
-  const float kth = magnitudes[k - 1];
+  const float kth = kth_largest({v, n}, k);
   size_t above = 0;
   for (size_t i = 0; i < n; ++i) above += std::fabs(v[i]) > kth;
   size_t ties_left = kth > 0.0f ? k - above : 0;
@@ -219,10 +215,7 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   if (stats.nonfinite != 0) {
     if (feedback) {
       write_back();
-      for (size_t i = 0; i < n; ++i) {
-        const float before = e[i] - g[i];
-        if (std::isfinite(before)) e[i] = before;
-      }
+      restore_residual(g, {}, e);
     }
     return Status(ErrorCode::kInvalidArgument, "gradient has " + std::to_string(stats.nonfinite) +
                                                    " NaN or infinite values; nothing was encoded");

@@ -1,6 +1,7 @@
 #include "gradgate/kernels/codec_spec.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -71,6 +72,15 @@ Status apply_key(CodecParams& p, std::string_view spec, std::string_view key,
 
 }  // namespace
 
+int qsgd_headroom_bits(int max_workers) {
+  return static_cast<int>(std::bit_width(static_cast<unsigned>(std::max(max_workers, 1) - 1)));
+}
+
+size_t qsgd_level_bytes(int bits, int headroom_bits) {
+  const int needed = bits + 1 + headroom_bits;
+  return needed <= 8 ? 1 : needed <= 16 ? 2 : 4;
+}
+
 Status validate_codec_params(const CodecParams& p) {
   const auto out_of_range = [&](const std::string& what) {
     return Status(ErrorCode::kInvalidArgument, std::string(codec_name(p.id)) + ": " + what);
@@ -81,7 +91,7 @@ Status validate_codec_params(const CodecParams& p) {
       if (p.max_workers < 1 || p.max_workers > 65535) {
         return out_of_range("workers must be in [1, 65535]");
       }
-      if (p.bits + 1 + static_cast<int>(std::ceil(std::log2(p.max_workers))) > 32) {
+      if (p.bits + 1 + qsgd_headroom_bits(p.max_workers) > 32) {
         return out_of_range("bits + 1 + ceil(log2(workers)) must fit in 32 bits");
       }
       break;

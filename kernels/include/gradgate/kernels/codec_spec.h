@@ -40,6 +40,13 @@ struct CodecParams {
   int rank = 4;
 };
 
+/// qsgd: the bits reserved so that `max_workers` frames add up without overflow,
+/// ceil(log2(max_workers)).
+int qsgd_headroom_bits(int max_workers);
+/// qsgd: bytes of one level on the wire (1, 2 or 4) for `bits` magnitude bits, a sign bit and
+/// `headroom_bits`.
+size_t qsgd_level_bytes(int bits, int headroom_bits);
+
 /// Parses a spec string; kInvalidArgument names the offending key or value.
 Result<CodecParams> parse_codec_spec(std::string_view spec);
 /// The canonical spec string of `params` (only the keys that apply to the codec).
