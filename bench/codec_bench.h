@@ -16,7 +16,7 @@ struct CodecBenchOptions {
   std::vector<size_t> sizes;       // element counts
   std::vector<std::string> dists;  // gaussian, laplace, student_t3, real
   std::string real_gradients_path;
-  int warmup_steps = 3;      // untimed steps first, so warm starts are warm
+  int warmup_steps = 10;     // untimed steps first, so warm starts are warm
   double min_seconds = 0.2;  // time each measurement at least this long (and >= 3 runs)
   bool json = false;         // one JSON object per line instead of a table
 };

@@ -26,6 +26,13 @@ struct SelectResult {
   AbsStats stats;
 };
 
+/// Additions to e that a pass still has to make, in ascending index order.
+struct PendingFixes {
+  const uint32_t* indices = nullptr;
+  const float* values = nullptr;
+  size_t count = 0;
+};
+
 struct LoopTable {
   const char* isa;
 
@@ -59,8 +66,10 @@ struct LoopTable {
   /// long as a whole group of 8 elements is sure to find room: an element is cleared when at the
   /// start of its aligned group of 8 (the tail is the last group) count + 8 <= cap.
   /// idx and val must have room for cap + 8 entries.
+  /// Before g is added, the same pass applies the corrections held aside since the last step:
+  /// e[fix.indices[j]] += fix.values[j] (indices ascending and below n).
   SelectResult (*accumulate_select)(const float* g, float* e, size_t n, float t, uint32_t* idx,
-                                    float* val, size_t cap);
+                                    float* val, size_t cap, const PendingFixes& fix);
   /// Collects (index, e) of every |e| > t, reading e only. Same capacity rule.
   size_t (*scan_select)(const float* e, size_t n, float t, uint32_t* idx, float* val, size_t cap);
 

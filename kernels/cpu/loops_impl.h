@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "gradgate/kernels/half.h"
 #include "gradgate/kernels/philox.h"
@@ -246,6 +247,14 @@ inline double horizontal_sum(__m256 v) {
   return s;
 }
 
+inline size_t horizontal_sum_epi32(__m256i v) {
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
+  size_t s = 0;
+  for (uint32_t x : lanes) s += x;
+  return s;
+}
+
 inline float horizontal_max(__m256 v) {
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, v);
@@ -254,10 +263,28 @@ inline float horizontal_max(__m256 v) {
   return m;
 }
 
-// e += g, statistics, and (kCollect) compaction of the elements above t.
+// e += fix (element by element, just before the pass reaches them), e += g, statistics, and
+// (kCollect) compaction of the elements above t.
 template <bool kCollect>
 SelectResult accumulate_impl(const float* g, float* e, size_t n, float t, uint32_t* idx, float* val,
-                             size_t cap) {
+                             size_t cap, const PendingFixes& fix) {
+  size_t f = 0;
+  size_t next_fix = fix.count ? fix.indices[0] : SIZE_MAX;
+  const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  // The fixes of the group at i as a vector (built in registers: a scalar store into e right
+  // before the vector load of the same line would stall store forwarding), and their lanes.
+  const auto fixes_of_group = [&](size_t i, __m256& lanes) {
+    __m256 sum = _mm256_setzero_ps();
+    lanes = _mm256_setzero_ps();
+    while (next_fix < i + 8) {
+      const __m256 lane = _mm256_castsi256_ps(
+          _mm256_cmpeq_epi32(lane_ids, _mm256_set1_epi32(static_cast<int>(next_fix - i))));
+      sum = _mm256_add_ps(sum, _mm256_and_ps(lane, _mm256_set1_ps(fix.values[f])));
+      lanes = _mm256_or_ps(lanes, lane);
+      next_fix = ++f < fix.count ? fix.indices[f] : SIZE_MAX;
+    }
+    return sum;
+  };
   SelectResult r;
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
@@ -265,37 +292,58 @@ SelectResult accumulate_impl(const float* g, float* e, size_t n, float t, uint32
   __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i eight = _mm256_set1_epi32(8);
   __m256 vmax = _mm256_setzero_ps();
+  __m256 vsum;
+  __m256i vfinite;  // per lane: how many finite sums in this block
+  // One group of 8 at i. kRoomSure: the caller checked that every group of the block finds room.
+  const auto group = [&](size_t i, auto room_sure) {
+    constexpr bool kRoomSure = decltype(room_sure)::value;
+    __m256 ve = _mm256_loadu_ps(e + i);
+    if (next_fix < i + 8) {  // a few percent of the groups
+      __m256 lanes;
+      const __m256 fixes = fixes_of_group(i, lanes);
+      ve = _mm256_blendv_ps(ve, _mm256_add_ps(ve, fixes), lanes);
+    }
+    const __m256 v = _mm256_add_ps(_mm256_loadu_ps(g + i), ve);
+    const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
+    vfinite = _mm256_sub_epi32(vfinite, _mm256_castps_si256(ok));  // ok lanes are -1
+    const __m256 kept = _mm256_blendv_ps(ve, v, ok);
+    const __m256 a = _mm256_and_ps(kept, abs_mask);
+    vsum = _mm256_add_ps(vsum, a);
+    vmax = _mm256_max_ps(vmax, a);
+    if constexpr (kCollect) {
+      // Branch-free: a data-dependent branch here mispredicts on ~15% of vectors.
+      const __m256 above = _mm256_cmp_ps(a, vt, _CMP_GT_OQ);
+      const bool room = kRoomSure || r.count + 8 <= cap;  // every element of the group fits
+      const __m256 clear = room ? above : _mm256_setzero_ps();
+      _mm256_storeu_ps(e + i, _mm256_blendv_ps(kept, _mm256_setzero_ps(), clear));
+      compact_store(_mm256_movemask_ps(above), index, kept, idx, val, r.count,
+                    kRoomSure ? SIZE_MAX : cap);
+      if constexpr (!kRoomSure) r.cleared = room ? r.count : r.cleared;
+      index = _mm256_add_epi32(index, eight);
+    } else {
+      _mm256_storeu_ps(e + i, kept);
+    }
+  };
   size_t i = 0;
   while (i + 8 <= n) {
+    const size_t block_start = i;
     const size_t block_end = std::min(n & ~size_t{7}, i + kBlock);
-    __m256 vsum = _mm256_setzero_ps();
-    for (; i < block_end; i += 8) {
-      const __m256 ve = _mm256_loadu_ps(e + i);
-      const __m256 v = _mm256_add_ps(_mm256_loadu_ps(g + i), ve);
-      const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
-      const __m256 kept = _mm256_blendv_ps(ve, v, ok);
-      const __m256 a = _mm256_and_ps(kept, abs_mask);
-      vsum = _mm256_add_ps(vsum, a);
-      vmax = _mm256_max_ps(vmax, a);
-      const int bad = _mm256_movemask_ps(ok) ^ 0xFF;
-      if (bad) r.stats.nonfinite += static_cast<size_t>(__builtin_popcount(bad));
-      if constexpr (kCollect) {
-        // Branch-free: a data-dependent branch here mispredicts on ~15% of vectors.
-        const __m256 above = _mm256_cmp_ps(a, vt, _CMP_GT_OQ);
-        const bool room = r.count + 8 <= cap;  // every element of this group finds a slot
-        const __m256 clear = room ? above : _mm256_setzero_ps();
-        _mm256_storeu_ps(e + i, _mm256_blendv_ps(kept, _mm256_setzero_ps(), clear));
-        compact_store(_mm256_movemask_ps(above), index, kept, idx, val, r.count, cap);
-        r.cleared = room ? r.count : r.cleared;
-        index = _mm256_add_epi32(index, eight);
-      } else {
-        _mm256_storeu_ps(e + i, kept);
-      }
+    vsum = _mm256_setzero_ps();
+    vfinite = _mm256_setzero_si256();
+    if (!kCollect || r.count + (block_end - i) <= cap) {  // the common case: far from full
+      for (; i < block_end; i += 8) group(i, std::true_type{});
+      if (kCollect) r.cleared = r.count;
+    } else {
+      for (; i < block_end; i += 8) group(i, std::false_type{});
     }
     r.stats.abs_sum += horizontal_sum(vsum);
+    r.stats.nonfinite += (block_end - block_start) - horizontal_sum_epi32(vfinite);
   }
   r.stats.abs_max = horizontal_max(vmax);
   const bool room = r.count + 8 <= cap;  // the tail is the last group
+  for (; next_fix < n; next_fix = ++f < fix.count ? fix.indices[f] : SIZE_MAX) {
+    e[next_fix] += fix.values[f];  // the tail's
+  }
   for (; i < n; ++i) {
     const float v = g[i] + e[i];
     if (finite(v)) {
@@ -319,8 +367,8 @@ SelectResult accumulate_impl(const float* g, float* e, size_t n, float t, uint32
 }
 
 SelectResult accumulate_select(const float* g, float* e, size_t n, float t, uint32_t* idx,
-                               float* val, size_t cap) {
-  return accumulate_impl<true>(g, e, n, t, idx, val, cap);
+                               float* val, size_t cap, const PendingFixes& fix) {
+  return accumulate_impl<true>(g, e, n, t, idx, val, cap, fix);
 }
 
 AbsStats abs_stats(const float* g, const float* e, size_t n) {
@@ -357,7 +405,7 @@ AbsStats abs_stats(const float* g, const float* e, size_t n) {
 }
 
 AbsStats accumulate(const float* g, float* e, size_t n) {
-  return accumulate_impl<false>(g, e, n, 0.0f, nullptr, nullptr, 0).stats;
+  return accumulate_impl<false>(g, e, n, 0.0f, nullptr, nullptr, 0, PendingFixes{}).stats;
 }
 
 size_t scan_select(const float* e, size_t n, float t, uint32_t* idx, float* val, size_t cap) {
@@ -433,7 +481,8 @@ AbsStats accumulate(const float* g, float* e, size_t n) {
 }
 
 SelectResult accumulate_select(const float* g, float* e, size_t n, float t, uint32_t* idx,
-                               float* val, size_t cap) {
+                               float* val, size_t cap, const PendingFixes& fix) {
+  for (size_t j = 0; j < fix.count; ++j) e[fix.indices[j]] += fix.values[j];
   SelectResult r;
   r.stats = accumulate(g, e, n);
   for (size_t start = 0; start < n; start += 8) {  // groups of 8, as the AVX2 loop

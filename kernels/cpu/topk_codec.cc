@@ -73,6 +73,20 @@ struct TopkPayload {
   bool fp16 = false;
 };
 
+// A stream whose residual may be short of the selector's pending fixes between steps.
+class TopkStream final : public Stream {
+ public:
+  using Stream::Stream;
+  /// The residual as select_topk works on it (pending fixes not applied).
+  std::span<float> deferred_residual() { return stored_residual(); }
+  size_t memory_bytes() const override { return Stream::memory_bytes() + selector.memory_bytes(); }
+
+  mutable TopkSelectorState selector;  // mutable: sync_residual moves fixes into the residual
+
+ private:
+  void sync_residual() const override { apply_pending(selector, stored_residual()); }
+};
+
 class TopkCodec final : public CpuCodec {
  public:
   explicit TopkCodec(const CodecParams& params) : CpuCodec(params) {}
@@ -82,8 +96,7 @@ class TopkCodec final : public CpuCodec {
   Result<std::unique_ptr<Stream>> make_stream(const TensorDesc& desc) const override {
     auto base = CpuCodec::make_stream(desc);
     if (!base.ok()) return base.status();
-    return std::unique_ptr<Stream>(
-        std::make_unique<StreamWith<TopkSelectorState>>(desc, keeps_residual()));
+    return std::unique_ptr<Stream>(std::make_unique<TopkStream>(desc, keeps_residual()));
   }
 
   size_t max_frame_bytes(const TensorDesc& desc) const override {
@@ -97,10 +110,11 @@ class TopkCodec final : public CpuCodec {
                         Stream& stream, std::span<std::byte> out) const override {
     GRADGATE_RETURN_IF_ERROR(
         check_encode(round, ctx, grad, stream, out, max_frame_bytes(stream.desc())));
-    auto& state = static_cast<StreamWith<TopkSelectorState>&>(stream).state;
+    auto& topk_stream = static_cast<TopkStream&>(stream);
     const size_t n = grad.size();
-    auto selected = select_topk(grad, stream.residual(), topk_count(params().density, n),
-                                params().select, state);
+    auto selected =
+        select_topk(grad, topk_stream.deferred_residual(), topk_count(params().density, n),
+                    params().select, topk_stream.selector);
     if (!selected.ok()) return selected.status();
     const auto indices = selected->indices;
     const auto values = selected->values;
@@ -119,7 +133,9 @@ class TopkCodec final : public CpuCodec {
       write_gap_varints(indices, p);
     }
     p += index_bytes;
-    write_values(indices, values, stream.residual(), p);
+    // With fp16 values the residual keeps the rounding error at the selected indices: that write
+    // needs the residual exact, pending fixes applied.
+    write_values(indices, values, fp16() ? stream.residual() : std::span<float>{}, p);
 
     const size_t bytes =
         kFrameHeaderBytes + kPrefixBytes + index_bytes + indices.size() * value_bytes();

@@ -41,39 +41,41 @@ float kth_largest(std::span<const float> val, size_t k) {
   return magnitudes[k - 1];
 }
 
-// Stores `values` at `indices` of e, prefetching ahead: the lines were evicted long ago, and
-// overlapping the misses is what makes a scatter of ~k elements cheap.
+// Stores (or with kAdd, adds) `values` at `indices` of e, prefetching ahead: the lines were
+// evicted long ago, and overlapping the misses is what makes a scatter of ~k elements cheap.
+template <bool kAdd = false>
 void scatter(float* e, const uint32_t* indices, const float* values, size_t count) {
   constexpr size_t kPrefetchDistance = 64;
   for (size_t j = 0; j < count; ++j) {
     if (j + kPrefetchDistance < count) __builtin_prefetch(e + indices[j + kPrefetchDistance], 1);
-    e[indices[j]] = values[j];
+    e[indices[j]] = kAdd ? e[indices[j]] + values[j] : values[j];
   }
 }
 
 // Keeps the candidates that `keep(j, |v|)` accepts (called once per candidate, in order),
-// compacted to the front in index order, and makes e agree: a cleared candidate left behind gets
-// its value back, a kept one that was not cleared becomes zero. Returns how many are kept.
+// compacted to the front in index order, and (with feedback) leaves the fixes that make e agree
+// pending: a cleared candidate left behind gets its value back (0 + v), a kept one that was not
+// cleared becomes zero (v + -v). Both sums are exact. Returns how many are kept.
 template <typename Keep>
-size_t settle(uint32_t* idx, float* val, size_t count, size_t cleared, float* e,
+size_t settle(uint32_t* idx, float* val, size_t count, size_t cleared, bool feedback,
               TopkSelectorState& st, Keep&& keep) {
-  st.writeback_indices.resize(count + 1);
-  st.writeback_values.resize(count + 1);
-  uint32_t* back_idx = st.writeback_indices.data();
-  float* back_val = st.writeback_values.data();
-  size_t kept = 0, back = 0;
+  st.pending_indices.resize(count + 1);
+  st.pending_values.resize(count + 1);
+  uint32_t* fix_idx = st.pending_indices.data();
+  float* fix_val = st.pending_values.data();
+  size_t kept = 0, fixes = 0;
   for (size_t j = 0; j < count; ++j) {  // branch-free: about a third of the candidates go back
     const uint32_t i = idx[j];
     const float v = val[j];
     const bool stays = keep(j, std::fabs(v));
-    back_idx[back] = i;
-    back_val[back] = stays ? 0.0f : v;
-    back += (j < cleared) != stays;  // cleared and dropped, or kept and not cleared
+    fix_idx[fixes] = i;
+    fix_val[fixes] = stays ? -v : v;
+    fixes += (j < cleared) != stays;  // cleared and dropped, or kept and not cleared
     idx[kept] = i;
     val[kept] = v;
     kept += stays;
   }
-  if (e) scatter(e, back_idx, back_val, back);
+  st.pending_count = feedback ? fixes : 0;
   return kept;
 }
 
@@ -172,6 +174,11 @@ size_t topk_count(double density, size_t n) {
 
 size_t topk_max_count(size_t k) { return k + k / 10; }
 
+void apply_pending(TopkSelectorState& st, std::span<float> e) {
+  scatter<true>(e.data(), st.pending_indices.data(), st.pending_values.data(), st.pending_count);
+  st.pending_count = 0;
+}
+
 Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size_t k,
                               TopkSelect mode, TopkSelectorState& st) {
   const LoopTable& loops = cpu::loops();
@@ -195,7 +202,10 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   size_t cleared = 0;  // candidates [0, cleared) are zero in e until settled
   AbsStats stats;
   if (feedback) {
-    const SelectResult r = loops.accumulate_select(g.data(), e.data(), n, t_scan, idx, val, cap);
+    const PendingFixes fix{st.pending_indices.data(), st.pending_values.data(), st.pending_count};
+    const SelectResult r =
+        loops.accumulate_select(g.data(), e.data(), n, t_scan, idx, val, cap, fix);
+    st.pending_count = 0;
     count = r.count;
     cleared = r.cleared;
     stats = r.stats;
@@ -262,7 +272,7 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   if (count > cap || (count < k && t_scan > 0.0f)) {  // ties: no threshold separates k
     count = select_exact_full(v, n, k, idx, val);
     ++sel.passes;
-    if (feedback) settle(idx, val, count, 0, e.data(), st, [](size_t, float) { return true; });
+    settle(idx, val, count, 0, feedback, st, [](size_t, float) { return true; });
     sel.indices = {idx, count};
     sel.values = {val, count};
     sel.threshold = std::numeric_limits<float>::max();
@@ -275,19 +285,18 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   const size_t candidates = count;
   const size_t k_max = mode == TopkSelect::kExact ? k : topk_max_count(k);
   float threshold = t_scan;
-  float* residual = feedback ? e.data() : nullptr;
   const float t = count <= k_max || mode == TopkSelect::kExact
                       ? std::numeric_limits<float>::quiet_NaN()
                       : refine_threshold({val, count}, t_scan, stats.abs_max, k, k_max);
   if (count <= k_max) {
-    count = settle(idx, val, count, cleared, residual, st, [](size_t, float) { return true; });
+    count = settle(idx, val, count, cleared, feedback, st, [](size_t, float) { return true; });
   } else if (!std::isnan(t)) {
     threshold = t;
-    count = settle(idx, val, count, cleared, residual, st, [t](size_t, float a) { return a > t; });
+    count = settle(idx, val, count, cleared, feedback, st, [t](size_t, float a) { return a > t; });
   } else {  // exact mode, or ties inside one histogram bin: the k largest, ties by position
     threshold = kth_largest({val, count}, k);
     size_t ties = k - count_above({val, count}, threshold);
-    count = settle(idx, val, count, cleared, residual, st, [&](size_t, float a) {
+    count = settle(idx, val, count, cleared, feedback, st, [&](size_t, float a) {
       const bool tie = a == threshold && ties > 0;
       ties -= tie;
       return a > threshold || tie;

@@ -4,8 +4,11 @@
 // threshold (warm-started from the previous step's threshold of the same stream plus its drift,
 // less a safety margin for how much the drift varies, aimed at 1.5 k candidates) and clears them
 // in the residual; the final threshold is
-// then found among the candidates only, and the few candidates not selected are written back.
-// In steady state this touches memory once (read g, read and write e: 12 bytes per element).
+// then found among the candidates only. The candidates not selected are not written back at once
+// (a scatter over the whole array, ~15% of the step): they are kept aside as pending fixes that
+// the next step's pass applies as it goes by; apply_pending() applies them earlier, for whoever
+// reads e in between. In steady state this touches memory once (read g, read and write e: 12
+// bytes per element).
 // Cold steps and big distribution shifts add read-only rescans of e (4 bytes per element each),
 // counted in Selection::passes.
 //
@@ -35,12 +38,15 @@ struct TopkSelectorState {
   float margin = 0.0f;        // how far below the prediction the next candidate threshold goes
   std::vector<uint32_t> indices;
   std::vector<float> values;
-  std::vector<uint32_t> writeback_indices;  // e entries to fix up after the final selection
-  std::vector<float> writeback_values;
+  // e is short of these additions (ascending indices): e[pending_indices[j]] += pending_values[j]
+  // for j < pending_count, applied by the next select_topk or by apply_pending.
+  std::vector<uint32_t> pending_indices;
+  std::vector<float> pending_values;
+  size_t pending_count = 0;
 
   size_t memory_bytes() const {
-    return (indices.capacity() + writeback_indices.capacity()) * sizeof(uint32_t) +
-           (values.capacity() + writeback_values.capacity()) * sizeof(float);
+    return (indices.capacity() + pending_indices.capacity()) * sizeof(uint32_t) +
+           (values.capacity() + pending_values.capacity()) * sizeof(float);
   }
 };
 
@@ -59,8 +65,12 @@ size_t topk_max_count(size_t k);
 /// e += g, then selects the elements of e to send and sets them to zero in e (when e is empty,
 /// selects from g and writes nothing). Returns kInvalidArgument (and leaves e as it was, to float
 /// rounding) if g + e has NaN or infinite values. The returned spans point into `state` and stay
-/// valid until the next call.
+/// valid until the next call. Afterwards e is exact only once the state's pending fixes are
+/// applied (by the next call with the same e and state, or by apply_pending).
 Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size_t k,
                               TopkSelect mode, TopkSelectorState& state);
+
+/// Applies the state's pending fixes to e now, making it the exact residual.
+void apply_pending(TopkSelectorState& state, std::span<float> e);
 
 }  // namespace gradgate::kernels::cpu

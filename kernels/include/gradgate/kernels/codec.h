@@ -71,10 +71,24 @@ class Stream {
 
   const TensorDesc& desc() const { return desc_; }
   /// The error-feedback residual (empty for lossless codecs or when error feedback is off).
-  std::span<float> residual() { return residual_; }
-  std::span<const float> residual() const { return residual_; }
+  std::span<float> residual() {
+    sync_residual();
+    return residual_;
+  }
+  std::span<const float> residual() const {
+    sync_residual();
+    return residual_;
+  }
   /// Bytes this stream holds (residual and codec state), for memory caps and metrics.
   virtual size_t memory_bytes() const { return residual_.size() * sizeof(float); }
+
+ protected:
+  /// The residual as stored, without the fixes a codec may hold aside to apply during its next
+  /// pass over it (a codec's own encode works on this one).
+  std::span<float> stored_residual() const { return residual_; }
+  /// Folds the fixes held aside into the stored residual. Logically const: the residual's value
+  /// does not change, only where part of it is kept.
+  virtual void sync_residual() const {}
 
  private:
   TensorDesc desc_;
