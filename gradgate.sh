@@ -11,7 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 readonly PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev nlohmann-json3-dev
-                   libcli11-dev)
+                   libcli11-dev libyaml-cpp-dev libboost-dev libspdlog-dev
+                   python3-torch python3-numpy python3-setuptools python3-pip libopenblas0-pthread
+                   dataset-fashion-mnist)
 JOBS=${JOBS:-$(nproc)}
 
 log() { printf '\n== %s\n' "$*" >&2; }

@@ -18,6 +18,16 @@ std::string_view error_code_name(ErrorCode code) {
       return "unsupported";
     case ErrorCode::kResourceExhausted:
       return "resource_exhausted";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kTimeout:
+      return "timeout";
+    case ErrorCode::kAborted:
+      return "aborted";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kInternal:
+      return "internal";
   }
   return "unknown";
 }

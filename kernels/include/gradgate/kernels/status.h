@@ -19,6 +19,11 @@ enum class ErrorCode : uint8_t {
   kIncompatible,       // two frames (or a frame and a stream) that cannot be combined
   kUnsupported,        // the operation does not exist for this codec or memory kind
   kResourceExhausted,  // an output buffer or memory cap is too small
+  kUnavailable,        // a peer or service is not reachable now; trying again later may work
+  kTimeout,            // a deadline passed before the operation finished
+  kAborted,            // the operation was cancelled (shutdown, a participant left)
+  kNotFound,           // a named thing (tensor, session, peer) does not exist
+  kInternal,           // a broken invariant: a bug
 };
 
 /// Stable lower-case name of an error code, for logs and the `kind` label of error metrics.

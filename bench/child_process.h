@@ -1,0 +1,38 @@
+// A program run as a child process (gateways of a local job, test workers): started with
+// posix_spawn, its stdout and stderr appended to a log file, killed and reaped by the destructor at
+// the latest.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace gradgate::bench {
+
+class ChildProcess {
+ public:
+  ChildProcess(const std::string& program, const std::vector<std::string>& args,
+               const std::string& log_path);
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  bool running();
+  /// Sends `signal` (SIGKILL, SIGTERM, SIGSTOP...).
+  void signal(int signal);
+  /// The exit code (128 + signal if killed), waiting up to `timeout`; -1 if it still runs.
+  int wait_exit(std::chrono::milliseconds timeout);
+  const std::string& log_path() const { return log_path_; }
+  std::string log() const;
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int exit_code_ = -1;
+  std::string log_path_;
+};
+
+}  // namespace gradgate::bench

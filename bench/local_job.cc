@@ -1,0 +1,97 @@
+#include "local_job.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+namespace gradgate::bench {
+namespace {
+
+// Waits for `path` to appear and hold a whole JSON object (bounded).
+nlohmann::json wait_for_ready_file(const std::string& path, ChildProcess& process) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::filesystem::exists(path)) {
+      std::ifstream in(path);
+      return nlohmann::json::parse(in);
+    }
+    if (!process.running()) {
+      throw std::runtime_error("gateway exited before it was ready:\n" + process.log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a file, bounded
+  }
+  throw std::runtime_error("gateway not ready within 30 s:\n" + process.log());
+}
+
+}  // namespace
+
+LocalJob::LocalJob(LocalJobOptions options)
+    : options_(std::move(options)), ports_(options_.nodes, 0) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "gradgate-job-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = pattern;
+  gateways_.resize(options_.nodes);
+  for (uint32_t rank = 0; rank < std::min(options_.nodes, options_.started); ++rank) {
+    start_gateway(rank);
+  }
+}
+
+LocalJob::~LocalJob() {
+  for (auto& gateway : gateways_) {
+    if (gateway) gateway->signal(SIGTERM);
+  }
+  for (auto& gateway : gateways_) {
+    if (gateway) gateway->wait_exit(std::chrono::seconds(10));
+  }
+  gateways_.clear();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string LocalJob::socket(uint32_t rank) const {
+  return dir_ + "/gateway" + std::to_string(rank) + ".sock";
+}
+
+std::string LocalJob::write_config(uint32_t rank) const {
+  const std::string path = dir_ + "/gateway" + std::to_string(rank) + ".yaml";
+  std::ofstream out(path, std::ios::trunc);
+  out << "job:\n  id: 77\n  node_rank: " << rank << "\n  local_workers: " << options_.local_workers
+      << "\n  nodes:\n";
+  for (uint32_t peer = 0; peer < options_.nodes; ++peer) {
+    out << "    - \"127.0.0.1:" << ports_[peer] << "\"\n";
+  }
+  out << "ingress:\n  socket: " << socket(rank) << "\n"
+      << "compression:\n  codec: \"" << options_.codec
+      << "\"\n  collective: " << options_.collective
+      << "\n  min_compress_elements: " << options_.min_compress_elements << "\n"
+      << "transport:\n  reconnect_min_ms: 10\n  reconnect_max_ms: 200\n"
+      << "collective:\n  timeout_ms: " << options_.timeout_ms << "\n"
+      << "logging:\n  level: " << options_.log_level << "\n";
+  return path;
+}
+
+void LocalJob::start_gateway(uint32_t rank) {
+  const std::string ready = dir_ + "/gateway" + std::to_string(rank) + ".ready";
+  std::filesystem::remove(ready);
+  gateways_[rank] = std::make_unique<ChildProcess>(
+      options_.program,
+      std::vector<std::string>{"gateway", "-c", write_config(rank), "--ready-file", ready,
+                               "--stats-interval", "0"},
+      dir_ + "/gateway" + std::to_string(rank) + ".log");
+  const auto json = wait_for_ready_file(ready, *gateways_[rank]);
+  ports_[rank] = json.at("port").get<uint16_t>();
+}
+
+int LocalJob::stop_gateway(uint32_t rank) {
+  gateways_[rank]->signal(SIGTERM);
+  return gateways_[rank]->wait_exit(std::chrono::seconds(20));
+}
+
+}  // namespace gradgate::bench

@@ -1,0 +1,56 @@
+// A job of real gateway processes on this machine's loopback, for the all-reduce benchmark, the
+// tests and the demo's C++ users: a temporary directory with one config per gateway, gateways
+// started in rank order on port 0 (a gateway dials the lower ranks, so each learns their ports
+// from their ready files), stopped with SIGTERM when the job goes away.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "child_process.h"
+
+namespace gradgate::bench {
+
+struct LocalJobOptions {
+  std::string program;  // the gradgate binary
+  uint32_t nodes = 2;
+  uint32_t local_workers = 1;
+  std::string codec = "none";
+  std::string collective = "auto";
+  uint32_t timeout_ms = 20000;
+  uint64_t min_compress_elements = 1024;
+  std::string log_level = "info";
+  /// Gateways started by the constructor (ranks 0..n-1); the others wait for start_gateway().
+  uint32_t started = ~0u;
+};
+
+class LocalJob {
+ public:
+  /// Starts the gateways; throws std::runtime_error (with the gateway's log) if one fails.
+  explicit LocalJob(LocalJobOptions options);
+  ~LocalJob();
+  LocalJob(const LocalJob&) = delete;
+  LocalJob& operator=(const LocalJob&) = delete;
+
+  const LocalJobOptions& options() const { return options_; }
+  const std::string& dir() const { return dir_; }
+  ChildProcess& gateway(uint32_t rank) { return *gateways_[rank]; }
+  uint16_t port(uint32_t rank) const { return ports_[rank]; }
+  std::string socket(uint32_t rank) const;
+
+  /// (Re)starts gateway `rank` on its known port (port 0 the first time); waits until ready.
+  void start_gateway(uint32_t rank);
+  /// Stops gateway `rank` with SIGTERM and returns its exit code.
+  int stop_gateway(uint32_t rank);
+
+ private:
+  std::string write_config(uint32_t rank) const;
+
+  LocalJobOptions options_;
+  std::string dir_;
+  std::vector<std::unique_ptr<ChildProcess>> gateways_;
+  std::vector<uint16_t> ports_;
+};
+
+}  // namespace gradgate::bench

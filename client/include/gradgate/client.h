@@ -1,0 +1,93 @@
+/* libgradgate: the C interface between a training process and its node's gradgate gateway.
+ *
+ * A process connects to the gateway of its node over a Unix socket, declares each tensor it will
+ * all-reduce (a DDP bucket, a layer), and gets for each a buffer in shared memory that both sides
+ * map: the process writes its gradient there, starts an all-reduce, and after a successful wait
+ * finds the sum over every worker of the job in the same buffer. No gradient byte passes through
+ * the socket.
+ *
+ * Every function returns a gg_status; on an error, gg_last_error() says what went wrong in the
+ * calling thread's last failed call. All functions are thread-safe; one tensor may have at most one
+ * all-reduce in flight at a time.
+ */
+#ifndef GRADGATE_CLIENT_H_
+#define GRADGATE_CLIENT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gg_status {
+  GG_OK = 0,
+  GG_INVALID_ARGUMENT = 1,   /* a null pointer, a bad name, size, dtype or shape */
+  GG_CONNECT_FAILED = 2,     /* no gateway answers on the socket path */
+  GG_PROTOCOL_ERROR = 3,     /* the gateway's reply was not understood (version mismatch?) */
+  GG_TIMEOUT = 4,            /* the wait ended before the all-reduce did; it is still running */
+  GG_PEER_FAILED = 5,        /* another gateway of the job failed or timed out mid all-reduce */
+  GG_CLOSED = 6,             /* the connection to the gateway is gone */
+  GG_RESOURCE_EXHAUSTED = 7, /* the gateway's memory cap or limits refuse the tensor */
+  GG_REJECTED = 8,           /* the gateway refused the request (see the message) */
+  GG_INTERNAL = 9
+} gg_status;
+
+typedef enum gg_dtype { GG_FP32 = 0, GG_FP16 = 1, GG_BF16 = 2 } gg_dtype;
+
+typedef struct gg_client gg_client;
+typedef struct gg_tensor gg_tensor;
+typedef struct gg_request gg_request;
+
+/* What the gateway reports about the job when a client connects. */
+typedef struct gg_job_info {
+  uint32_t node_rank;     /* this gateway's rank among the job's gateways */
+  uint32_t nodes;         /* gateways in the job */
+  uint32_t local_workers; /* workers the gateway expects on this node */
+  uint32_t world_size;    /* workers in the job (the sum is over all of them) */
+} gg_job_info;
+
+/* How one all-reduce went, filled by gg_wait. */
+typedef struct gg_allreduce_info {
+  uint64_t step;              /* the tensor's all-reduce count, from 0 */
+  uint64_t raw_bytes;         /* fp32 bytes of the node's sum */
+  uint64_t wire_bytes;        /* bytes this gateway sent to other gateways for it */
+  double encode_seconds;      /* compression, error feedback included */
+  double communicate_seconds; /* waiting for and moving frames */
+  double decode_seconds;      /* decompression and summation */
+} gg_allreduce_info;
+
+/* The message of the calling thread's last failed call ("" if none). Valid until its next call. */
+const char* gg_last_error(void);
+/* A stable name for a status ("ok", "timeout", ...). */
+const char* gg_status_name(gg_status status);
+
+/* Connects as worker `local_rank` (0 .. local_workers - 1) of this node. */
+gg_status gg_connect(const char* socket_path, uint32_t local_rank, gg_client** out);
+/* The job as the gateway sees it. */
+gg_status gg_job(const gg_client* client, gg_job_info* out);
+/* Closes the connection; tensors and requests of the client become invalid and are freed. */
+gg_status gg_close(gg_client* client);
+
+/* Declares a tensor: `name` identifies it across workers and nodes (every worker declares the same
+ * names with the same sizes), `rows` x `cols` its 2-D shape for low-rank codecs (0, 0 if none),
+ * `data_volume` the number of samples this worker trains on (for data-aware ratios; 0 if
+ * unknown). Declaring a name again with the same size returns a fresh handle to the same tensor. */
+gg_status gg_declare(gg_client* client, const char* name, uint64_t elements, gg_dtype dtype,
+                     uint64_t rows, uint64_t cols, double data_volume, gg_tensor** out);
+/* The tensor's shared buffer (elements of its dtype) and its size in bytes. */
+void* gg_tensor_data(gg_tensor* tensor);
+size_t gg_tensor_bytes(const gg_tensor* tensor);
+
+/* Starts the all-reduce of the tensor's buffer. The buffer must not be touched until gg_wait
+ * returns GG_OK or an error other than GG_TIMEOUT. */
+gg_status gg_allreduce(gg_tensor* tensor, gg_request** out);
+/* Waits up to timeout_ms (negative: no limit) for the request. On GG_OK the buffer holds the sum
+ * and `info` (may be null) how it went. The request is freed unless GG_TIMEOUT is returned. */
+gg_status gg_wait(gg_request* request, int64_t timeout_ms, gg_allreduce_info* info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADGATE_CLIENT_H_ */

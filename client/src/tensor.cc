@@ -1,0 +1,122 @@
+// gg_declare and the accessors of a tensor's shared buffer.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "client_state.h"
+#include "error.h"
+#include "gradgate/ingress_protocol.h"
+
+namespace proto = gradgate::ingress_protocol;
+using gradgate::client_impl::fail;
+using gradgate::client_impl::SharedBuffer;
+
+namespace {
+
+/// A memfd of `bytes` bytes mapped shared; the reason in `error` when it cannot be made.
+std::shared_ptr<SharedBuffer> create_buffer(const proto::Declare& spec, size_t bytes,
+                                            std::string& error) {
+  auto buffer = std::make_shared<SharedBuffer>();
+  buffer->name = spec.name;
+  buffer->elements = spec.elements;
+  buffer->dtype = static_cast<gg_dtype>(spec.dtype);
+  buffer->fd = memfd_create("gradgate-tensor", MFD_CLOEXEC);
+  if (buffer->fd < 0) {
+    error = std::string("memfd_create: ") + std::strerror(errno);
+    return nullptr;
+  }
+  if (ftruncate(buffer->fd, static_cast<off_t>(bytes)) != 0) {
+    error = "ftruncate to " + std::to_string(bytes) + " bytes: " + std::strerror(errno);
+    return nullptr;
+  }
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, buffer->fd, 0);
+  if (data == MAP_FAILED) {
+    error = "mmap of " + std::to_string(bytes) + " bytes: " + std::strerror(errno);
+    return nullptr;
+  }
+  buffer->data = data;
+  buffer->bytes = bytes;
+  return buffer;
+}
+
+gg_tensor* add_handle(gg_client& client, std::shared_ptr<SharedBuffer> buffer) {
+  std::lock_guard lock(client.mu);
+  client.tensors.push_back(std::make_unique<gg_tensor>(gg_tensor{&client, std::move(buffer)}));
+  return client.tensors.back().get();
+}
+
+}  // namespace
+
+extern "C" gg_status gg_declare(gg_client* client, const char* name, uint64_t elements,
+                                gg_dtype dtype, uint64_t rows, uint64_t cols, double data_volume,
+                                gg_tensor** out) {
+  const std::string what = "gg_declare(" + gradgate::client_impl::quoted(name) + ")";
+  if (out == nullptr) return fail(GG_INVALID_ARGUMENT, what + ": null output pointer");
+  *out = nullptr;
+  if (client == nullptr) return fail(GG_INVALID_ARGUMENT, what + ": null client");
+  if (name == nullptr) return fail(GG_INVALID_ARGUMENT, what + ": null name");
+  if (dtype != GG_FP32 && dtype != GG_FP16 && dtype != GG_BF16) {
+    return fail(GG_INVALID_ARGUMENT, what + ": unknown dtype " + std::to_string(dtype));
+  }
+  proto::Declare spec;
+  spec.name = name;
+  spec.elements = elements;
+  spec.dtype = static_cast<uint8_t>(dtype);
+  spec.rows = rows;
+  spec.cols = cols;
+  spec.data_volume = data_volume;
+  if (const std::string error = proto::check_declare(spec); !error.empty()) {
+    return fail(GG_INVALID_ARGUMENT, what + ": " + error);
+  }
+  const size_t bytes = elements * proto::wire_dtype_bytes(spec.dtype);
+
+  std::lock_guard declare_lock(client->declare_mu);
+  std::shared_ptr<SharedBuffer> existing;
+  {
+    std::lock_guard lock(client->mu);
+    if (client->broken) return fail(GG_CLOSED, what + ": " + client->broken_reason);
+    if (auto it = client->buffers.find(spec.name); it != client->buffers.end()) {
+      existing = it->second;
+    }
+  }
+  if (existing) {
+    if (existing->elements != elements || existing->dtype != dtype) {
+      return fail(GG_INVALID_ARGUMENT,
+                  what + ": already declared with " + std::to_string(existing->elements) +
+                      " elements of dtype " + std::to_string(existing->dtype) + ", now " +
+                      std::to_string(elements) + " of dtype " + std::to_string(dtype));
+    }
+    *out = add_handle(*client, std::move(existing));
+    return GG_OK;
+  }
+
+  std::string error;
+  auto buffer = create_buffer(spec, bytes, error);
+  if (!buffer) return fail(GG_INTERNAL, what + ": " + error);
+  uint64_t id = 0;
+  std::shared_ptr<gradgate::client_impl::Reply> reply;
+  {
+    std::lock_guard lock(client->mu);
+    std::tie(id, reply) = gradgate::client_impl::add_pending(*client);
+  }
+  const auto packet = proto::encode(id, spec);
+  const gg_status status =
+      gradgate::client_impl::round_trip(*client, id, reply, packet, buffer->fd, what);
+  if (status != GG_OK) return status;
+  buffer->key = reply->key;
+  {
+    std::lock_guard lock(client->mu);
+    client->buffers.emplace(spec.name, buffer);
+  }
+  *out = add_handle(*client, std::move(buffer));
+  return GG_OK;
+}
+
+extern "C" void* gg_tensor_data(gg_tensor* tensor) {
+  return tensor == nullptr ? nullptr : tensor->buffer->data;
+}
+
+extern "C" size_t gg_tensor_bytes(const gg_tensor* tensor) {
+  return tensor == nullptr ? 0 : tensor->buffer->bytes;
+}

@@ -1,0 +1,60 @@
+// Sharded aggregation for non-summable codecs: gateway c owns chunk c. Every gateway sends its
+// frame of chunk c to gateway c, which decodes and sums them in rank order, counts the nonzero
+// elements of the sum (for sparse codecs: the union of the workers' indices), re-compresses the
+// sum with its own error feedback, and sends that frame to everyone. Every gateway then decodes
+// the owners' frames: the same bytes everywhere.
+#include <algorithm>
+
+#include "gateway/collective/operation.h"
+
+namespace gradgate::gateway {
+
+Status run_aggregator(Operation& operation) {
+  const uint32_t nodes = operation.nodes();
+  const uint32_t rank = operation.rank();
+  if (operation.codec().needs_agreed_scale()) GRADGATE_RETURN_IF_ERROR(operation.agree_scales());
+
+  std::vector<std::byte> own_chunk_frame;
+  for (uint32_t c = 0; c < nodes; ++c) {
+    auto frame = operation.encode(0, c);
+    if (!frame.ok()) return frame.status();
+    if (c == rank) {
+      own_chunk_frame = std::move(frame).value();
+    } else {
+      GRADGATE_RETURN_IF_ERROR(operation.send(c, MessageKind::kAggregateIn, 0, c, *frame));
+    }
+  }
+
+  std::vector<float> sum(operation.chunk_data(rank).size(), 0.0f);
+  for (uint32_t peer = 0; peer < nodes; ++peer) {
+    if (peer == rank) {
+      GRADGATE_RETURN_IF_ERROR(operation.decode_into(own_chunk_frame, rank, sum));
+      continue;
+    }
+    auto mail = operation.receive(peer, MessageKind::kAggregateIn, 0, rank);
+    if (!mail.ok()) return mail.status();
+    GRADGATE_RETURN_IF_ERROR(operation.decode_into(mail->payload(), rank, sum));
+  }
+  operation.report().union_elements = static_cast<uint64_t>(
+      std::count_if(sum.begin(), sum.end(), [](float v) { return v != 0.0f; }));
+  auto aggregate = operation.encode(0, rank, *operation.streams().owner_stream, sum);
+  if (!aggregate.ok()) return aggregate.status();
+  for (uint32_t peer = 0; peer < nodes; ++peer) {
+    if (peer == rank) continue;
+    GRADGATE_RETURN_IF_ERROR(operation.send(peer, MessageKind::kAggregateOut, 0, rank, *aggregate));
+  }
+
+  std::fill(operation.op().data.begin(), operation.op().data.end(), 0.0f);
+  for (uint32_t c = 0; c < nodes; ++c) {
+    if (c == rank) {
+      GRADGATE_RETURN_IF_ERROR(operation.decode_into(*aggregate, c, operation.chunk_data(c)));
+      continue;
+    }
+    auto mail = operation.receive(c, MessageKind::kAggregateOut, 0, c);
+    if (!mail.ok()) return mail.status();
+    GRADGATE_RETURN_IF_ERROR(operation.decode_into(mail->payload(), c, operation.chunk_data(c)));
+  }
+  return {};
+}
+
+}  // namespace gradgate::gateway

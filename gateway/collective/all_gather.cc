@@ -1,0 +1,56 @@
+// All-gather of whole frames: every gateway sends its frame of each round to every other one.
+// Summable codecs (powersgd's two rounds) add the frames in rank order and feed the sum back into
+// the stream; the others decode every frame in rank order into the result. Either way every
+// gateway combines the same bytes in the same order, so the results are bit-identical.
+#include <algorithm>
+
+#include "gateway/collective/operation.h"
+
+namespace gradgate::gateway {
+
+Status run_all_gather(Operation& operation) {
+  const uint32_t nodes = operation.nodes();
+  const uint32_t rank = operation.rank();
+  const kernels::Codec& codec = operation.codec();
+  if (codec.needs_agreed_scale()) GRADGATE_RETURN_IF_ERROR(operation.agree_scales());
+
+  std::vector<std::vector<std::byte>> frames(nodes);
+  for (int round = 0; round < codec.rounds(); ++round) {
+    auto own = operation.encode(round, 0);
+    if (!own.ok()) return own.status();
+    frames[rank] = std::move(own).value();
+    for (uint32_t peer = 0; peer < nodes; ++peer) {
+      if (peer == rank) continue;
+      GRADGATE_RETURN_IF_ERROR(operation.send(peer, MessageKind::kGather, round, 0, frames[rank]));
+    }
+    for (uint32_t peer = 0; peer < nodes; ++peer) {
+      if (peer == rank) continue;
+      auto mail = operation.receive(peer, MessageKind::kGather, round, 0);
+      if (!mail.ok()) return mail.status();
+      frames[peer].assign(mail->payload().begin(), mail->payload().end());
+    }
+    const bool last = round + 1 == codec.rounds();
+    if (!codec.summable()) break;  // single-round: decoded frame by frame below
+    std::vector<std::byte> sum = frames[0];
+    for (uint32_t peer = 1; peer < nodes; ++peer) {
+      auto next = operation.add(sum, frames[peer], 0);
+      if (!next.ok()) return next.status();
+      sum = std::move(next).value();
+    }
+    if (!last) {
+      auto view = operation.parse(sum, 0);
+      if (!view.ok()) return view.status();
+      GRADGATE_RETURN_IF_ERROR(codec.absorb(round, *view, *operation.streams().streams[0]));
+      continue;
+    }
+    frames.assign(1, std::move(sum));
+  }
+
+  std::fill(operation.op().data.begin(), operation.op().data.end(), 0.0f);
+  for (const auto& frame : frames) {
+    GRADGATE_RETURN_IF_ERROR(operation.decode_into(frame, 0, operation.op().data));
+  }
+  return {};
+}
+
+}  // namespace gradgate::gateway

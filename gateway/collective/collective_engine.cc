@@ -1,0 +1,53 @@
+#include "gateway/collective/collective_engine.h"
+
+#include <algorithm>
+#include <string>
+
+#include "gateway/collective/operation.h"
+#include "gateway/collective/stopwatch.h"
+
+namespace gradgate::gateway {
+
+CollectiveEngine::CollectiveEngine(CollectiveOptions options, Transport& transport,
+                                   Mailbox& mailbox)
+    : options_(options), transport_(transport), mailbox_(mailbox) {}
+
+Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
+  if (op.codec == nullptr || op.streams == nullptr) {
+    return Status(ErrorCode::kInternal, "all-reduce without a codec or streams");
+  }
+  Operation operation(options_, transport_, mailbox_, op);
+  double total_seconds = 0.0;
+  Status status;
+  {
+    Stopwatch watch(total_seconds);
+    switch (op.streams->algorithm) {
+      case Algorithm::kLocal:
+        break;
+      case Algorithm::kRing:
+        status = run_ring(operation);
+        break;
+      case Algorithm::kAllGather:
+        status = run_all_gather(operation);
+        break;
+      case Algorithm::kAggregator:
+        status = run_aggregator(operation);
+        break;
+    }
+  }
+  if (!status.ok()) {
+    if (status.code() != ErrorCode::kAborted) operation.broadcast_abort(status);
+    mailbox_.finish(op.tensor_id, op.seq);
+    return Status(status.code(), std::string(algorithm_name(op.streams->algorithm)) +
+                                     " all-reduce of tensor " + std::to_string(op.tensor_id) +
+                                     " step " + std::to_string(op.seq) + " on gateway " +
+                                     std::to_string(options_.rank) + ": " + status.message());
+  }
+  mailbox_.finish(op.tensor_id, op.seq);
+  AllreduceReport report = operation.report();
+  report.communicate_seconds =
+      std::max(0.0, total_seconds - report.encode_seconds - report.decode_seconds);
+  return report;
+}
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,64 @@
+// Runs the all-reduce of one tensor's node sum across the job's gateways, over compressed frames.
+//
+// Every gateway of the job calls allreduce() for the same (tensor, seq) with its node's sum; each
+// returns the same bits: the codec's decoding of the aggregate, the same frames decoded in the
+// same order everywhere. The call blocks its thread until done; it never waits past the
+// configured timeout, and ends early when a peer disconnects or aborts. On a local error it tells
+// the other gateways (an abort message), so their workers get the error at once instead of at
+// the timeout.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "gateway/collective/mailbox.h"
+#include "gateway/collective/tensor_streams.h"
+#include "gateway/transport/transport.h"
+#include "gradgate/kernels/codec.h"
+
+namespace gradgate::gateway {
+
+struct CollectiveOptions {
+  uint32_t rank = 0;
+  uint32_t nodes = 1;
+  uint64_t job_id = 0;
+  std::chrono::milliseconds timeout{30000};
+};
+
+/// One all-reduce: `data` holds the node's sum on entry and the job's aggregate on return.
+struct AllreduceOp {
+  uint32_t tensor_id = 0;
+  uint64_t seq = 0;
+  uint32_t policy_version = 0;
+  std::span<float> data;
+  const kernels::Codec* codec = nullptr;
+  TensorStreams* streams = nullptr;
+};
+
+struct AllreduceReport {
+  uint64_t wire_bytes = 0;  // bytes this gateway sent (envelopes and frames)
+  double encode_seconds = 0.0;
+  double communicate_seconds = 0.0;
+  double decode_seconds = 0.0;
+  /// Aggregator mode: nonzero elements of the sums this gateway aggregated (the union of the
+  /// workers' selected indices for sparse codecs); 0 otherwise.
+  uint64_t union_elements = 0;
+};
+
+class CollectiveEngine {
+ public:
+  CollectiveEngine(CollectiveOptions options, Transport& transport, Mailbox& mailbox);
+
+  /// Thread-safe for different tensors; one operation per tensor at a time.
+  Result<AllreduceReport> allreduce(const AllreduceOp& op);
+
+ private:
+  class Run;
+  CollectiveOptions options_;
+  Transport& transport_;
+  Mailbox& mailbox_;
+};
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,52 @@
+// The collective layer's envelope: what every message between gateways starts with, ahead of its
+// payload (a wire frame, a list of scales, or an abort reason). It names the collective operation
+// (tensor, sequence number) and the message's place in it (kind, phase, chunk), so that a receiver
+// can file a message that arrives before its own side of the operation has started.
+//
+// Layout (little-endian, 24 bytes):
+//   0  u32 magic "GGE1"   4 u8 version   5 u8 kind   6 u16 chunk
+//   8  u32 tensor id      12 u32 phase   16 u64 sequence number
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::gateway {
+
+enum class MessageKind : uint8_t {
+  kScale = 1,         // payload: one f32 per chunk, the sender's candidate agreed scales
+  kRingReduce = 2,    // payload: a frame; phase = reduce-scatter hop
+  kRingGather = 3,    // payload: a frame; phase = all-gather hop
+  kGather = 4,        // payload: a frame; phase = codec round
+  kAggregateIn = 5,   // payload: a frame of one chunk, to the chunk's owner
+  kAggregateOut = 6,  // payload: the owner's re-compressed sum of its chunk, to everyone
+  kAbort = 7,         // payload: UTF-8 reason; the sender gave up on this operation
+};
+inline constexpr uint8_t kMaxMessageKind = 7;
+
+std::string_view message_kind_name(MessageKind kind);
+
+inline constexpr uint32_t kEnvelopeMagic = 0x31454747;  // "GGE1" read as a little-endian u32
+inline constexpr uint8_t kEnvelopeVersion = 1;
+inline constexpr size_t kEnvelopeBytes = 24;
+
+struct Envelope {
+  MessageKind kind = MessageKind::kGather;
+  uint16_t chunk = 0;
+  uint32_t tensor_id = 0;
+  uint32_t phase = 0;
+  uint64_t seq = 0;
+};
+
+/// The envelope followed by `payload`, as one message.
+std::vector<std::byte> make_message(const Envelope& envelope, std::span<const std::byte> payload);
+
+/// Checks magic, version and kind; kMalformedFrame says which one is wrong.
+Result<Envelope> parse_envelope(std::span<const std::byte> message);
+
+}  // namespace gradgate::gateway

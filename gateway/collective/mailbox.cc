@@ -1,0 +1,177 @@
+#include "gateway/collective/mailbox.h"
+
+#include <string>
+#include <utility>
+
+namespace gradgate::gateway {
+namespace {
+
+std::string describe(const MailKey& key) {
+  return std::string(message_kind_name(key.kind)) + " message (tensor " +
+         std::to_string(key.tensor_id) + ", seq " + std::to_string(key.seq) + ", phase " +
+         std::to_string(key.phase) + ", chunk " + std::to_string(key.chunk) + ") from gateway " +
+         std::to_string(key.from);
+}
+
+}  // namespace
+
+Mailbox::Mailbox(uint32_t nodes, uint64_t cap_bytes, std::chrono::milliseconds max_age)
+    : cap_bytes_(cap_bytes), max_age_(max_age), up_(nodes, false), down_counts_(nodes, 0) {}
+
+Status Mailbox::deliver(uint32_t from, std::vector<std::byte>&& message) {
+  auto envelope = parse_envelope(message);
+  std::lock_guard lock(mutex_);
+  if (!envelope.ok() || from >= up_.size()) {
+    ++stats_.refused;
+    return envelope.ok() ? Status(ErrorCode::kMalformedFrame, "sender rank out of range")
+                         : envelope.status();
+  }
+  const auto finished = finished_up_to_.find(envelope->tensor_id);
+  if (finished != finished_up_to_.end() && envelope->seq < finished->second) {
+    ++stats_.late;
+    return {};
+  }
+  if (envelope->kind == MessageKind::kAbort) {
+    const auto payload = std::span<const std::byte>(message).subspan(kEnvelopeBytes);
+    aborts_[{envelope->tensor_id, envelope->seq}] = {
+        "gateway " + std::to_string(from) + " aborted the all-reduce: " +
+            std::string(reinterpret_cast<const char*>(payload.data()), payload.size()),
+        Clock::now()};
+    changed_.notify_all();
+    return {};
+  }
+  const auto now = Clock::now();
+  drop_expired_locked(now);
+  if (stats_.stored_bytes + message.size() > cap_bytes_) {
+    ++stats_.refused;
+    return Status(ErrorCode::kResourceExhausted,
+                  "mailbox holds " + std::to_string(stats_.stored_bytes) + " bytes; a message of " +
+                      std::to_string(message.size()) + " would pass its cap of " +
+                      std::to_string(cap_bytes_));
+  }
+  const MailKey key{envelope->tensor_id, envelope->seq,   envelope->kind,
+                    envelope->phase,     envelope->chunk, from};
+  const size_t bytes = message.size();
+  auto [it, inserted] = filed_.try_emplace(key, Stored{Mail{std::move(message)}, now});
+  if (!inserted) {
+    ++stats_.refused;
+    return Status(ErrorCode::kMalformedFrame, "duplicate " + describe(key));
+  }
+  stats_.stored_bytes += bytes;
+  ++stats_.delivered;
+  changed_.notify_all();
+  return {};
+}
+
+void Mailbox::set_peer_up(uint32_t rank, bool up) {
+  std::lock_guard lock(mutex_);
+  if (rank >= up_.size()) return;
+  if (up_[rank] && !up) ++down_counts_[rank];
+  up_[rank] = up;
+  changed_.notify_all();
+}
+
+uint64_t Mailbox::down_count(uint32_t rank) const {
+  std::lock_guard lock(mutex_);
+  return rank < down_counts_.size() ? down_counts_[rank] : 0;
+}
+
+bool Mailbox::peer_up(uint32_t rank) const {
+  std::lock_guard lock(mutex_);
+  return rank < up_.size() && up_[rank];
+}
+
+Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
+                           uint64_t sender_down_count) {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (shut_down_) return Status(ErrorCode::kAborted, "the gateway is shutting down");
+    if (auto abort = aborts_.find({key.tensor_id, key.seq}); abort != aborts_.end()) {
+      return Status(ErrorCode::kAborted, abort->second.reason);
+    }
+    if (auto it = filed_.find(key); it != filed_.end()) {
+      Mail mail = std::move(it->second.mail);
+      stats_.stored_bytes -= mail.bytes.size();
+      filed_.erase(it);
+      return mail;
+    }
+    if (key.from < down_counts_.size() && down_counts_[key.from] != sender_down_count) {
+      return Status(ErrorCode::kUnavailable, "gateway " + std::to_string(key.from) +
+                                                 " disconnected while waiting for its " +
+                                                 describe(key));
+    }
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout &&
+        Clock::now() >= deadline) {
+      return Status(ErrorCode::kTimeout, "timed out waiting for the " + describe(key));
+    }
+  }
+}
+
+Status Mailbox::wait_peer_up(uint32_t rank, Clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  const bool done = changed_.wait_until(
+      lock, deadline, [&] { return shut_down_ || (rank < up_.size() && up_[rank]); });
+  if (shut_down_) return Status(ErrorCode::kAborted, "the gateway is shutting down");
+  if (!done) {
+    return Status(ErrorCode::kTimeout,
+                  "gateway " + std::to_string(rank) + " is not connected (timed out waiting)");
+  }
+  return {};
+}
+
+void Mailbox::finish(uint32_t tensor_id, uint64_t seq) {
+  std::lock_guard lock(mutex_);
+  auto& up_to = finished_up_to_[tensor_id];
+  if (seq + 1 > up_to) up_to = seq + 1;
+  for (auto it = filed_.lower_bound(MailKey{tensor_id, 0, {}, 0, 0, 0});
+       it != filed_.end() && it->first.tensor_id == tensor_id && it->first.seq <= seq;) {
+    erase_locked(it++);
+  }
+  for (auto it = aborts_.lower_bound({tensor_id, 0});
+       it != aborts_.end() && it->first.tensor_id == tensor_id && it->first.seq <= seq;) {
+    it = aborts_.erase(it);
+  }
+}
+
+void Mailbox::forget_tensor(uint32_t tensor_id) {
+  std::lock_guard lock(mutex_);
+  finished_up_to_.erase(tensor_id);
+  for (auto it = filed_.lower_bound(MailKey{tensor_id, 0, {}, 0, 0, 0});
+       it != filed_.end() && it->first.tensor_id == tensor_id;) {
+    erase_locked(it++);
+  }
+  for (auto it = aborts_.lower_bound({tensor_id, 0});
+       it != aborts_.end() && it->first.tensor_id == tensor_id;) {
+    it = aborts_.erase(it);
+  }
+}
+
+void Mailbox::shutdown() {
+  std::lock_guard lock(mutex_);
+  shut_down_ = true;
+  changed_.notify_all();
+}
+
+MailboxStats Mailbox::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Mailbox::drop_expired_locked(Clock::time_point now) {
+  std::erase_if(aborts_, [&](const auto& entry) { return now - entry.second.arrived > max_age_; });
+  for (auto it = filed_.begin(); it != filed_.end();) {
+    if (now - it->second.arrived > max_age_) {
+      ++stats_.late;
+      erase_locked(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Mailbox::erase_locked(std::map<MailKey, Stored>::iterator it) {
+  stats_.stored_bytes -= it->second.mail.bytes.size();
+  filed_.erase(it);
+}
+
+}  // namespace gradgate::gateway

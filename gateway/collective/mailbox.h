@@ -1,0 +1,114 @@
+// Where messages from other gateways wait for the collective operation that needs them.
+//
+// The transport delivers messages on its own thread, possibly before this gateway has started the
+// operation they belong to (a faster peer). The mailbox files each under its full key — tensor,
+// sequence number, kind, phase, chunk and sender — and an operation's thread takes exactly the
+// message it needs next, waiting until a deadline. A wait ends early with an error when the sender
+// disconnects, when any peer aborts the operation, or at shutdown, so that no worker ever hangs.
+// Memory is bounded: beyond `cap_bytes` a delivery is refused (the transport then resets the
+// connection), and messages of operations already finished are dropped on arrival.
+#pragma once
+
+#include <chrono>
+#include <compare>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gateway/collective/envelope.h"
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::gateway {
+
+using Clock = std::chrono::steady_clock;
+
+struct MailKey {
+  uint32_t tensor_id = 0;
+  uint64_t seq = 0;
+  MessageKind kind = MessageKind::kGather;
+  uint32_t phase = 0;
+  uint16_t chunk = 0;
+  uint32_t from = 0;
+  auto operator<=>(const MailKey&) const = default;
+};
+
+/// One received message; payload() is what follows the envelope.
+struct Mail {
+  std::vector<std::byte> bytes;
+  std::span<const std::byte> payload() const {
+    return std::span<const std::byte>(bytes).subspan(kEnvelopeBytes);
+  }
+};
+
+struct MailboxStats {
+  uint64_t delivered = 0;
+  uint64_t late = 0;          // for operations already finished: dropped
+  uint64_t refused = 0;       // malformed or over the memory cap
+  uint64_t stored_bytes = 0;  // gauge
+};
+
+class Mailbox {
+ public:
+  Mailbox(uint32_t nodes, uint64_t cap_bytes, std::chrono::milliseconds max_age);
+
+  /// Files a message from `from` (transport thread). kMalformedFrame for a bad envelope,
+  /// kResourceExhausted over the memory cap.
+  Status deliver(uint32_t from, std::vector<std::byte>&& message);
+  /// Records a peer's connection going up or down; waits on a lost peer end with kUnavailable.
+  void set_peer_up(uint32_t rank, bool up);
+  /// How many times `rank` went down so far; an operation snapshots it when it starts.
+  uint64_t down_count(uint32_t rank) const;
+  bool peer_up(uint32_t rank) const;
+
+  /// Takes the message filed under `key`, waiting until `deadline`. Errors: kTimeout, kAborted (a
+  /// peer aborted the operation, or shutdown), kUnavailable (the sender went down after
+  /// `sender_down_count` was read).
+  Result<Mail> take(const MailKey& key, Clock::time_point deadline, uint64_t sender_down_count);
+  /// Waits until `rank` is connected (kTimeout, kAborted at shutdown).
+  Status wait_peer_up(uint32_t rank, Clock::time_point deadline);
+
+  /// The operation (tensor, seq) is over: drops what is filed for it and earlier sequence numbers,
+  /// and drops later arrivals for them.
+  void finish(uint32_t tensor_id, uint64_t seq);
+  /// The tensor is gone (its workers left): drops everything of it and its sequence history.
+  void forget_tensor(uint32_t tensor_id);
+  /// Ends every wait with kAborted, now and later.
+  void shutdown();
+
+  MailboxStats stats() const;
+
+ private:
+  struct Stored {
+    Mail mail;
+    Clock::time_point arrived;
+  };
+  struct OpId {
+    uint32_t tensor_id;
+    uint64_t seq;
+    auto operator<=>(const OpId&) const = default;
+  };
+  void drop_expired_locked(Clock::time_point now);
+  void erase_locked(std::map<MailKey, Stored>::iterator it);
+
+  const uint64_t cap_bytes_;
+  const std::chrono::milliseconds max_age_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<MailKey, Stored> filed_;
+  struct Abort {
+    std::string reason;
+    Clock::time_point arrived;
+  };
+  std::map<OpId, Abort> aborts_;  // by operation
+  std::map<uint32_t, uint64_t> finished_up_to_;  // per tensor: highest finished seq + 1
+  std::vector<bool> up_;
+  std::vector<uint64_t> down_counts_;
+  bool shut_down_ = false;
+  MailboxStats stats_;
+};
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,68 @@
+// The state of one running all-reduce on this gateway and the steps the algorithms are made of:
+// encode a chunk, send a frame, take the matching frame from a peer, add or decode frames. Each
+// step keeps the report's byte and time counts. Internal to the collective layer.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "gateway/collective/collective_engine.h"
+
+namespace gradgate::gateway {
+
+class Operation {
+ public:
+  Operation(const CollectiveOptions& options, Transport& transport, Mailbox& mailbox,
+            const AllreduceOp& op);
+
+  const AllreduceOp& op() const { return op_; }
+  uint32_t rank() const { return options_.rank; }
+  uint32_t nodes() const { return options_.nodes; }
+  const kernels::Codec& codec() const { return *op_.codec; }
+  TensorStreams& streams() const { return *op_.streams; }
+  std::span<float> chunk_data(size_t chunk) const;
+  AllreduceReport& report() { return report_; }
+
+  /// For codecs that need it: agrees with every gateway on the scale of each chunk (the max of
+  /// every gateway's local_scale), one small message to each peer.
+  Status agree_scales();
+  /// Encodes `round` of `values` (chunk `chunk`'s place in the tensor) with `stream`.
+  Result<std::vector<std::byte>> encode(int round, size_t chunk, kernels::Stream& stream,
+                                        std::span<const float> values);
+  /// Encodes `round` of this gateway's data of chunk `chunk` with the chunk's stream.
+  Result<std::vector<std::byte>> encode(int round, size_t chunk) {
+    return encode(round, chunk, *streams().streams[chunk], chunk_data(chunk));
+  }
+  /// `frame` parsed and checked to belong to this operation's stream of `chunk`.
+  Result<kernels::FrameView> parse(std::span<const std::byte> frame, size_t chunk) const;
+  /// a + b, for summable codecs.
+  Result<std::vector<std::byte>> add(std::span<const std::byte> a, std::span<const std::byte> b,
+                                     size_t chunk);
+  /// acc += decode(frame).
+  Status decode_into(std::span<const std::byte> frame, size_t chunk, std::span<float> acc);
+
+  Status send(uint32_t to, MessageKind kind, uint32_t phase, size_t chunk,
+              std::span<const std::byte> payload);
+  Result<Mail> receive(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk);
+
+  /// Tells every peer that this gateway gave up on the operation (best effort).
+  void broadcast_abort(const Status& why);
+
+ private:
+  const CollectiveOptions& options_;
+  Transport& transport_;
+  Mailbox& mailbox_;
+  const AllreduceOp& op_;
+  kernels::StepContext step_;
+  Clock::time_point deadline_;
+  std::vector<uint64_t> down_counts_;
+  std::vector<float> agreed_scales_;
+  AllreduceReport report_;
+};
+
+Status run_ring(Operation& operation);
+Status run_all_gather(Operation& operation);
+Status run_aggregator(Operation& operation);
+
+}  // namespace gradgate::gateway

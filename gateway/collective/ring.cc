@@ -1,0 +1,57 @@
+// Ring all-reduce over summable frames: reduce-scatter, then all-gather, P - 1 hops each. Gateway r
+// sends to r + 1 and receives from r - 1. After the reduce-scatter, gateway r holds the summed
+// frame of chunk r + 1; after the all-gather, every gateway holds every summed chunk frame, the
+// same bytes everywhere, and decodes them.
+#include <algorithm>
+
+#include "gateway/collective/operation.h"
+
+namespace gradgate::gateway {
+
+Status run_ring(Operation& operation) {
+  const uint32_t nodes = operation.nodes();
+  const uint32_t rank = operation.rank();
+  const uint32_t right = (rank + 1) % nodes;
+  const uint32_t left = (rank + nodes - 1) % nodes;
+  auto chunk_at = [nodes](int64_t index) {
+    return static_cast<size_t>((index % nodes + nodes) % nodes);
+  };
+
+  if (operation.codec().needs_agreed_scale()) GRADGATE_RETURN_IF_ERROR(operation.agree_scales());
+  std::vector<std::vector<std::byte>> own(nodes);
+  for (size_t c = 0; c < nodes; ++c) {
+    auto frame = operation.encode(0, c);
+    if (!frame.ok()) return frame.status();
+    own[c] = std::move(frame).value();
+  }
+
+  std::vector<std::vector<std::byte>> summed = own;
+  for (uint32_t hop = 0; hop + 1 < nodes; ++hop) {
+    const size_t send_chunk = chunk_at(int64_t{rank} - hop);
+    const size_t recv_chunk = chunk_at(int64_t{rank} - hop - 1);
+    GRADGATE_RETURN_IF_ERROR(
+        operation.send(right, MessageKind::kRingReduce, hop, send_chunk, summed[send_chunk]));
+    auto mail = operation.receive(left, MessageKind::kRingReduce, hop, recv_chunk);
+    if (!mail.ok()) return mail.status();
+    auto sum = operation.add(mail->payload(), own[recv_chunk], recv_chunk);
+    if (!sum.ok()) return sum.status();
+    summed[recv_chunk] = std::move(sum).value();
+  }
+  for (uint32_t hop = 0; hop + 1 < nodes; ++hop) {
+    const size_t send_chunk = chunk_at(int64_t{rank} + 1 - hop);
+    const size_t recv_chunk = chunk_at(int64_t{rank} - hop);
+    GRADGATE_RETURN_IF_ERROR(
+        operation.send(right, MessageKind::kRingGather, hop, send_chunk, summed[send_chunk]));
+    auto mail = operation.receive(left, MessageKind::kRingGather, hop, recv_chunk);
+    if (!mail.ok()) return mail.status();
+    summed[recv_chunk].assign(mail->payload().begin(), mail->payload().end());
+  }
+
+  std::fill(operation.op().data.begin(), operation.op().data.end(), 0.0f);
+  for (size_t c = 0; c < nodes; ++c) {
+    GRADGATE_RETURN_IF_ERROR(operation.decode_into(summed[c], c, operation.chunk_data(c)));
+  }
+  return {};
+}
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,122 @@
+#include "gateway/config/config_keys.h"
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "gateway/config/config_text.h"
+
+namespace gradgate::gateway {
+namespace {
+
+constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
+constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kMaxMilliseconds = 24 * 60 * 60 * 1000;  // one day: no deadline is longer
+
+// Stores an unsigned key: `config.*Field = parsed` with the given bound.
+template <auto Field, uint64_t Max>
+Status store_unsigned(GatewayConfig& config, std::string_view text) {
+  auto value = parse_unsigned(text, Max);
+  if (!value.ok()) return value.status();
+  config.*Field = static_cast<std::remove_reference_t<decltype(config.*Field)>>(*value);
+  return {};
+}
+
+template <auto Field>
+Status store_milliseconds(GatewayConfig& config, std::string_view text) {
+  auto value = parse_unsigned(text, kMaxMilliseconds);
+  if (!value.ok()) return value.status();
+  config.*Field = std::chrono::milliseconds(static_cast<int64_t>(*value));
+  return {};
+}
+
+template <auto Field>
+Status store_string(GatewayConfig& config, std::string_view text) {
+  config.*Field = std::string(text);
+  return {};
+}
+
+Status store_node(GatewayConfig& config, std::string_view text) {
+  auto node = parse_endpoint(text);
+  if (!node.ok()) return node.status();
+  config.nodes.push_back(*std::move(node));
+  return {};
+}
+
+void clear_nodes(GatewayConfig& config) { config.nodes.clear(); }
+
+Status store_collective(GatewayConfig& config, std::string_view text) {
+  auto mode = parse_collective_mode(text);
+  if (!mode.ok()) return mode.status();
+  config.collective = *mode;
+  return {};
+}
+
+Status store_aggregator_overlap(GatewayConfig& config, std::string_view text) {
+  auto value = parse_bool(text);
+  if (!value.ok()) return value.status();
+  config.aggregator_overlap = *value;
+  return {};
+}
+
+Status store_listen(GatewayConfig& config, std::string_view text) {
+  auto listen = parse_endpoint(text);
+  if (!listen.ok()) return listen.status();
+  config.listen = *std::move(listen);
+  return {};
+}
+
+using C = GatewayConfig;
+
+constexpr ConfigKey kKeys[] = {
+    {"job.id", false, store_unsigned<&C::job_id, kU64Max>, nullptr},
+    {"job.nodes", true, store_node, clear_nodes},
+    {"job.node_rank", false, store_unsigned<&C::node_rank, kU32Max>, nullptr},
+    {"job.local_workers", false, store_unsigned<&C::local_workers, kU32Max>, nullptr},
+    {"ingress.socket", false, store_string<&C::socket_path>, nullptr},
+    {"compression.codec", false, store_string<&C::codec>, nullptr},
+    {"compression.collective", false, store_collective, nullptr},
+    {"compression.min_compress_elements", false, store_unsigned<&C::min_compress_elements, kU64Max>,
+     nullptr},
+    {"compression.aggregator_overlap", false, store_aggregator_overlap, nullptr},
+    {"transport.listen", false, store_listen, nullptr},
+    {"transport.connect_timeout_ms", false, store_milliseconds<&C::connect_timeout>, nullptr},
+    {"transport.reconnect_min_ms", false, store_milliseconds<&C::reconnect_min>, nullptr},
+    {"transport.reconnect_max_ms", false, store_milliseconds<&C::reconnect_max>, nullptr},
+    {"transport.send_queue_bytes", false, store_unsigned<&C::send_queue_bytes, kU64Max>, nullptr},
+    {"transport.max_message_bytes", false, store_unsigned<&C::max_message_bytes, kU64Max>, nullptr},
+    {"collective.timeout_ms", false, store_milliseconds<&C::timeout>, nullptr},
+    {"streams.residual_memory_cap_bytes", false,
+     store_unsigned<&C::residual_memory_cap_bytes, kU64Max>, nullptr},
+    {"logging.level", false, store_string<&C::log_level>, nullptr},
+    {"logging.format", false, store_string<&C::log_format>, nullptr},
+};
+
+}  // namespace
+
+std::span<const ConfigKey> config_keys() { return kKeys; }
+
+const ConfigKey* find_config_key(std::string_view path) {
+  for (const auto& key : kKeys) {
+    if (key.path == path) return &key;
+  }
+  return nullptr;
+}
+
+bool is_config_section(std::string_view section) {
+  for (const auto& key : kKeys) {
+    if (key.path.substr(0, key.path.find('.')) == section) return true;
+  }
+  return false;
+}
+
+std::string config_env_name(std::string_view path) {
+  std::string name = "GRADGATE_";
+  for (const char c : path) {
+    name += c == '.' ? '_' : (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+  }
+  return name;
+}
+
+}  // namespace gradgate::gateway

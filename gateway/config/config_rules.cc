@@ -1,0 +1,148 @@
+#include "gateway/config/config_rules.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "gradgate/kernels/codec_spec.h"
+
+namespace gradgate::gateway {
+namespace {
+
+// sockaddr_un::sun_path holds 108 bytes, the terminating zero included.
+constexpr std::size_t kMaxSocketPathBytes = 107;
+
+constexpr std::array<std::string_view, 5> kLogLevels{"trace", "debug", "info", "warn", "error"};
+constexpr std::array<std::string_view, 2> kLogFormats{"text", "json"};
+
+class Checker {
+ public:
+  std::vector<ConfigIssue> run(const GatewayConfig& config) && {
+    check_membership(config);
+    if (config.local_workers == 0) {
+      issue("job.local_workers", "must be at least 1", {"job.local_workers"});
+    }
+    check_ingress(config);
+    check_compression(config);
+    check_transport(config);
+    check_positive("collective.timeout_ms", config.timeout.count());
+    check_positive("streams.residual_memory_cap_bytes", config.residual_memory_cap_bytes);
+    check_one_of("logging.level", config.log_level, kLogLevels);
+    check_one_of("logging.format", config.log_format, kLogFormats);
+    return std::move(issues_);
+  }
+
+ private:
+  void check_membership(const GatewayConfig& config) {
+    const auto& nodes = config.nodes;
+    if (nodes.empty()) {
+      issue("job.nodes", "is missing or empty: list every gateway's host:port, by rank",
+            {"job.nodes"});
+      return;
+    }
+    if (config.node_rank >= nodes.size()) {
+      issue("job.node_rank",
+            std::to_string(config.node_rank) + " is out of range: job.nodes has " +
+                std::to_string(nodes.size()) + " entries",
+            {"job.nodes", "job.node_rank"});
+    }
+    const std::string rank = std::to_string(config.node_rank);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const std::string path = "job.nodes[" + std::to_string(i) + "]";
+      if (nodes[i].host.empty()) {
+        issue(path, "the host is empty", {"job.nodes"});
+      } else if (i < config.node_rank && nodes[i].port == 0) {
+        issue(path,
+              "needs a port in 1..65535: rank " + rank + " dials the ranks below it, and port 0 " +
+                  "is only allowed from job.node_rank up",
+              {"job.nodes", "job.node_rank"});
+      } else if (i < config.node_rank && nodes[i].host == "0.0.0.0") {
+        issue(path, "0.0.0.0 cannot be dialled: rank " + rank + " dials the ranks below it",
+              {"job.nodes", "job.node_rank"});
+      }
+    }
+    if (config.listen.host.empty() && config.node_rank < nodes.size()) {
+      issue("transport.listen", "is not set (by default it is job.nodes[job.node_rank])",
+            {"transport.listen", "job.nodes", "job.node_rank"});
+    }
+  }
+
+  void check_ingress(const GatewayConfig& config) {
+    if (config.socket_path.empty()) {
+      issue("ingress.socket", "must not be empty", {"ingress.socket"});
+    } else if (config.socket_path.size() > kMaxSocketPathBytes) {
+      issue("ingress.socket",
+            "is " + std::to_string(config.socket_path.size()) +
+                " bytes long; a Unix socket path holds at most " +
+                std::to_string(kMaxSocketPathBytes),
+            {"ingress.socket"});
+    }
+  }
+
+  void check_compression(const GatewayConfig& config) {
+    const auto params = kernels::parse_codec_spec(config.codec);
+    if (!params.ok()) {
+      issue("compression.codec", params.status().message(), {"compression.codec"});
+      return;
+    }
+    if (config.collective != CollectiveMode::kRing) return;
+    const auto codec = kernels::make_cpu_codec(*params);
+    if (codec.ok() && !(*codec)->summable()) {
+      issue("compression.collective",
+            "ring needs a summable codec, and \"" + config.codec +
+                "\" is not (use auto, allgather or aggregator)",
+            {"compression.codec", "compression.collective"});
+    }
+  }
+
+  void check_transport(const GatewayConfig& config) {
+    check_positive("transport.connect_timeout_ms", config.connect_timeout.count());
+    check_positive("transport.reconnect_min_ms", config.reconnect_min.count());
+    if (config.reconnect_max < config.reconnect_min) {
+      issue("transport.reconnect_max_ms",
+            "must be >= reconnect_min_ms (" + std::to_string(config.reconnect_max.count()) + " < " +
+                std::to_string(config.reconnect_min.count()) + ")",
+            {"transport.reconnect_min_ms", "transport.reconnect_max_ms"});
+    }
+    check_positive("transport.send_queue_bytes", config.send_queue_bytes);
+    check_positive("transport.max_message_bytes", config.max_message_bytes);
+  }
+
+  template <typename Number>
+  void check_positive(std::string_view key, Number value) {
+    if (!(value > 0)) issue(std::string(key), "must be > 0", {key});
+  }
+
+  template <std::size_t N>
+  void check_one_of(std::string_view key, const std::string& value,
+                    const std::array<std::string_view, N>& allowed) {
+    if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
+    std::string list;
+    for (const auto name : allowed) list += (list.empty() ? "" : ", ") + std::string(name);
+    issue(std::string(key), "\"" + value + "\" is not one of " + list, {key});
+  }
+
+  void issue(std::string key_path, std::string message, std::vector<std::string_view> inputs) {
+    issues_.push_back({std::move(key_path), std::move(message), std::move(inputs)});
+  }
+
+  std::vector<ConfigIssue> issues_;
+};
+
+}  // namespace
+
+std::vector<ConfigIssue> check_gateway_config(const GatewayConfig& config) {
+  return Checker().run(config);
+}
+
+std::vector<std::string> validate_gateway_config(const GatewayConfig& config) {
+  std::vector<std::string> problems;
+  for (const auto& issue : check_gateway_config(config)) {
+    problems.push_back(issue.key_path + ": " + issue.message);
+  }
+  return problems;
+}
+
+}  // namespace gradgate::gateway

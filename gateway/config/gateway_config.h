@@ -1,0 +1,76 @@
+// The gateway's configuration: what `gradgate gateway -c FILE` reads, with every key documented
+// in docs/configuration.md and an example in config/gateway.yaml. Loading checks everything and
+// reports every problem with its key path, so that a bad file fails at start, whole, not at the
+// first all-reduce.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gateway/transport/endpoint.h"
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::gateway {
+
+enum class CollectiveMode {
+  kAuto,        // ring for summable codecs, all-gather for the others
+  kRing,        // ring reduce-scatter + all-gather (summable codecs only)
+  kAllGather,   // every gateway gets every frame and sums them itself
+  kAggregator,  // non-summable codecs at scale: shard owners sum, re-compress with their own
+                // error feedback, and send the aggregate back (parameter-server style)
+};
+
+struct GatewayConfig {
+  // job: who takes part. Static membership; the control plane makes it dynamic later.
+  uint64_t job_id = 1;
+  std::vector<Endpoint> nodes;  // every gateway's peer address, by rank
+  uint32_t node_rank = 0;       // this gateway's index in `nodes`
+  uint32_t local_workers = 1;   // training processes that connect to this gateway
+
+  // ingress: how local workers reach the gateway.
+  std::string socket_path = "/tmp/gradgate.sock";
+
+  // compression
+  std::string codec = "topk:density=0.01";  // codec spec, see docs/codecs.md
+  CollectiveMode collective = CollectiveMode::kAuto;
+  uint64_t min_compress_elements = 1024;  // smaller tensors travel uncompressed (codec none)
+  bool aggregator_overlap = false;  // aggregator mode: workers prefer indices others also send
+
+  // transport
+  Endpoint listen;  // where peers connect; default: nodes[node_rank] with its port
+  std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds reconnect_min{50};      // first reconnection delay
+  std::chrono::milliseconds reconnect_max{2000};    // backoff doubles up to this
+  uint64_t send_queue_bytes = uint64_t{512} << 20;  // per peer; beyond it send() refuses
+  uint64_t max_message_bytes = uint64_t{1} << 30;   // larger messages are malformed
+
+  // collective
+  std::chrono::milliseconds timeout{30000};  // an all-reduce not done by then fails
+
+  // streams: error-feedback residuals per (job, tensor)
+  uint64_t residual_memory_cap_bytes = uint64_t{8} << 30;
+
+  // logging
+  std::string log_level = "info";   // trace, debug, info, warn, error
+  std::string log_format = "text";  // text, json
+};
+
+/// Reads and checks a YAML file. Errors name the file and every bad key ("job.nodes[1]: ...").
+/// Unknown keys are errors (a typo must not silently fall back to a default). Afterwards,
+/// environment variables GRADGATE_<SECTION>_<KEY> (e.g. GRADGATE_JOB_NODE_RANK) override keys,
+/// and then `overrides` ("section.key=value", from the command line's --set) override those.
+Result<GatewayConfig> load_gateway_config(const std::string& path,
+                                          const std::vector<std::string>& overrides = {});
+
+/// The same from YAML text (`origin` names it in messages) and an explicit environment, for tests.
+Result<GatewayConfig> parse_gateway_config(const std::string& yaml, const std::string& origin,
+                                           const std::map<std::string, std::string>& env,
+                                           const std::vector<std::string>& overrides = {});
+
+/// Every problem of a config as "key.path: what is wrong"; empty when it is usable.
+std::vector<std::string> validate_gateway_config(const GatewayConfig& config);
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,77 @@
+// load_gateway_config and parse_gateway_config: file, then environment, then --set, then the
+// default of transport.listen, then the rules; every problem of every stage in one Status.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gateway/config/config_errors.h"
+#include "gateway/config/config_rules.h"
+#include "gateway/config/gateway_config.h"
+#include "gateway/config/overrides.h"
+#include "gateway/config/yaml_reader.h"
+
+namespace gradgate::gateway {
+namespace {
+
+bool reads_failed_key(const ConfigIssue& issue, const ConfigErrors& errors) {
+  return std::any_of(issue.inputs.begin(), issue.inputs.end(),
+                     [&](std::string_view key) { return errors.failed(key); });
+}
+
+std::map<std::string, std::string> process_environment() {
+  std::map<std::string, std::string> env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const auto equals = text.find('=');
+    if (equals == std::string_view::npos) continue;
+    env.emplace(text.substr(0, equals), text.substr(equals + 1));
+  }
+  return env;
+}
+
+}  // namespace
+
+Result<GatewayConfig> parse_gateway_config(const std::string& yaml, const std::string& origin,
+                                           const std::map<std::string, std::string>& env,
+                                           const std::vector<std::string>& overrides) {
+  GatewayConfig config;
+  ConfigErrors errors;
+  read_yaml_config(yaml, origin, config, errors);
+  apply_env_overrides(env, config, errors);
+  apply_set_overrides(overrides, config, errors);
+  if (config.listen.host.empty() && config.node_rank < config.nodes.size()) {
+    config.listen = config.nodes[config.node_rank];
+  }
+  for (const auto& issue : check_gateway_config(config)) {
+    if (reads_failed_key(issue, errors)) continue;
+    errors.add(origin, issue.key_path, issue.message);
+  }
+  if (!errors.empty()) return Status(ErrorCode::kInvalidArgument, errors.joined());
+  return config;
+}
+
+Result<GatewayConfig> load_gateway_config(const std::string& path,
+                                          const std::vector<std::string>& overrides) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    return Status(ErrorCode::kNotFound, "config file \"" + path + "\" does not exist");
+  }
+  if (!std::filesystem::is_regular_file(path, error)) {
+    return Status(ErrorCode::kInvalidArgument, "config file \"" + path + "\" is not a file");
+  }
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  if (!file) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "config file \"" + path + "\" cannot be read: " + std::strerror(errno));
+  }
+  return parse_gateway_config(text.str(), path, process_environment(), overrides);
+}
+
+}  // namespace gradgate::gateway

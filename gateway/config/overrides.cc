@@ -1,0 +1,100 @@
+#include "gateway/config/overrides.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <string_view>
+
+#include "gateway/config/config_keys.h"
+
+namespace gradgate::gateway {
+namespace {
+
+constexpr std::string_view kEnvPrefix = "GRADGATE_";
+
+std::string_view trimmed(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+// Stores `value` into `key`: one text for a scalar key, a comma-separated list for a list key.
+void store_override(const ConfigKey& key, std::string_view value, std::string_view origin,
+                    GatewayConfig& config, ConfigErrors& errors) {
+  if (!key.is_list) {
+    const Status status = key.store(config, value);
+    if (!status.ok()) errors.add(origin, key.path, status.message());
+    return;
+  }
+  key.clear(config);
+  if (trimmed(value).empty()) return;
+  std::size_t index = 0;
+  for (std::size_t begin = 0; begin <= value.size(); ++index) {
+    const auto comma = std::min(value.find(',', begin), value.size());
+    const Status status = key.store(config, trimmed(value.substr(begin, comma - begin)));
+    if (!status.ok()) {
+      errors.add(origin, std::string(key.path) + "[" + std::to_string(index) + "]",
+                 status.message());
+    }
+    begin = comma + 1;
+  }
+}
+
+// "job.node_rank" for "GRADGATE_JOB_NODE_RANK" when it names a key of a known section; the empty
+// string when the variable is not configuration.
+std::string key_path_of_env(std::string_view name) {
+  if (!name.starts_with(kEnvPrefix)) return "";
+  const std::string_view rest = name.substr(kEnvPrefix.size());
+  for (const auto& key : config_keys()) {
+    const std::string_view section = key.path.substr(0, key.path.find('.'));
+    std::string section_env = config_env_name(section).substr(kEnvPrefix.size()) + "_";
+    if (!rest.starts_with(section_env)) continue;
+    std::string path = std::string(section) + ".";
+    for (const char c : rest.substr(section_env.size())) {
+      path += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    }
+    return path;
+  }
+  return "";
+}
+
+}  // namespace
+
+void apply_env_overrides(const std::map<std::string, std::string>& env, GatewayConfig& config,
+                         ConfigErrors& errors) {
+  for (const auto& [name, value] : env) {
+    const std::string path = key_path_of_env(name);
+    if (path.empty()) continue;
+    const std::string origin = "environment " + name;
+    const ConfigKey* key = find_config_key(path);
+    if (key == nullptr) {
+      errors.add(origin, path, "unknown key");
+      continue;
+    }
+    if (config_env_name(key->path) != name) {
+      errors.add(origin, path, "unknown key (the variable is " + config_env_name(key->path) + ")");
+      continue;
+    }
+    store_override(*key, value, origin, config, errors);
+  }
+}
+
+void apply_set_overrides(const std::vector<std::string>& overrides, GatewayConfig& config,
+                         ConfigErrors& errors) {
+  for (const auto& text : overrides) {
+    const std::string origin = "--set \"" + text + "\"";
+    const auto equals = text.find('=');
+    if (equals == std::string::npos) {
+      errors.add_general(origin, "expected section.key=value");
+      continue;
+    }
+    const std::string path = text.substr(0, equals);
+    const ConfigKey* key = find_config_key(path);
+    if (key == nullptr) {
+      errors.add(origin, path, "unknown key");
+      continue;
+    }
+    store_override(*key, std::string_view(text).substr(equals + 1), origin, config, errors);
+  }
+}
+
+}  // namespace gradgate::gateway

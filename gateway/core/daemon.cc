@@ -1,0 +1,132 @@
+#include "gateway/core/daemon.h"
+
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "gateway/core/gateway.h"
+#include "gateway/ingress/ingress.h"
+#include "gateway/transport/tcp_transport.h"
+
+namespace gradgate::gateway {
+namespace {
+
+TcpTransportOptions transport_options(const GatewayConfig& config) {
+  TcpTransportOptions options;
+  options.job_id = config.job_id;
+  options.rank = config.node_rank;
+  options.peers = config.nodes;
+  options.listen = config.listen.host.empty() ? config.nodes.at(config.node_rank) : config.listen;
+  options.connect_timeout = config.connect_timeout;
+  options.reconnect_min = config.reconnect_min;
+  options.reconnect_max = config.reconnect_max;
+  options.send_queue_bytes = config.send_queue_bytes;
+  options.max_message_bytes = config.max_message_bytes;
+  return options;
+}
+
+Status write_ready_file(const std::string& path, uint16_t port, const GatewayConfig& config) {
+  const nlohmann::json ready = {
+      {"port", port}, {"socket", config.socket_path}, {"rank", config.node_rank}};
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << ready.dump() << "\n";
+    if (!out.flush()) {
+      return Status(ErrorCode::kUnavailable, "cannot write the ready file " + temporary);
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return Status(ErrorCode::kUnavailable, "cannot rename " + temporary + " to " + path);
+  }
+  return {};
+}
+
+void log_summary(const Gateway& gateway, const Transport& transport) {
+  const GatewayStats stats = gateway.stats();
+  const TransportStats link = transport.stats();
+  const MailboxStats mail = gateway.mailbox_stats();
+  const double ratio =
+      stats.raw_bytes ? static_cast<double>(stats.wire_bytes) / static_cast<double>(stats.raw_bytes)
+                      : 0.0;
+  spdlog::info(
+      "workers {} tensors {} all-reduces {} errors {} raw_bytes {} wire_bytes {} wire/raw {:.4f} "
+      "residual_bytes {} peers_up {} rejected {} foreign {} late {}",
+      stats.workers, stats.tensors, stats.allreduces, stats.allreduce_errors, stats.raw_bytes,
+      stats.wire_bytes, ratio, stats.residual_bytes, link.peers_up, link.rejected, link.foreign,
+      mail.late);
+}
+
+// Waits for SIGINT or SIGTERM (blocked in every thread), logging a summary now and then.
+void wait_for_stop_signal(const Gateway& gateway, const Transport& transport, double interval) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  const double wait = interval > 0 ? interval : 3600.0;
+  timespec timeout{static_cast<time_t>(wait), static_cast<long>((wait - std::floor(wait)) * 1e9)};
+  for (;;) {
+    const int signal = sigtimedwait(&signals, nullptr, &timeout);
+    if (signal == SIGINT || signal == SIGTERM) {
+      spdlog::info("signal {}: stopping", signal);
+      return;
+    }
+    if (signal < 0 && errno == EAGAIN && interval > 0) log_summary(gateway, transport);
+  }
+}
+
+}  // namespace
+
+void configure_logging(const GatewayConfig& config) {
+  auto logger = spdlog::stderr_color_mt("gradgate");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  if (config.log_format == "json") {
+    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","rank":)" +
+                            std::to_string(config.node_rank) + R"(,"msg":"%v"})",
+                        spdlog::pattern_time_type::utc);
+  } else {
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [gateway " + std::to_string(config.node_rank) +
+                        "] %v");
+  }
+}
+
+Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
+  // Block the stop signals before any thread starts, so that only sigtimedwait receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  TcpTransport transport(transport_options(config));
+  Gateway gateway(config, transport);
+  GRADGATE_RETURN_IF_ERROR(gateway.start());
+  auto ingress = make_unix_ingress_server(config.socket_path);
+  Status serving = ingress->start(gateway);
+  if (!serving.ok()) {
+    gateway.stop();
+    return serving;
+  }
+  spdlog::info("gateway {} of {} (job {}): peers on port {}, workers on {}, codec {}",
+               config.node_rank, config.nodes.size(), config.job_id, transport.listen_port(),
+               config.socket_path, config.codec);
+  if (!options.ready_file.empty()) {
+    Status ready = write_ready_file(options.ready_file, transport.listen_port(), config);
+    if (!ready.ok()) spdlog::error("{}", ready.to_string());
+  }
+  wait_for_stop_signal(gateway, transport, options.stats_interval_seconds);
+  ingress->stop();
+  gateway.stop();
+  log_summary(gateway, transport);
+  return {};
+}
+
+}  // namespace gradgate::gateway

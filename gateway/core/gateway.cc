@@ -1,0 +1,340 @@
+#include "gateway/core/gateway.h"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+#include <utility>
+
+#include "gateway/core/local_reduce.h"
+#include "gradgate/kernels/codec_spec.h"
+
+namespace gradgate::gateway {
+namespace {
+
+AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t seq, size_t elements) {
+  AllreduceOutcome outcome;
+  outcome.step = seq;
+  outcome.raw_bytes = elements * sizeof(float);
+  if (!report.ok()) {
+    outcome.status = report.status();
+    return outcome;
+  }
+  outcome.wire_bytes = report->wire_bytes;
+  outcome.encode_seconds = report->encode_seconds;
+  outcome.communicate_seconds = report->communicate_seconds;
+  outcome.decode_seconds = report->decode_seconds;
+  return outcome;
+}
+
+Result<std::unique_ptr<kernels::Codec>> make_codec(const std::string& spec) {
+  auto params = kernels::parse_codec_spec(spec);
+  if (!params.ok()) return params.status();
+  return kernels::make_cpu_codec(*params);
+}
+
+}  // namespace
+
+uint32_t tensor_id_of(const std::string& name) {
+  uint32_t hash = 2166136261u;
+  for (const char c : name) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
+Gateway::Gateway(GatewayConfig config, Transport& transport)
+    : config_(std::move(config)),
+      transport_(transport),
+      mailbox_(static_cast<uint32_t>(config_.nodes.size()), config_.send_queue_bytes,
+               config_.timeout * 2),
+      engine_({config_.node_rank, static_cast<uint32_t>(config_.nodes.size()), config_.job_id,
+               config_.timeout},
+              transport_, mailbox_),
+      connected_(config_.local_workers, false) {}
+
+Gateway::~Gateway() { stop(); }
+
+Status Gateway::start() {
+  auto codec = make_codec(config_.codec);
+  if (!codec.ok())
+    return Status(codec.status().code(), "compression.codec: " + codec.status().message());
+  codec_ = std::move(codec).value();
+  auto small = make_codec("none");
+  if (!small.ok()) return small.status();
+  small_codec_ = std::move(small).value();
+  Transport::Handlers handlers;
+  handlers.on_message = [this](uint32_t from, std::vector<std::byte>&& message) {
+    Status filed = mailbox_.deliver(from, std::move(message));
+    if (filed.ok()) return true;
+    if (auto suppressed = refused_log_.admit(from)) {
+      spdlog::warn("message from gateway {} refused: {} ({} more refused since the last line)",
+                   from, filed.to_string(), *suppressed);
+    }
+    return false;
+  };
+  handlers.on_peer = [this](uint32_t rank, bool up) {
+    mailbox_.set_peer_up(rank, up);
+    spdlog::info("gateway {} {}", rank, up ? "connected" : "disconnected");
+  };
+  return transport_.start(std::move(handlers));
+}
+
+void Gateway::stop() {
+  std::vector<std::function<void()>> calls;
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& [id, tensor] : tensors_) {
+      if (!tensor.running) {
+        fail_waiting_locked(tensor, Status(ErrorCode::kAborted, "the gateway is stopping"), calls);
+      }
+    }
+  }
+  for (auto& call : calls) call();
+  mailbox_.shutdown();
+  {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [&] { return running_ == 0; });
+  }
+  transport_.stop();
+}
+
+Result<JobInfo> Gateway::on_worker_joined(uint32_t local_rank) {
+  std::lock_guard lock(mutex_);
+  if (local_rank >= connected_.size()) {
+    return Status(ErrorCode::kInvalidArgument, "local rank " + std::to_string(local_rank) +
+                                                   " is out of range: this gateway has " +
+                                                   std::to_string(connected_.size()) +
+                                                   " local workers (job.local_workers)");
+  }
+  if (connected_[local_rank]) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "local rank " + std::to_string(local_rank) + " is already connected");
+  }
+  connected_[local_rank] = true;
+  ++stats_.workers;
+  spdlog::info("local worker {} joined", local_rank);
+  const auto nodes = static_cast<uint32_t>(config_.nodes.size());
+  return JobInfo{config_.node_rank, nodes, config_.local_workers, nodes * config_.local_workers};
+}
+
+Status Gateway::check_spec(const TensorSpec& spec) const {
+  if (spec.elements == 0 || spec.elements > kernels::kMaxFrameElements) {
+    return Status(ErrorCode::kInvalidArgument, "tensor \"" + spec.name +
+                                                   "\": " + std::to_string(spec.elements) +
+                                                   " elements is out of range");
+  }
+  if ((spec.rows != 0 || spec.cols != 0) && spec.rows * spec.cols != spec.elements) {
+    return Status(ErrorCode::kInvalidArgument, "tensor \"" + spec.name + "\": shape " +
+                                                   std::to_string(spec.rows) + " x " +
+                                                   std::to_string(spec.cols) + " does not hold " +
+                                                   std::to_string(spec.elements) + " elements");
+  }
+  return {};
+}
+
+Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec,
+                                     WorkerBuffer buffer) {
+  GRADGATE_RETURN_IF_ERROR(check_spec(spec));
+  const uint32_t id = tensor_id_of(spec.name);
+  std::lock_guard lock(mutex_);
+  if (local_rank >= connected_.size() || !connected_[local_rank]) {
+    return Status(ErrorCode::kInvalidArgument, "declare before hello");
+  }
+  auto found = tensors_.find(id);
+  if (found != tensors_.end()) {
+    const TensorSpec& known = found->second.spec;
+    if (known.name != spec.name) {
+      return Status(ErrorCode::kInvalidArgument, "tensor \"" + spec.name +
+                                                     "\" has the same id as \"" + known.name +
+                                                     "\"; rename one of them");
+    }
+    if (known.elements != spec.elements || known.dtype != spec.dtype || known.rows != spec.rows ||
+        known.cols != spec.cols) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "tensor \"" + spec.name +
+                        "\" was declared with another size, dtype or shape "
+                        "by another worker of this node");
+    }
+    found->second.buffers[local_rank] = buffer;
+    return id;
+  }
+
+  const kernels::Codec& codec =
+      spec.elements < config_.min_compress_elements ? *small_codec_ : *codec_;
+  const auto nodes = static_cast<uint32_t>(config_.nodes.size());
+  auto algorithm = choose_algorithm(codec, config_.collective, nodes, spec.elements);
+  if (!algorithm.ok()) return algorithm.status();
+  kernels::TensorDesc desc;
+  desc.job_id = static_cast<uint32_t>(config_.job_id);
+  desc.tensor_id = id;
+  desc.elements = spec.elements;
+  desc.rows = spec.rows;
+  desc.cols = spec.cols;
+  auto streams = make_tensor_streams(codec, desc, *algorithm, nodes, config_.node_rank);
+  if (!streams.ok()) {
+    return Status(streams.status().code(),
+                  "tensor \"" + spec.name + "\": " + streams.status().message());
+  }
+  const size_t memory = streams->memory_bytes() + spec.elements * sizeof(float);
+  if (stats_.residual_bytes + memory > config_.residual_memory_cap_bytes) {
+    return Status(ErrorCode::kResourceExhausted,
+                  "tensor \"" + spec.name + "\" needs " + std::to_string(memory) +
+                      " bytes of stream state; with the " + std::to_string(stats_.residual_bytes) +
+                      " bytes in use that passes streams.residual_memory_cap_bytes (" +
+                      std::to_string(config_.residual_memory_cap_bytes) + ")");
+  }
+  Tensor tensor;
+  tensor.spec = spec;
+  tensor.id = id;
+  tensor.codec = &codec;
+  tensor.streams = std::move(streams).value();
+  tensor.buffers.assign(config_.local_workers, WorkerBuffer{});
+  tensor.buffers[local_rank] = buffer;
+  tensor.waiting.resize(config_.local_workers);
+  tensor.node_sum.resize(spec.elements);
+  tensor.memory_bytes = memory;
+  stats_.residual_bytes += memory;
+  ++stats_.tensors;
+  spdlog::debug("tensor \"{}\" (id {}): {} elements, codec {}, {}", spec.name, id, spec.elements,
+                codec.spec(), algorithm_name(*algorithm));
+  tensors_.emplace(id, std::move(tensor));
+  return id;
+}
+
+void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
+  std::unique_lock lock(mutex_);
+  auto found = tensors_.find(key);
+  Status refused;
+  if (stopping_) {
+    refused = Status(ErrorCode::kAborted, "the gateway is stopping");
+  } else if (found == tensors_.end() || local_rank >= found->second.buffers.size() ||
+             found->second.buffers[local_rank].data == nullptr) {
+    refused = Status(ErrorCode::kNotFound, "tensor key " + std::to_string(key) +
+                                               " is not declared by local worker " +
+                                               std::to_string(local_rank));
+  } else if (found->second.waiting[local_rank]) {
+    refused = Status(ErrorCode::kInvalidArgument,
+                     "tensor \"" + found->second.spec.name +
+                         "\" already has an all-reduce in flight for this worker");
+  }
+  if (!refused.ok()) {
+    lock.unlock();
+    done(AllreduceOutcome{refused});
+    return;
+  }
+  found->second.waiting[local_rank] = std::move(done);
+  start_if_ready_locked(found->second);
+}
+
+void Gateway::start_if_ready_locked(Tensor& tensor) {
+  if (tensor.running) return;
+  for (uint32_t rank = 0; rank < tensor.waiting.size(); ++rank) {
+    if (!tensor.waiting[rank]) return;
+  }
+  tensor.running = true;
+  ++running_;
+  std::thread([this, id = tensor.id] { run(id); }).detach();
+}
+
+void Gateway::run(uint32_t id) {
+  std::unique_lock lock(mutex_);
+  Tensor& tensor = tensors_.at(id);  // not released while running
+  const uint64_t seq = tensor.next_seq;
+  sum_worker_buffers(tensor.buffers, tensor.spec.dtype, tensor.node_sum);
+  AllreduceOp op{id, seq, 0, tensor.node_sum, tensor.codec, &tensor.streams};
+  lock.unlock();
+  Result<AllreduceReport> report = engine_.allreduce(op);
+  lock.lock();
+  finish(tensor, report, seq, lock);
+}
+
+void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint64_t seq,
+                     std::unique_lock<std::mutex>& lock) {
+  if (report.ok()) {
+    for (const WorkerBuffer& buffer : tensor.buffers) {
+      if (buffer.data != nullptr) write_worker_buffer(tensor.node_sum, tensor.spec.dtype, buffer);
+    }
+    ++stats_.allreduces;
+    stats_.raw_bytes += tensor.spec.elements * sizeof(float);
+    stats_.wire_bytes += report->wire_bytes;
+    stats_.union_elements += report->union_elements;
+  } else {
+    ++stats_.allreduce_errors;
+    spdlog::warn("tensor \"{}\": {}", tensor.spec.name, report.status().to_string());
+  }
+  const AllreduceOutcome outcome = outcome_of(report, seq, tensor.spec.elements);
+  std::vector<Done> done;
+  for (auto& waiting : tensor.waiting) {
+    if (waiting) done.push_back(std::exchange(waiting, nullptr));
+  }
+  tensor.next_seq = seq + 1;
+  tensor.running = false;
+  const uint32_t id = tensor.id;
+  release_if_unused_locked(id);
+  --running_;
+  idle_.notify_all();
+  lock.unlock();
+  for (auto& call : done) call(outcome);
+}
+
+void Gateway::fail_waiting_locked(Tensor& tensor, const Status& why,
+                                  std::vector<std::function<void()>>& calls) {
+  for (auto& waiting : tensor.waiting) {
+    if (!waiting) continue;
+    calls.push_back([done = std::exchange(waiting, nullptr), why, step = tensor.next_seq] {
+      AllreduceOutcome outcome;
+      outcome.status = why;
+      outcome.step = step;
+      done(outcome);
+    });
+  }
+}
+
+void Gateway::on_worker_left(uint32_t local_rank) {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lock(mutex_);
+    if (local_rank >= connected_.size() || !connected_[local_rank]) return;
+    connected_[local_rank] = false;
+    --stats_.workers;
+    spdlog::info("local worker {} left", local_rank);
+    std::vector<uint32_t> ids;
+    for (auto& [id, tensor] : tensors_) {
+      tensor.buffers[local_rank] = WorkerBuffer{};
+      tensor.waiting[local_rank] = nullptr;  // its session is gone: nobody to tell
+      if (!tensor.running) {
+        fail_waiting_locked(
+            tensor,
+            Status(ErrorCode::kAborted, "local worker " + std::to_string(local_rank) +
+                                            " left before taking part in the all-reduce of \"" +
+                                            tensor.spec.name + "\""),
+            calls);
+      }
+      ids.push_back(id);
+    }
+    for (uint32_t id : ids) release_if_unused_locked(id);
+  }
+  for (auto& call : calls) call();
+}
+
+void Gateway::release_if_unused_locked(uint32_t id) {
+  auto found = tensors_.find(id);
+  if (found == tensors_.end() || found->second.running) return;
+  for (const WorkerBuffer& buffer : found->second.buffers) {
+    if (buffer.data != nullptr) return;
+  }
+  stats_.residual_bytes -= found->second.memory_bytes;
+  --stats_.tensors;
+  mailbox_.forget_tensor(id);
+  tensors_.erase(found);
+}
+
+GatewayStats Gateway::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace gradgate::gateway

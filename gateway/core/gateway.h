@@ -1,0 +1,109 @@
+// The gateway's core: what connects the local workers (ingress) to the other gateways
+// (collective over a transport).
+//
+// For each tensor (by name, the same on every worker of the job) it keeps the workers' shared
+// buffers, the codec streams (error-feedback residuals, under a memory cap) and a sequence
+// number. When every local worker has asked for the all-reduce of a tensor, it sums their buffers
+// (local reduce), runs the collective on that node sum on a thread of its own, writes the
+// aggregate back into every worker's buffer and completes their requests. A tensor and its
+// streams are released when its last worker leaves.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gateway/collective/collective_engine.h"
+#include "gateway/collective/mailbox.h"
+#include "gateway/config/gateway_config.h"
+#include "gateway/ingress/ingress.h"
+#include "gateway/transport/tcp/log_throttle.h"
+#include "gateway/transport/transport.h"
+#include "gradgate/kernels/codec.h"
+
+namespace gradgate::gateway {
+
+/// Counters of the core, for logs and metrics.
+struct GatewayStats {
+  uint64_t allreduces = 0;        // completed
+  uint64_t allreduce_errors = 0;  // failed (each counted once per node, not per worker)
+  uint64_t raw_bytes = 0;         // fp32 bytes of the node sums all-reduced
+  uint64_t wire_bytes = 0;        // bytes sent to other gateways for them
+  uint64_t union_elements = 0;    // aggregator mode: elements of the aggregated sums
+  uint64_t residual_bytes = 0;    // gauge: codec stream memory
+  uint32_t tensors = 0;           // gauge
+  uint32_t workers = 0;           // gauge: local workers connected
+};
+
+/// The stable id of a tensor name on the wire (FNV-1a, 32 bits).
+uint32_t tensor_id_of(const std::string& name);
+
+class Gateway final : public IngressHandler {
+ public:
+  /// `transport` must outlive the gateway; the gateway installs its handlers on start().
+  Gateway(GatewayConfig config, Transport& transport);
+  ~Gateway() override;
+
+  /// Makes the codecs and starts the transport. kInvalidArgument for a codec the config names but
+  /// the job cannot run.
+  Status start();
+  /// Fails every pending all-reduce (kAborted), waits for running ones, stops the transport.
+  void stop();
+
+  Result<JobInfo> on_worker_joined(uint32_t local_rank) override;
+  Result<uint32_t> on_declare(uint32_t local_rank, const TensorSpec& spec,
+                              WorkerBuffer buffer) override;
+  void on_allreduce(uint32_t local_rank, uint32_t key,
+                    std::function<void(AllreduceOutcome)> done) override;
+  void on_worker_left(uint32_t local_rank) override;
+
+  GatewayStats stats() const;
+  MailboxStats mailbox_stats() const { return mailbox_.stats(); }
+
+ private:
+  using Done = std::function<void(AllreduceOutcome)>;
+  struct Tensor {
+    TensorSpec spec;
+    uint32_t id = 0;
+    const kernels::Codec* codec = nullptr;
+    TensorStreams streams;
+    std::vector<WorkerBuffer> buffers;  // by local rank; data == nullptr: not declared (any more)
+    std::vector<Done> waiting;          // by local rank
+    uint64_t next_seq = 0;
+    bool running = false;
+    std::vector<float> node_sum;
+    size_t memory_bytes = 0;  // as counted against the cap when declared
+  };
+
+  Status check_spec(const TensorSpec& spec) const;
+  void start_if_ready_locked(Tensor& tensor);
+  void run(uint32_t id);
+  void finish(Tensor& tensor, const Result<AllreduceReport>& report, uint64_t seq,
+              std::unique_lock<std::mutex>& lock);
+  void release_if_unused_locked(uint32_t id);
+  void fail_waiting_locked(Tensor& tensor, const Status& why,
+                           std::vector<std::function<void()>>& calls);
+
+  const GatewayConfig config_;
+  Transport& transport_;
+  Mailbox mailbox_;
+  CollectiveEngine engine_;
+  std::unique_ptr<kernels::Codec> codec_;
+  std::unique_ptr<kernels::Codec> small_codec_;  // tensors under min_compress_elements
+  tcp::LogThrottle refused_log_;                 // used on the transport's thread only
+
+  mutable std::mutex mutex_;
+  std::condition_variable idle_;
+  std::map<uint32_t, Tensor> tensors_;
+  std::vector<bool> connected_;
+  size_t running_ = 0;
+  bool stopping_ = false;
+  GatewayStats stats_;
+};
+
+}  // namespace gradgate::gateway

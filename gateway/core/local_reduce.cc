@@ -1,0 +1,69 @@
+#include "gateway/core/local_reduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "gradgate/kernels/half.h"
+
+namespace gradgate::gateway {
+namespace {
+
+template <typename Convert>
+void add_16bit(const std::byte* data, std::span<float> sum, bool first, Convert convert) {
+  for (size_t i = 0; i < sum.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, data + 2 * i, 2);
+    const float value = convert(bits);
+    sum[i] = first ? value : sum[i] + value;
+  }
+}
+
+}  // namespace
+
+void sum_worker_buffers(std::span<const WorkerBuffer> buffers, Dtype dtype, std::span<float> sum) {
+  bool first = true;
+  for (const WorkerBuffer& buffer : buffers) {
+    if (buffer.data == nullptr) continue;
+    switch (dtype) {
+      case Dtype::kFp32: {
+        const auto* values = reinterpret_cast<const float*>(buffer.data);
+        if (first) {
+          std::copy(values, values + sum.size(), sum.begin());
+        } else {
+          for (size_t i = 0; i < sum.size(); ++i) sum[i] += values[i];
+        }
+        break;
+      }
+      case Dtype::kFp16:
+        add_16bit(buffer.data, sum, first, kernels::fp16_to_float);
+        break;
+      case Dtype::kBf16:
+        add_16bit(buffer.data, sum, first, kernels::bf16_to_float);
+        break;
+    }
+    first = false;
+  }
+  if (first) std::fill(sum.begin(), sum.end(), 0.0f);
+}
+
+void write_worker_buffer(std::span<const float> values, Dtype dtype, WorkerBuffer buffer) {
+  switch (dtype) {
+    case Dtype::kFp32:
+      std::memcpy(buffer.data, values.data(), values.size_bytes());
+      return;
+    case Dtype::kFp16:
+      for (size_t i = 0; i < values.size(); ++i) {
+        const uint16_t bits = kernels::float_to_fp16(values[i]);
+        std::memcpy(buffer.data + 2 * i, &bits, 2);
+      }
+      return;
+    case Dtype::kBf16:
+      for (size_t i = 0; i < values.size(); ++i) {
+        const uint16_t bits = kernels::float_to_bf16(values[i]);
+        std::memcpy(buffer.data + 2 * i, &bits, 2);
+      }
+      return;
+  }
+}
+
+}  // namespace gradgate::gateway

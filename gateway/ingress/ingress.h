@@ -1,0 +1,99 @@
+// The gateway's side of libgradgate: local workers connect over a Unix socket, declare tensors
+// whose buffers they share with the gateway (a memfd passed over the socket, mapped by both), and
+// request all-reduces. The ingress server owns the sessions and mappings; the gateway core sees
+// only the calls below.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::gateway {
+
+enum class Dtype : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
+
+/// Bytes per element of a dtype.
+size_t dtype_bytes(Dtype dtype);
+
+/// A tensor as a worker declares it.
+struct TensorSpec {
+  std::string name;  // the same on every worker of the job
+  uint64_t elements = 0;
+  Dtype dtype = Dtype::kFp32;
+  uint64_t rows = 0, cols = 0;  // 2-D shape for low-rank codecs, 0 x 0 if none
+  double data_volume = 0.0;     // samples this worker trains on, 0 if unknown
+};
+
+/// A worker's shared buffer for one tensor, mapped in the gateway. Valid until
+/// IngressHandler::on_worker_left for its worker returns.
+struct WorkerBuffer {
+  std::byte* data = nullptr;
+  size_t bytes = 0;  // elements * dtype_bytes
+};
+
+/// How an all-reduce ended, as the worker sees it.
+struct AllreduceOutcome {
+  Status status;
+  uint64_t step = 0;
+  uint64_t raw_bytes = 0;
+  uint64_t wire_bytes = 0;
+  double encode_seconds = 0.0;
+  double communicate_seconds = 0.0;
+  double decode_seconds = 0.0;
+};
+
+/// What the gateway tells a worker when it connects.
+struct JobInfo {
+  uint32_t node_rank = 0;
+  uint32_t nodes = 1;
+  uint32_t local_workers = 1;
+  uint32_t world_size = 1;
+};
+
+/// Implemented by the gateway core. Calls come from the ingress server's thread; they must not
+/// block for long (an all-reduce completes later, through `done`).
+class IngressHandler {
+ public:
+  virtual ~IngressHandler() = default;
+
+  /// A worker introduces itself. An error (unknown or already connected local rank) is sent back
+  /// and the session closed.
+  virtual Result<JobInfo> on_worker_joined(uint32_t local_rank) = 0;
+  /// A worker declares a tensor with its mapped buffer. Returns the key the worker then uses.
+  virtual Result<uint32_t> on_declare(uint32_t local_rank, const TensorSpec& spec,
+                                      WorkerBuffer buffer) = 0;
+  /// A worker asks for the all-reduce of its buffer of tensor `key`. `done` is called exactly
+  /// once, from any thread, when the sum is in the buffer or the all-reduce failed.
+  virtual void on_allreduce(uint32_t local_rank, uint32_t key,
+                            std::function<void(AllreduceOutcome)> done) = 0;
+  /// A worker disconnected or died. When this returns, the core no longer touches its buffers
+  /// (the server unmaps them) and has failed or detached its pending all-reduces.
+  virtual void on_worker_left(uint32_t local_rank) = 0;
+};
+
+/// Counters of the ingress server, for metrics.
+struct IngressStats {
+  uint64_t sessions_opened = 0;
+  uint64_t sessions_closed = 0;
+  uint64_t protocol_errors = 0;  // malformed messages: the session is closed
+  uint64_t mapped_bytes = 0;     // gauge: shared memory mapped now
+};
+
+class IngressServer {
+ public:
+  virtual ~IngressServer() = default;
+  /// Binds the socket (replacing a stale socket file) and starts serving on its own thread.
+  virtual Status start(IngressHandler& handler) = 0;
+  /// Closes every session (calling on_worker_left for each) and the socket. Idempotent.
+  virtual void stop() = 0;
+  virtual IngressStats stats() const = 0;
+};
+
+/// The Unix-socket implementation (SOCK_SEQPACKET, memfd buffers over SCM_RIGHTS).
+std::unique_ptr<IngressServer> make_unix_ingress_server(const std::string& socket_path);
+
+}  // namespace gradgate::gateway

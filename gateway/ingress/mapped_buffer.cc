@@ -1,0 +1,52 @@
+#include "gateway/ingress/mapped_buffer.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace gradgate::gateway {
+
+MappedBuffer& MappedBuffer::operator=(MappedBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) munmap(data_, bytes_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+MappedBuffer::~MappedBuffer() {
+  if (data_ != nullptr) munmap(data_, bytes_);
+}
+
+Result<MappedBuffer> map_worker_buffer(int fd, size_t expected_bytes) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int error = errno;
+    close(fd);
+    return Status(ErrorCode::kInvalidArgument,
+                  std::string("fstat of the buffer's descriptor: ") + std::strerror(error));
+  }
+  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != expected_bytes) {
+    close(fd);
+    return Status(ErrorCode::kInvalidArgument,
+                  "the buffer's descriptor is " +
+                      (S_ISREG(st.st_mode) ? std::to_string(st.st_size) + " bytes"
+                                           : std::string("not a regular file")) +
+                      ", the tensor needs " + std::to_string(expected_bytes));
+  }
+  void* data = mmap(nullptr, expected_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int error = errno;
+  close(fd);
+  if (data == MAP_FAILED) {
+    return Status(ErrorCode::kResourceExhausted,
+                  "mmap of " + std::to_string(expected_bytes) + " bytes: " + std::strerror(error));
+  }
+  return MappedBuffer(static_cast<std::byte*>(data), expected_bytes);
+}
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,22 @@
+// One connected worker as the ingress server's thread sees it. Touched only by that thread.
+#pragma once
+
+#include <cstdint>
+#include <unordered_set>
+#include <vector>
+
+#include "gateway/ingress/mapped_buffer.h"
+
+namespace gradgate::gateway {
+
+struct Session {
+  uint64_t id = 0;  // unique for the server's lifetime; completions find their session by it
+  int fd = -1;
+  bool joined = false;  // HELLO was accepted: on_worker_left is owed when the session ends
+  uint32_t local_rank = 0;
+  std::vector<MappedBuffer> buffers;       // every tensor buffer the worker declared
+  std::unordered_set<uint32_t> keys;       // keys the handler gave this worker
+  std::unordered_set<uint32_t> in_flight;  // keys with an all-reduce not yet completed
+};
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,28 @@
+#include "gateway/ingress/status_mapping.h"
+
+namespace gradgate::gateway {
+
+gg_status to_client_status(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk:
+      return GG_OK;
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kNotFound:
+    case ErrorCode::kIncompatible:
+    case ErrorCode::kUnsupported:
+      return GG_REJECTED;
+    case ErrorCode::kResourceExhausted:
+      return GG_RESOURCE_EXHAUSTED;
+    case ErrorCode::kTimeout:
+    case ErrorCode::kUnavailable:
+    case ErrorCode::kAborted:
+    case ErrorCode::kMalformedFrame:
+    case ErrorCode::kChecksumMismatch:
+      return GG_PEER_FAILED;
+    case ErrorCode::kInternal:
+      return GG_INTERNAL;
+  }
+  return GG_INTERNAL;
+}
+
+}  // namespace gradgate::gateway

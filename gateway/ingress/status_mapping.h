@@ -1,0 +1,24 @@
+// How the gateway's error codes reach a worker: each ErrorCode becomes the gg_status that the C API
+// documents, so that a training process can tell its own mistakes (GG_REJECTED) from a failure
+// elsewhere in the job (GG_PEER_FAILED) or a limit of the gateway (GG_RESOURCE_EXHAUSTED).
+//
+//   kOk                                         -> GG_OK
+//   kInvalidArgument, kNotFound, kIncompatible,
+//   kUnsupported                                -> GG_REJECTED
+//   kResourceExhausted                          -> GG_RESOURCE_EXHAUSTED
+//   kTimeout, kUnavailable, kAborted,
+//   kMalformedFrame, kChecksumMismatch          -> GG_PEER_FAILED
+//   kInternal                                   -> GG_INTERNAL
+#pragma once
+
+#include <cstdint>
+
+#include "gradgate/client.h"
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::gateway {
+
+/// The gg_status a worker sees for an error of the gateway.
+gg_status to_client_status(ErrorCode code);
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,364 @@
+// The Unix-socket ingress server: one thread runs a poll loop over the listening socket, the
+// sessions and the completion queue's eventfd. Packets are read one at a time per session and
+// answered in order; completions from other threads reach their session through the queue.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "gateway/ingress/completion_queue.h"
+#include "gateway/ingress/ingress.h"
+#include "gateway/ingress/mapped_buffer.h"
+#include "gateway/ingress/session.h"
+#include "gateway/ingress/status_mapping.h"
+#include "gateway/ingress/unix_listener.h"
+#include "gradgate/ingress_protocol.h"
+#include "gradgate/ingress_socket.h"
+
+namespace gradgate::gateway {
+namespace {
+
+namespace proto = gradgate::ingress_protocol;
+
+/// At most this many connections are accepted per loop turn, so sessions are served meanwhile.
+constexpr int kAcceptsPerTurn = 64;
+
+class UnixIngressServer final : public IngressServer {
+ public:
+  explicit UnixIngressServer(std::string path) : path_(std::move(path)) {}
+  ~UnixIngressServer() override { stop(); }
+
+  Status start(IngressHandler& handler) override;
+  void stop() override;
+  IngressStats stats() const override;
+
+ private:
+  void run();
+  void accept_sessions();
+  /// Reads and handles one packet; false when the session must close.
+  bool serve(Session& session);
+  bool handle(Session& session, proto::ReceivedPacket& packet);
+  bool on_hello(Session& session, uint64_t request_id, const proto::ReceivedPacket& packet);
+  bool on_declare(Session& session, uint64_t request_id, proto::ReceivedPacket& packet);
+  bool on_allreduce(Session& session, uint64_t request_id, const proto::ReceivedPacket& packet);
+  void deliver(Completion& completion);
+  /// Sends a message; false (logged) when the session is unusable.
+  template <typename Message>
+  bool reply(Session& session, uint64_t request_id, const Message& message);
+  /// Counts a malformed message, tells the worker why, and returns false (close the session).
+  bool protocol_error(Session& session, uint64_t request_id, const std::string& why);
+  void close_session(uint64_t session_id);
+
+  const std::string path_;
+  IngressHandler* handler_ = nullptr;
+  std::shared_ptr<CompletionQueue> queue_;
+  int listen_fd_ = -1;
+  std::thread thread_;
+  std::mutex lifecycle_mu_;
+  bool running_ = false;
+  std::atomic<bool> stopping_{false};
+
+  std::map<uint64_t, Session> sessions_;  // the server thread's only
+  uint64_t next_session_id_ = 1;
+
+  std::atomic<uint64_t> sessions_opened_{0};
+  std::atomic<uint64_t> sessions_closed_{0};
+  std::atomic<uint64_t> protocol_errors_{0};
+  std::atomic<uint64_t> mapped_bytes_{0};
+};
+
+Status UnixIngressServer::start(IngressHandler& handler) {
+  std::lock_guard lock(lifecycle_mu_);
+  if (running_) {
+    return Status(ErrorCode::kInvalidArgument, "ingress \"" + path_ + "\": already started");
+  }
+  auto queue = CompletionQueue::create();
+  if (!queue.ok()) return queue.status();
+  auto listener = listen_unix_seqpacket(path_);
+  if (!listener.ok()) return listener.status();
+  queue_ = std::move(queue).value();
+  listen_fd_ = *listener;
+  handler_ = &handler;
+  stopping_ = false;
+  try {
+    thread_ = std::thread(&UnixIngressServer::run, this);
+  } catch (const std::system_error& e) {
+    close(listen_fd_);
+    unlink(path_.c_str());
+    return Status(ErrorCode::kResourceExhausted,
+                  "ingress \"" + path_ + "\": cannot start its thread: " + e.what());
+  }
+  running_ = true;
+  return Status::ok_status();
+}
+
+void UnixIngressServer::stop() {
+  std::lock_guard lock(lifecycle_mu_);
+  if (!running_) return;
+  stopping_ = true;
+  queue_->wake();
+  thread_.join();
+  running_ = false;
+}
+
+IngressStats UnixIngressServer::stats() const {
+  IngressStats s;
+  s.sessions_opened = sessions_opened_.load();
+  s.sessions_closed = sessions_closed_.load();
+  s.protocol_errors = protocol_errors_.load();
+  s.mapped_bytes = mapped_bytes_.load();
+  return s;
+}
+
+void UnixIngressServer::run() {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> ids;  // the session of fds[i + 2]
+  while (!stopping_) {
+    fds.assign({{queue_->event_fd(), POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    ids.clear();
+    for (const auto& [id, session] : sessions_) {
+      fds.push_back({session.fd, POLLIN, 0});
+      ids.push_back(id);
+    }
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("ingress \"{}\": poll: {}", path_, std::strerror(errno));
+      break;
+    }
+    if (fds[0].revents != 0) {
+      for (Completion& completion : queue_->drain()) deliver(completion);
+    }
+    if (stopping_) break;
+    if (fds[1].revents != 0) accept_sessions();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (fds[i + 2].revents == 0) continue;
+      auto it = sessions_.find(ids[i]);
+      if (it != sessions_.end() && !serve(it->second)) close_session(ids[i]);
+    }
+  }
+  while (!sessions_.empty()) close_session(sessions_.begin()->first);
+  close(listen_fd_);
+  listen_fd_ = -1;
+  unlink(path_.c_str());
+}
+
+void UnixIngressServer::accept_sessions() {
+  for (int i = 0; i < kAcceptsPerTurn; ++i) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        spdlog::warn("ingress \"{}\": accept: {}", path_, std::strerror(errno));
+      }
+      return;
+    }
+    const uint64_t id = next_session_id_++;
+    Session& session = sessions_[id];
+    session.id = id;
+    session.fd = fd;
+    sessions_opened_++;
+  }
+}
+
+bool UnixIngressServer::serve(Session& session) {
+  proto::ReceivedPacket packet;
+  const ssize_t n = proto::receive_packet(session.fd, packet, MSG_DONTWAIT);
+  if (n == -EAGAIN || n == -EWOULDBLOCK) return true;
+  if (n == 0) return false;  // the worker closed the connection (or died)
+  if (n < 0) {
+    spdlog::warn("ingress session {} (rank {}): receive: {}", session.id, session.local_rank,
+                 std::strerror(static_cast<int>(-n)));
+    return false;
+  }
+  return handle(session, packet);
+}
+
+bool UnixIngressServer::handle(Session& session, proto::ReceivedPacket& packet) {
+  if (packet.truncated) {
+    return protocol_error(session, 0,
+                          "a message longer than " + std::to_string(proto::kMaxPacketBytes) +
+                              " bytes or with more than " +
+                              std::to_string(proto::kMaxFdsPerPacket) + " descriptors");
+  }
+  const auto header = proto::decode_header(packet.bytes);
+  if (!header) {
+    return protocol_error(session, 0,
+                          "a message of " + std::to_string(packet.bytes.size()) +
+                              " bytes without the protocol's header");
+  }
+  if (header->version != proto::kVersion) {
+    return protocol_error(session, header->request_id,
+                          "protocol version " + std::to_string(header->version) +
+                              ", the gateway speaks " + std::to_string(proto::kVersion));
+  }
+  switch (header->type) {
+    case proto::MessageType::kHello:
+      return on_hello(session, header->request_id, packet);
+    case proto::MessageType::kDeclare:
+      return on_declare(session, header->request_id, packet);
+    case proto::MessageType::kAllreduce:
+      return on_allreduce(session, header->request_id, packet);
+    default:
+      return protocol_error(
+          session, header->request_id,
+          "a message of unknown type " + std::to_string(static_cast<int>(header->type)));
+  }
+}
+
+bool UnixIngressServer::on_hello(Session& session, uint64_t request_id,
+                                 const proto::ReceivedPacket& packet) {
+  const auto hello = proto::decode_body<proto::Hello>(packet.bytes);
+  if (!hello || !packet.fds.empty()) {
+    return protocol_error(session, request_id, "a malformed HELLO");
+  }
+  if (session.joined) return protocol_error(session, request_id, "a second HELLO");
+  const Result<JobInfo> job = handler_->on_worker_joined(hello->local_rank);
+  if (!job.ok()) {
+    spdlog::warn("ingress session {}: worker {} refused: {}", session.id, hello->local_rank,
+                 job.status().to_string());
+    reply(session, request_id,
+          proto::Error{static_cast<uint8_t>(to_client_status(job.status().code())),
+                       job.status().to_string()});
+    return false;
+  }
+  session.joined = true;
+  session.local_rank = hello->local_rank;
+  return reply(session, request_id,
+               proto::HelloOk{job->node_rank, job->nodes, job->local_workers, job->world_size});
+}
+
+bool UnixIngressServer::on_declare(Session& session, uint64_t request_id,
+                                   proto::ReceivedPacket& packet) {
+  if (!session.joined) return protocol_error(session, request_id, "DECLARE before HELLO");
+  const auto declare = proto::decode_body<proto::Declare>(packet.bytes);
+  if (!declare) return protocol_error(session, request_id, "a malformed DECLARE");
+  const std::string what = "DECLARE \"" + declare->name + "\"";
+  if (packet.fds.size() != 1) {
+    return protocol_error(
+        session, request_id,
+        what + " with " + std::to_string(packet.fds.size()) + " descriptors (one memfd expected)");
+  }
+  if (const std::string error = proto::check_declare(*declare); !error.empty()) {
+    return protocol_error(session, request_id, what + ": " + error);
+  }
+  const size_t bytes = declare->elements * proto::wire_dtype_bytes(declare->dtype);
+  const int fd = packet.fds.front();
+  packet.fds.clear();  // map_worker_buffer owns it now
+  Result<MappedBuffer> mapped = map_worker_buffer(fd, bytes);
+  if (!mapped.ok() && mapped.status().code() == ErrorCode::kResourceExhausted) {
+    return reply(session, request_id,
+                 proto::Error{GG_RESOURCE_EXHAUSTED, what + ": " + mapped.status().message()});
+  }
+  if (!mapped.ok()) {
+    return protocol_error(session, request_id, what + ": " + mapped.status().message());
+  }
+
+  TensorSpec spec;
+  spec.name = declare->name;
+  spec.elements = declare->elements;
+  spec.dtype = static_cast<Dtype>(declare->dtype);
+  spec.rows = declare->rows;
+  spec.cols = declare->cols;
+  spec.data_volume = declare->data_volume;
+  const Result<uint32_t> key =
+      handler_->on_declare(session.local_rank, spec, WorkerBuffer{mapped->data(), mapped->bytes()});
+  if (!key.ok()) {
+    return reply(session, request_id,
+                 proto::Error{static_cast<uint8_t>(to_client_status(key.status().code())),
+                              key.status().to_string()});
+  }
+  mapped_bytes_ += bytes;
+  session.buffers.push_back(std::move(mapped).value());
+  session.keys.insert(*key);
+  return reply(session, request_id, proto::DeclareOk{*key});
+}
+
+bool UnixIngressServer::on_allreduce(Session& session, uint64_t request_id,
+                                     const proto::ReceivedPacket& packet) {
+  if (!session.joined) return protocol_error(session, request_id, "ALLREDUCE before HELLO");
+  const auto allreduce = proto::decode_body<proto::Allreduce>(packet.bytes);
+  if (!allreduce || !packet.fds.empty()) {
+    return protocol_error(session, request_id, "a malformed ALLREDUCE");
+  }
+  const uint32_t key = allreduce->key;
+  if (!session.keys.contains(key)) {
+    return reply(session, request_id,
+                 proto::Error{GG_REJECTED, "ALLREDUCE of key " + std::to_string(key) +
+                                               ", which this worker did not declare"});
+  }
+  if (!session.in_flight.insert(key).second) {
+    return reply(session, request_id,
+                 proto::Error{GG_REJECTED, "ALLREDUCE of key " + std::to_string(key) +
+                                               " while its previous all-reduce runs"});
+  }
+  handler_->on_allreduce(
+      session.local_rank, key,
+      [queue = queue_, session_id = session.id, request_id, key](AllreduceOutcome outcome) {
+        queue->push(Completion{session_id, request_id, key, std::move(outcome)});
+      });
+  return true;
+}
+
+void UnixIngressServer::deliver(Completion& completion) {
+  auto it = sessions_.find(completion.session_id);
+  if (it == sessions_.end()) return;  // the worker left; nobody waits for this outcome
+  Session& session = it->second;
+  session.in_flight.erase(completion.key);
+  const AllreduceOutcome& o = completion.outcome;
+  proto::AllreduceDone done;
+  done.status = static_cast<uint8_t>(to_client_status(o.status.code()));
+  done.message = o.status.ok() ? "" : o.status.to_string();
+  done.step = o.step;
+  done.raw_bytes = o.raw_bytes;
+  done.wire_bytes = o.wire_bytes;
+  done.encode_seconds = o.encode_seconds;
+  done.communicate_seconds = o.communicate_seconds;
+  done.decode_seconds = o.decode_seconds;
+  if (!reply(session, completion.request_id, done)) close_session(session.id);
+}
+
+template <typename Message>
+bool UnixIngressServer::reply(Session& session, uint64_t request_id, const Message& message) {
+  const auto packet = proto::encode(request_id, message);
+  const int error = proto::send_packet(session.fd, packet, -1, MSG_DONTWAIT);
+  if (error == 0) return true;
+  spdlog::warn("ingress session {} (rank {}): send: {}", session.id, session.local_rank,
+               error == EAGAIN ? "the worker does not read its replies" : std::strerror(error));
+  return false;
+}
+
+bool UnixIngressServer::protocol_error(Session& session, uint64_t request_id,
+                                       const std::string& why) {
+  protocol_errors_++;
+  spdlog::warn("ingress session {} (rank {}): protocol error: {}", session.id,
+               session.joined ? std::to_string(session.local_rank) : "?", why);
+  reply(session, request_id,
+        proto::Error{GG_PROTOCOL_ERROR, "protocol error: the gateway received " + why});
+  return false;
+}
+
+void UnixIngressServer::close_session(uint64_t session_id) {
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return;
+  Session& session = it->second;
+  if (session.joined) handler_->on_worker_left(session.local_rank);
+  for (const MappedBuffer& buffer : session.buffers) mapped_bytes_ -= buffer.bytes();
+  close(session.fd);
+  sessions_.erase(it);  // unmaps the buffers
+  sessions_closed_++;
+}
+
+}  // namespace
+
+std::unique_ptr<IngressServer> make_unix_ingress_server(const std::string& socket_path) {
+  return std::make_unique<UnixIngressServer>(socket_path);
+}
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,40 @@
+// The live counters behind TransportStats: atomics, updated on the transport's thread and by
+// send(), read by stats() from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "gateway/transport/transport.h"
+
+namespace gradgate::gateway::tcp {
+
+struct Counters {
+  std::atomic<uint64_t> messages_sent{0};
+  std::atomic<uint64_t> messages_received{0};
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_received{0};
+  std::atomic<uint64_t> connects{0};
+  std::atomic<uint64_t> disconnects{0};
+  std::atomic<uint64_t> rejected{0};
+  std::atomic<uint64_t> foreign{0};
+  std::atomic<uint64_t> queued_bytes{0};
+  std::atomic<uint32_t> peers_up{0};
+
+  TransportStats snapshot() const {
+    TransportStats stats;
+    stats.messages_sent = messages_sent.load();
+    stats.messages_received = messages_received.load();
+    stats.bytes_sent = bytes_sent.load();
+    stats.bytes_received = bytes_received.load();
+    stats.connects = connects.load();
+    stats.disconnects = disconnects.load();
+    stats.rejected = rejected.load();
+    stats.foreign = foreign.load();
+    stats.queued_bytes = queued_bytes.load();
+    stats.peers_up = peers_up.load();
+    return stats;
+  }
+};
+
+}  // namespace gradgate::gateway::tcp

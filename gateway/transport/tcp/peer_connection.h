@@ -1,0 +1,84 @@
+// One established connection to a peer gateway (after the handshake): reads length-prefixed
+// messages and hands them to the owner, and writes queued messages in order, one write at a
+// time, each as a gather write of its length prefix and the shared message bytes (no copy).
+//
+// Threads: enqueue() may be called from any thread; everything else runs on the transport's
+// thread. The connection closes itself on an I/O error, a malformed length or a message the
+// owner rejects, discards what is still queued, and tells the owner exactly once.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include "gateway/transport/tcp/counters.h"
+#include "gateway/transport/tcp/wire.h"
+#include "gateway/transport/transport.h"
+
+namespace gradgate::gateway::tcp {
+
+class PeerConnection;
+
+/// What a connection reports to whoever owns it; called on the transport's thread.
+class ConnectionOwner {
+ public:
+  /// A whole message; false rejects it (the connection then counts it and closes).
+  virtual bool deliver(uint32_t rank, std::vector<std::byte>&& message) = 0;
+  /// The connection closed; `reason` says why, for the log.
+  virtual void connection_closed(PeerConnection& connection, const std::string& reason) = 0;
+
+ protected:
+  ~ConnectionOwner() = default;
+};
+
+class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
+ public:
+  struct Limits {
+    uint64_t send_queue_bytes = 0;   // framed bytes that may wait in the queue
+    uint64_t max_message_bytes = 0;  // largest message accepted from the peer
+  };
+
+  PeerConnection(boost::asio::ip::tcp::socket socket, uint32_t rank, Limits limits,
+                 Counters& counters, ConnectionOwner& owner);
+
+  uint32_t rank() const { return rank_; }
+
+  /// Starts reading. Transport thread.
+  void start();
+  /// Queues `message` (non-empty) for writing: kUnavailable once closed, kResourceExhausted when
+  /// the queue would exceed its cap. Any thread; never blocks on I/O.
+  Status enqueue(Message message);
+  /// Closes the socket and drops the queue; the first call reports to the owner. Transport
+  /// thread (or any thread once that thread has stopped).
+  void close(const std::string& reason);
+
+ private:
+  void read_length();
+  void read_body(uint32_t length);
+  void write_next();
+  void on_written(const boost::system::error_code& ec, uint64_t framed_bytes);
+  void fail(const boost::system::error_code& ec);
+
+  boost::asio::ip::tcp::socket socket_;
+  const uint32_t rank_;
+  const Limits limits_;
+  Counters& counters_;
+  ConnectionOwner& owner_;
+
+  LengthPrefix inbound_length_{};
+  std::vector<std::byte> inbound_;
+  LengthPrefix outbound_length_{};
+
+  std::mutex mutex_;           // guards the members below
+  std::deque<Message> queue_;  // the front is being written while writing_
+  uint64_t queued_bytes_ = 0;
+  bool writing_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace gradgate::gateway::tcp

@@ -1,0 +1,64 @@
+// How gateways reach each other: an interface with one implementation per fabric (TCP here, DPDK
+// later), so that the collectives never see sockets.
+//
+// A transport moves opaque messages (the collective layer's envelope followed by a wire frame)
+// between the gateways of one job, addressed by rank. It keeps one persistent connection per
+// peer, reconnects after failures, and reports peers going up and down. It never blocks the
+// caller: send() queues, and a full queue is an error the caller sees at once (backpressure).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::gateway {
+
+/// One message as it travels: shared so that a fan-out to several peers needs no copies.
+using Message = std::shared_ptr<const std::vector<std::byte>>;
+
+/// Counters of one transport, for metrics. Monotonic except the gauges marked so.
+struct TransportStats {
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t bytes_sent = 0;      // message bytes, framing included
+  uint64_t bytes_received = 0;  // message bytes, framing included
+  uint64_t connects = 0;        // connections established (first ones and reconnections)
+  uint64_t disconnects = 0;     // connections lost or reset
+  uint64_t rejected = 0;        // messages refused by the handler or the framing: connection reset
+  uint64_t foreign = 0;         // handshakes from another job or an unknown rank: refused
+  uint64_t queued_bytes = 0;    // gauge: bytes waiting in send queues
+  uint32_t peers_up = 0;        // gauge
+};
+
+class Transport {
+ public:
+  struct Handlers {
+    /// A whole message from `from_rank`. Return false if it is malformed: the transport counts it
+    /// in `rejected` and resets that connection. Called on the transport's own thread; must not
+    /// block.
+    std::function<bool(uint32_t from_rank, std::vector<std::byte>&& message)> on_message;
+    /// A peer's connection came up (true) or went down (false). Called on the transport's thread.
+    std::function<void(uint32_t rank, bool up)> on_peer;
+  };
+
+  virtual ~Transport() = default;
+
+  /// Starts listening and connecting to the peers. Handlers must outlive the transport.
+  virtual Status start(Handlers handlers) = 0;
+  /// Stops every connection and thread; no handler runs after it returns. Idempotent.
+  virtual void stop() = 0;
+
+  /// Queues `message` for `to_rank`. kUnavailable if that peer is not connected now,
+  /// kResourceExhausted if its send queue is over the configured cap, kInvalidArgument for an
+  /// unknown rank, this gateway's own rank, or a message over the size limit.
+  virtual Status send(uint32_t to_rank, Message message) = 0;
+
+  virtual bool peer_up(uint32_t rank) const = 0;
+  virtual TransportStats stats() const = 0;
+};
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,136 @@
+// Bad days: a gateway killed or hung mid all-reduce, a worker killed mid call, a peer that sends
+// garbage. Every waiting worker gets an error within the timeout, the daemons stay up, and the
+// job works again afterwards.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "gateway/collective/envelope.h"
+#include "gateway/transport/tcp/wire.h"
+#include "job.h"
+
+namespace gradgate::gateway::testing {
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+using std::chrono::milliseconds;
+constexpr int kPeerFailedExit = 10 + 5;  // gradgate_test_worker: 10 + GG_PEER_FAILED
+const std::vector<TensorArg> kTensors = {{"w", 50000, "fp32"}};
+// A new run of the job names its tensors anew (as the Python hook does with its run id), so that
+// nothing of the failed run can mix into it.
+const std::vector<TensorArg> kNextRunTensors = {{"w.run2", 50000, "fp32"}};
+
+TEST(GatewayFaults, KilledGatewayFailsTheOthersInTimeAndTheJobRecovers) {
+  bench::LocalJob job(job_options(3, 1, "topk:density=0.01", "auto", 3000));
+  // Gateway 2 has no worker: the all-reduce of gateways 0 and 1 waits on it when it dies.
+  auto w0 = start_worker(job, 0, 0, kTensors, 1, 1, job.dir() + "/a0");
+  auto w1 = start_worker(job, 1, 0, kTensors, 1, 1, job.dir() + "/a1");
+  ASSERT_TRUE(wait_for_log(job.gateway(0), "local worker 0 joined", milliseconds(20000)));
+  ASSERT_TRUE(wait_for_log(job.gateway(1), "local worker 0 joined", milliseconds(20000)));
+  const auto killed = std::chrono::steady_clock::now();
+  job.gateway(2).signal(SIGKILL);
+  EXPECT_EQ(w0->wait_exit(milliseconds(20000)), kPeerFailedExit) << w0->log();
+  EXPECT_EQ(w1->wait_exit(milliseconds(20000)), kPeerFailedExit) << w1->log();
+  EXPECT_LT(Seconds(std::chrono::steady_clock::now() - killed).count(), 3.0 + 5.0);
+  EXPECT_TRUE(job.gateway(0).running());
+  EXPECT_TRUE(job.gateway(1).running());
+
+  job.start_gateway(2);  // on its old port: the others reconnect
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    workers.push_back(
+        start_worker(job, rank, 0, kNextRunTensors, 3, 2, job.dir() + "/b" + std::to_string(rank)));
+  }
+  for (auto& worker : workers)
+    EXPECT_EQ(worker->wait_exit(milliseconds(60000)), 0) << worker->log();
+}
+
+TEST(GatewayFaults, HungGatewayFailsTheOthersAtTheTimeout) {
+  bench::LocalJob job(job_options(2, 1, "fp16", "auto", 1500));
+  job.gateway(1).signal(SIGSTOP);
+  auto worker = start_worker(job, 0, 0, kTensors, 1, 1, job.dir() + "/a0");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(worker->wait_exit(milliseconds(20000)), kPeerFailedExit) << worker->log();
+  EXPECT_LT(Seconds(std::chrono::steady_clock::now() - start).count(), 1.5 + 5.0);
+  job.gateway(1).signal(SIGCONT);
+  EXPECT_TRUE(job.gateway(0).running());
+}
+
+TEST(GatewayFaults, KilledWorkerReleasesItsSessionAndTensors) {
+  bench::LocalJob job(job_options(2, 1, "topk:density=0.01"));
+  auto doomed =
+      start_worker(job, 0, 0, kTensors, 1, 1, job.dir() + "/a0", {"--hang-after-allreduce"});
+  ASSERT_TRUE(wait_for_log(*doomed, "started", milliseconds(20000))) << doomed->log();
+  doomed->signal(SIGKILL);
+  doomed->wait_exit(milliseconds(10000));
+  ASSERT_TRUE(wait_for_log(job.gateway(0), "local worker 0 left", milliseconds(20000)));
+  // The same local rank connects again, and the job runs from a clean state.
+  auto w0 = start_worker(job, 0, 0, kNextRunTensors, 3, 2, job.dir() + "/b0");
+  auto w1 = start_worker(job, 1, 0, kNextRunTensors, 3, 2, job.dir() + "/b1");
+  EXPECT_EQ(w0->wait_exit(milliseconds(60000)), 0) << w0->log();
+  EXPECT_EQ(w1->wait_exit(milliseconds(60000)), 0) << w1->log();
+}
+
+// Connects to 127.0.0.1:port as gateway `rank` of job 77, sends one framed message, closes.
+bool send_as_peer(uint16_t port, uint32_t rank, const std::vector<std::byte>& message) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  const auto hello = tcp::encode_handshake({77, rank});
+  ok = ok && ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) == ssize_t(hello.size());
+  std::array<std::byte, tcp::kHandshakeBytes> answer;
+  ok = ok && ::recv(fd, answer.data(), answer.size(), MSG_WAITALL) == ssize_t(answer.size());
+  const auto length = tcp::encode_length(static_cast<uint32_t>(message.size()));
+  std::vector<std::byte> framed(length.begin(), length.end());
+  framed.insert(framed.end(), message.begin(), message.end());
+  ok = ok && ::send(fd, framed.data(), framed.size(), MSG_NOSIGNAL) == ssize_t(framed.size());
+  // The gateway resets the connection: wait for that (bounded by the socket's timeout).
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::byte sink;
+  (void)::recv(fd, &sink, 1, 0);
+  ::close(fd);
+  return ok;
+}
+
+TEST(GatewayFaults, TenThousandCorruptedFramesAreCountedAndTheDaemonStaysUp) {
+  auto options = job_options(2, 1, "none");
+  options.started = 1;
+  bench::LocalJob job(options);
+  std::mt19937 random(5);
+  int sent = 0;
+  for (int i = 0; i < 10000; ++i) {
+    std::vector<std::byte> message(24 + random() % 200);
+    for (auto& byte : message) byte = std::byte(random());
+    if (i % 2 == 0) {
+      // A well-formed envelope of an unknown kind: the envelope check must catch it.
+      auto envelope = make_message({MessageKind::kGather, 0, 1, 0, 0}, {});
+      std::copy(envelope.begin(), envelope.end(), message.begin());
+      message[5] = std::byte{0x7f};
+    }
+    sent += send_as_peer(job.port(0), 1, message) ? 1 : 0;
+  }
+  EXPECT_EQ(sent, 10000);
+  ASSERT_TRUE(job.gateway(0).running());
+
+  job.start_gateway(1);
+  auto w0 = start_worker(job, 0, 0, kTensors, 2, 3, job.dir() + "/a0");
+  auto w1 = start_worker(job, 1, 0, kTensors, 2, 3, job.dir() + "/a1");
+  EXPECT_EQ(w0->wait_exit(milliseconds(60000)), 0) << w0->log();
+  EXPECT_EQ(w1->wait_exit(milliseconds(60000)), 0) << w1->log();
+  EXPECT_EQ(job.stop_gateway(0), 0);
+  EXPECT_NE(job.gateway(0).log().find("rejected 10000 "), std::string::npos)
+      << job.gateway(0).log().substr(job.gateway(0).log().size() - 2000);
+}
+
+}  // namespace
+}  // namespace gradgate::gateway::testing

@@ -1,0 +1,68 @@
+// Bad arguments to every function of the C API: GG_INVALID_ARGUMENT with a message, no crash.
+#include <string>
+
+#include "ingress_fixture.h"
+
+namespace gradgate::gateway::testing {
+namespace {
+
+#define EXPECT_INVALID(call, fragment)                                                            \
+  do {                                                                                            \
+    EXPECT_EQ((call), GG_INVALID_ARGUMENT);                                                       \
+    EXPECT_NE(std::string(gg_last_error()).find(fragment), std::string::npos) << gg_last_error(); \
+  } while (0)
+
+TEST_F(IngressTest, BadArgumentsAreInvalidArgumentWithAMessage) {
+  gg_client* client = nullptr;
+  EXPECT_INVALID(gg_connect(nullptr, 0, &client), "null or empty socket path");
+  EXPECT_INVALID(gg_connect("", 0, &client), "null or empty socket path");
+  EXPECT_INVALID(gg_connect(socket_path_.c_str(), 0, nullptr), "null output pointer");
+  EXPECT_INVALID(gg_connect(std::string(200, 'x').c_str(), 0, &client), "longer than");
+  EXPECT_INVALID(gg_job(nullptr, nullptr), "gg_job: null client");
+  EXPECT_INVALID(gg_close(nullptr), "gg_close: null client");
+
+  client = connect(0);
+  ASSERT_NE(client, nullptr);
+  EXPECT_INVALID(gg_job(client, nullptr), "gg_job: null output pointer");
+  gg_tensor* tensor = nullptr;
+  EXPECT_INVALID(gg_declare(nullptr, "t", 4, GG_FP32, 0, 0, 0, &tensor), "null client");
+  EXPECT_INVALID(gg_declare(client, nullptr, 4, GG_FP32, 0, 0, 0, &tensor), "null name");
+  EXPECT_INVALID(gg_declare(client, "t", 4, GG_FP32, 0, 0, 0, nullptr), "null output pointer");
+  EXPECT_INVALID(gg_declare(client, "", 4, GG_FP32, 0, 0, 0, &tensor), "empty tensor name");
+  EXPECT_INVALID(gg_declare(client, std::string(256, 'n').c_str(), 4, GG_FP32, 0, 0, 0, &tensor),
+                 "longer than 255");
+  EXPECT_INVALID(gg_declare(client, "t", 0, GG_FP32, 0, 0, 0, &tensor), "0 elements");
+  EXPECT_INVALID(gg_declare(client, "t", 4, static_cast<gg_dtype>(3), 0, 0, 0, &tensor),
+                 "unknown dtype 3");
+  EXPECT_INVALID(gg_declare(client, "t", 4, static_cast<gg_dtype>(-1), 0, 0, 0, &tensor),
+                 "unknown dtype");
+  EXPECT_INVALID(gg_declare(client, "t", 6, GG_FP32, 2, 2, 0, &tensor), "does not hold 6");
+  EXPECT_INVALID(gg_declare(client, "t", 6, GG_FP32, 6, 0, 0, &tensor), "one zero dimension");
+  EXPECT_INVALID(gg_declare(client, "t", uint64_t{1} << 62, GG_FP32, 0, 0, 0, &tensor),
+                 "larger than");
+  EXPECT_INVALID(gg_declare(client, "t", 4, GG_FP32, 0, 0, -1.0, &tensor), "data volume");
+  EXPECT_EQ(tensor, nullptr);
+  EXPECT_NE(std::string(gg_last_error()).find("gg_declare(\"t\")"), std::string::npos);
+
+  EXPECT_EQ(gg_tensor_data(nullptr), nullptr);
+  EXPECT_EQ(gg_tensor_bytes(nullptr), 0u);
+  gg_request* request = nullptr;
+  EXPECT_INVALID(gg_allreduce(nullptr, &request), "null tensor");
+  ASSERT_EQ(gg_declare(client, "t", 4, GG_FP32, 2, 2, 0, &tensor), GG_OK);
+  EXPECT_INVALID(gg_allreduce(tensor, nullptr), "null output pointer");
+  EXPECT_INVALID(gg_wait(nullptr, 0, nullptr), "null request");
+  EXPECT_EQ(server_->stats().protocol_errors, 0u);
+  EXPECT_EQ(handler_.declared.size(), 1u);
+  ASSERT_EQ(gg_close(client), GG_OK);
+}
+
+TEST(StatusNames, AreStable) {
+  EXPECT_STREQ(gg_status_name(GG_OK), "ok");
+  EXPECT_STREQ(gg_status_name(GG_TIMEOUT), "timeout");
+  EXPECT_STREQ(gg_status_name(GG_PEER_FAILED), "peer_failed");
+  EXPECT_STREQ(gg_status_name(GG_CLOSED), "closed");
+  EXPECT_STREQ(gg_status_name(static_cast<gg_status>(42)), "unknown");
+}
+
+}  // namespace
+}  // namespace gradgate::gateway::testing

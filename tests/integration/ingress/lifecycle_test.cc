@@ -1,0 +1,90 @@
+// Endings: the gateway stopping, the client closing with requests pending, a worker process
+// killed mid all-reduce.
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ingress_fixture.h"
+#include "worker_process.h"
+
+namespace gradgate::gateway::testing {
+namespace {
+
+using std::chrono::seconds;
+
+TEST_F(IngressTest, GatewayStoppingEndsPendingWaitsWithClosed) {
+  gg_client* client = connect(0);
+  ASSERT_NE(client, nullptr);
+  gg_tensor* tensor = nullptr;
+  ASSERT_EQ(gg_declare(client, "hold", 16, GG_FP32, 0, 0, 0.0, &tensor), GG_OK);
+  gg_request* request = nullptr;
+  ASSERT_EQ(gg_allreduce(tensor, &request), GG_OK);
+  ASSERT_TRUE(handler_.wait_until([&] { return handler_.held_count() == 1; }));
+  auto waited = std::async(std::launch::async, [request] {
+    const gg_status status = gg_wait(request, -1, nullptr);
+    return std::make_pair(status, std::string(gg_last_error()));
+  });
+
+  server_->stop();
+  ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready);
+  const auto [status, message] = waited.get();
+  EXPECT_EQ(status, GG_CLOSED);
+  EXPECT_NE(message.find("closed the connection"), std::string::npos) << message;
+  EXPECT_TRUE(handler_.wait_until([&] { return handler_.left.size() == 1; }));
+  EXPECT_EQ(server_->stats().mapped_bytes, 0u);
+
+  EXPECT_EQ(gg_allreduce(tensor, &request), GG_CLOSED);
+  EXPECT_NE(std::string(gg_last_error()).find("lost"), std::string::npos) << gg_last_error();
+  gg_tensor* later = nullptr;
+  EXPECT_EQ(gg_declare(client, "later", 4, GG_FP32, 0, 0, 0.0, &later), GG_CLOSED);
+  EXPECT_EQ(gg_close(client), GG_OK);
+}
+
+TEST_F(IngressTest, ClosingTheClientEndsWaitsInOtherThreads) {
+  gg_client* client = connect(0);
+  ASSERT_NE(client, nullptr);
+  gg_tensor* tensor = nullptr;
+  ASSERT_EQ(gg_declare(client, "hold", 16, GG_FP32, 0, 0, 0.0, &tensor), GG_OK);
+  gg_request* request = nullptr;
+  ASSERT_EQ(gg_allreduce(tensor, &request), GG_OK);
+  std::promise<void> waiting;
+  auto waited = std::async(std::launch::async, [request, &waiting] {
+    EXPECT_EQ(gg_wait(request, 0, nullptr), GG_TIMEOUT);
+    waiting.set_value();
+    return gg_wait(request, -1, nullptr);
+  });
+  waiting.get_future().wait();
+  ASSERT_EQ(gg_close(client), GG_OK);
+  ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready);
+  EXPECT_EQ(waited.get(), GG_CLOSED);
+  EXPECT_TRUE(handler_.wait_until([&] { return handler_.left.size() == 1; }));
+  EXPECT_TRUE(poll_until([&] { return server_->stats().mapped_bytes == 0; }));
+}
+
+TEST_F(IngressTest, KilledWorkerLeavesAndItsBuffersAreUnmapped) {
+  const std::string out = dir_.path() + "/killed.bin";
+  WorkerProcess worker({"--socket", socket_path_, "--local-rank", "2", "--tensor", "hold-grad:4096",
+                        "--tensor", "hold-bias:100:bf16", "--steps", "1", "--seed", "7", "--out",
+                        out, "--hang-after-allreduce"});
+  ASSERT_TRUE(worker.wait_for_line("started", seconds(20)));
+  ASSERT_TRUE(handler_.wait_until([&] { return handler_.held_count() == 2; }));
+  EXPECT_EQ(server_->stats().mapped_bytes, 4096u * 4 + 100 * 2);
+
+  worker.kill_now();
+  EXPECT_EQ(worker.wait_exit(seconds(10)), 128 + SIGKILL);
+  ASSERT_TRUE(handler_.wait_until([&] { return handler_.left.size() == 1; }));
+  EXPECT_EQ(handler_.left.front(), 2u);
+  EXPECT_EQ(handler_.held_count(), 0u);
+  EXPECT_TRUE(poll_until([&] { return server_->stats().mapped_bytes == 0; }));
+  EXPECT_EQ(server_->stats().protocol_errors, 0u);
+
+  // The rank is free again for a fresh worker.
+  gg_client* client = connect(2);
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(gg_close(client), GG_OK);
+}
+
+}  // namespace
+}  // namespace gradgate::gateway::testing

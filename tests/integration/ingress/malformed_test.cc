@@ -1,0 +1,221 @@
+// Malformed traffic from raw sockets: each bad message is counted, answered with ERROR when
+// possible, ends its session, and leaves the server serving good clients.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gradgate/ingress_protocol.h"
+#include "gradgate/ingress_socket.h"
+#include "ingress_fixture.h"
+
+namespace gradgate::gateway::testing {
+namespace {
+
+namespace proto = gradgate::ingress_protocol;
+
+/// A raw SOCK_SEQPACKET connection to the ingress.
+class RawConnection {
+ public:
+  explicit RawConnection(const std::string& path) {
+    fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strcpy(address.sun_path, path.c_str());
+    connected_ = connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  }
+  ~RawConnection() { close(fd_); }
+  bool connected() const { return connected_; }
+
+  bool send(const std::vector<std::byte>& packet, int pass_fd = -1) {
+    return proto::send_packet(fd_, packet, pass_fd) == 0;
+  }
+  /// The next packet (empty at EOF), or nullopt after 10 s without one.
+  std::optional<std::vector<std::byte>> receive() {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 10000) <= 0) return std::nullopt;
+    proto::ReceivedPacket packet;
+    if (proto::receive_packet(fd_, packet) < 0) return std::vector<std::byte>{};
+    return packet.bytes;
+  }
+  /// Receives an ERROR and then the end of the session; returns the ERROR's message.
+  std::string expect_error_then_eof() {
+    const auto reply = receive();
+    if (!reply) return "<no reply>";
+    const auto header = proto::decode_header(*reply);
+    if (!header || header->type != proto::MessageType::kError) return "<not an ERROR>";
+    const auto error = proto::decode_body<proto::Error>(*reply);
+    if (!error || error->status != GG_PROTOCOL_ERROR) return "<bad ERROR>";
+    const auto end = receive();
+    if (!end || !end->empty()) return "<session not closed>";
+    return error->message;
+  }
+  void hello(uint32_t local_rank) {
+    ASSERT_TRUE(send(proto::encode(1, proto::Hello{local_rank})));
+    const auto reply = receive();
+    ASSERT_TRUE(reply.has_value());
+    const auto header = proto::decode_header(*reply);
+    ASSERT_TRUE(header.has_value());
+    ASSERT_EQ(header->type, proto::MessageType::kHelloOk);
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+proto::Declare declare_of(uint64_t elements) {
+  proto::Declare d;
+  d.name = "raw";
+  d.elements = elements;
+  d.dtype = 0;
+  return d;
+}
+
+int memfd_of(size_t bytes) {
+  const int fd = memfd_create("test", MFD_CLOEXEC);
+  EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  return fd;
+}
+
+class MalformedTest : public IngressTest {
+ protected:
+  /// A good client still completes a round trip.
+  void expect_good_client_served() {
+    gg_client* client = connect(3);
+    ASSERT_NE(client, nullptr);
+    gg_tensor* tensor = nullptr;
+    ASSERT_EQ(gg_declare(client, "good", 4, GG_FP32, 0, 0, 0.0, &tensor), GG_OK);
+    static_cast<float*>(gg_tensor_data(tensor))[0] = 1.5f;
+    gg_request* request = nullptr;
+    ASSERT_EQ(gg_allreduce(tensor, &request), GG_OK);
+    ASSERT_EQ(gg_wait(request, 10000, nullptr), GG_OK) << gg_last_error();
+    EXPECT_EQ(static_cast<float*>(gg_tensor_data(tensor))[0], 3.0f);
+    ASSERT_EQ(gg_close(client), GG_OK);
+  }
+};
+
+TEST_F(MalformedTest, GarbageIsAProtocolError) {
+  RawConnection raw(socket_path_);
+  ASSERT_TRUE(raw.connected());
+  ASSERT_TRUE(raw.send(std::vector<std::byte>(40, std::byte{0x5a})));
+  EXPECT_NE(raw.expect_error_then_eof().find("without the protocol's header"), std::string::npos);
+  EXPECT_EQ(server_->stats().protocol_errors, 1u);
+  expect_good_client_served();
+}
+
+TEST_F(MalformedTest, WrongVersionIsAProtocolError) {
+  RawConnection raw(socket_path_);
+  auto packet = proto::encode(1, proto::Hello{0});
+  const uint16_t version = 99;
+  std::memcpy(packet.data() + 4, &version, sizeof version);
+  ASSERT_TRUE(raw.send(packet));
+  EXPECT_NE(raw.expect_error_then_eof().find("protocol version 99"), std::string::npos);
+  EXPECT_EQ(server_->stats().protocol_errors, 1u);
+  EXPECT_TRUE(handler_.connected.empty());
+  expect_good_client_served();
+}
+
+TEST_F(MalformedTest, RequestsBeforeHelloAreProtocolErrors) {
+  {
+    RawConnection raw(socket_path_);
+    ASSERT_TRUE(raw.send(proto::encode(5, proto::Allreduce{100})));
+    EXPECT_NE(raw.expect_error_then_eof().find("ALLREDUCE before HELLO"), std::string::npos);
+  }
+  {
+    RawConnection raw(socket_path_);
+    ASSERT_TRUE(raw.send(proto::encode(5, declare_of(4)), memfd_of(16)));
+    EXPECT_NE(raw.expect_error_then_eof().find("DECLARE before HELLO"), std::string::npos);
+  }
+  EXPECT_EQ(server_->stats().protocol_errors, 2u);
+  EXPECT_EQ(server_->stats().mapped_bytes, 0u);
+  expect_good_client_served();
+}
+
+TEST_F(MalformedTest, DeclareWithoutOrWithAWrongDescriptorIsAProtocolError) {
+  {
+    RawConnection raw(socket_path_);
+    raw.hello(0);
+    ASSERT_TRUE(raw.send(proto::encode(2, declare_of(4))));
+    EXPECT_NE(raw.expect_error_then_eof().find("with 0 descriptors"), std::string::npos);
+  }
+  {
+    RawConnection raw(socket_path_);
+    raw.hello(0);
+    const int fd = memfd_of(15);
+    ASSERT_TRUE(raw.send(proto::encode(2, declare_of(4)), fd));
+    close(fd);
+    const std::string message = raw.expect_error_then_eof();
+    EXPECT_NE(message.find("15 bytes, the tensor needs 16"), std::string::npos) << message;
+  }
+  {
+    RawConnection raw(socket_path_);
+    raw.hello(0);
+    int pipe_fds[2];
+    ASSERT_EQ(pipe(pipe_fds), 0);
+    ASSERT_TRUE(raw.send(proto::encode(2, declare_of(4)), pipe_fds[0]));
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    EXPECT_NE(raw.expect_error_then_eof().find("not a regular file"), std::string::npos);
+  }
+  EXPECT_EQ(server_->stats().protocol_errors, 3u);
+  EXPECT_TRUE(handler_.wait_until([&] { return handler_.left.size() == 3; }));
+  EXPECT_EQ(server_->stats().mapped_bytes, 0u);
+  expect_good_client_served();
+}
+
+TEST_F(MalformedTest, UnknownTypeAndBadLengthsAreProtocolErrors) {
+  {
+    RawConnection raw(socket_path_);
+    auto packet = proto::encode(1, proto::Hello{0});
+    const uint16_t type = 77;
+    std::memcpy(packet.data() + 6, &type, sizeof type);
+    ASSERT_TRUE(raw.send(packet));
+    EXPECT_NE(raw.expect_error_then_eof().find("unknown type 77"), std::string::npos);
+  }
+  {
+    RawConnection raw(socket_path_);
+    auto packet = proto::encode(1, proto::Hello{0});
+    packet.push_back(std::byte{0});
+    ASSERT_TRUE(raw.send(packet));
+    EXPECT_NE(raw.expect_error_then_eof().find("malformed HELLO"), std::string::npos);
+  }
+  {
+    RawConnection raw(socket_path_);
+    ASSERT_TRUE(raw.send(std::vector<std::byte>(proto::kMaxPacketBytes + 1)));
+    EXPECT_NE(raw.expect_error_then_eof().find("longer than"), std::string::npos);
+  }
+  EXPECT_EQ(server_->stats().protocol_errors, 3u);
+  expect_good_client_served();
+}
+
+TEST_F(MalformedTest, ThousandRandomMessagesAreCountedAndServingGoesOn) {
+  constexpr int kMessages = 1000;
+  std::mt19937_64 random(1234);
+  for (int m = 0; m < kMessages; ++m) {
+    RawConnection raw(socket_path_);
+    ASSERT_TRUE(raw.connected());
+    std::vector<std::byte> packet(1 + random() % proto::kMaxPacketBytes);
+    for (auto& b : packet) b = static_cast<std::byte>(random());
+    if (m % 2 == 1 && packet.size() >= 8) {  // half keep a valid magic and version
+      std::memcpy(packet.data(), &proto::kMagic, 4);
+      std::memcpy(packet.data() + 4, &proto::kVersion, 2);
+    }
+    ASSERT_TRUE(raw.send(packet));
+    const std::string message = raw.expect_error_then_eof();
+    ASSERT_EQ(message.find('<'), std::string::npos) << "message " << m << ": " << message;
+  }
+  EXPECT_EQ(server_->stats().protocol_errors, static_cast<uint64_t>(kMessages));
+  EXPECT_EQ(server_->stats().mapped_bytes, 0u);
+  expect_good_client_served();
+}
+
+}  // namespace
+}  // namespace gradgate::gateway::testing

@@ -1,0 +1,87 @@
+// Connecting: hello, job info, refusal by the handler, the socket file.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "ingress_fixture.h"
+
+namespace gradgate::gateway::testing {
+namespace {
+
+TEST_F(IngressTest, ConnectReportsTheJobAndJoinsTheWorker) {
+  gg_client* client = connect(2);
+  ASSERT_NE(client, nullptr);
+  gg_job_info job{};
+  ASSERT_EQ(gg_job(client, &job), GG_OK);
+  EXPECT_EQ(job.node_rank, 1u);
+  EXPECT_EQ(job.nodes, 2u);
+  EXPECT_EQ(job.local_workers, 4u);
+  EXPECT_EQ(job.world_size, 8u);
+  EXPECT_TRUE(handler_.wait_until([&] { return handler_.connected.contains(2); }));
+  EXPECT_EQ(server_->stats().sessions_opened, 1u);
+
+  ASSERT_EQ(gg_close(client), GG_OK);
+  EXPECT_TRUE(handler_.wait_until([&] { return handler_.left.size() == 1; }));
+  EXPECT_EQ(handler_.left.front(), 2u);
+  EXPECT_TRUE(poll_until([&] { return server_->stats().sessions_closed == 1; }));
+}
+
+TEST_F(IngressTest, SocketFileHasMode0660) {
+  struct stat st {};
+  ASSERT_EQ(stat(socket_path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+}
+
+TEST_F(IngressTest, HandlerRefusalReachesTheClient) {
+  gg_client* client = nullptr;
+  EXPECT_EQ(gg_connect(socket_path_.c_str(), 7, &client), GG_REJECTED);
+  EXPECT_EQ(client, nullptr);
+  EXPECT_NE(std::string(gg_last_error()).find("local rank 7 is not below 4"), std::string::npos)
+      << gg_last_error();
+  EXPECT_EQ(server_->stats().protocol_errors, 0u);
+
+  gg_client* first = connect(1);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(gg_connect(socket_path_.c_str(), 1, &client), GG_REJECTED);
+  EXPECT_NE(std::string(gg_last_error()).find("already connected"), std::string::npos);
+  ASSERT_EQ(gg_close(first), GG_OK);
+}
+
+TEST_F(IngressTest, NoGatewayIsConnectFailed) {
+  gg_client* client = nullptr;
+  const std::string missing = dir_.path() + "/missing.sock";
+  EXPECT_EQ(gg_connect(missing.c_str(), 0, &client), GG_CONNECT_FAILED);
+  EXPECT_NE(std::string(gg_last_error()).find("missing.sock"), std::string::npos);
+}
+
+TEST_F(IngressTest, StaleSocketIsReplacedAndALiveOneIsNot) {
+  auto second = make_unix_ingress_server(socket_path_);
+  DoublingHandler other;
+  const Status live = second->start(other);
+  EXPECT_EQ(live.code(), ErrorCode::kUnavailable) << live.to_string();
+
+  server_->stop();
+  server_->stop();  // idempotent
+  // Leave a stale socket file behind: bind one and close it without unlinking.
+  const std::string stale = dir_.path() + "/stale.sock";
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strcpy(address.sun_path, stale.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  close(fd);
+  auto replacement = make_unix_ingress_server(stale);
+  const Status replaced = replacement->start(other);
+  EXPECT_TRUE(replaced.ok()) << replaced.to_string();
+  gg_client* client = nullptr;
+  EXPECT_EQ(gg_connect(stale.c_str(), 0, &client), GG_OK) << gg_last_error();
+  EXPECT_EQ(gg_close(client), GG_OK);
+  replacement->stop();
+}
+
+}  // namespace
+}  // namespace gradgate::gateway::testing

@@ -1,0 +1,86 @@
+// A job of P gateways' collective layers in one test process: real TCP transports on 127.0.0.1
+// (ports from 0), one mailbox and one collective engine each.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gateway/collective/collective_engine.h"
+#include "gateway/collective/mailbox.h"
+#include "gateway/transport/tcp_transport.h"
+
+namespace gradgate::gateway::testing {
+
+struct Node {
+  std::unique_ptr<TcpTransport> transport;
+  std::unique_ptr<Mailbox> mailbox;
+  std::unique_ptr<CollectiveEngine> engine;
+};
+
+class Cluster {
+ public:
+  Cluster(uint32_t nodes, std::chrono::milliseconds timeout) : timeout_(timeout) {
+    std::vector<Endpoint> peers(nodes, Endpoint{"127.0.0.1", 0});
+    for (uint32_t rank = 0; rank < nodes; ++rank) start_node(rank, peers);
+  }
+  ~Cluster() {
+    for (auto& node : nodes_) node.mailbox->shutdown();
+    for (auto& node : nodes_) node.transport->stop();
+  }
+
+  uint32_t size() const { return static_cast<uint32_t>(nodes_.size()); }
+  Node& node(uint32_t rank) { return nodes_[rank]; }
+
+  /// True once every mailbox sees every peer up (bounded wait).
+  bool wait_connected(std::chrono::seconds limit = std::chrono::seconds(10)) {
+    const auto deadline = Clock::now() + limit;
+    for (uint32_t rank = 0; rank < size(); ++rank) {
+      for (uint32_t peer = 0; peer < size(); ++peer) {
+        if (peer != rank && !nodes_[rank].mailbox->wait_peer_up(peer, deadline).ok()) return false;
+      }
+    }
+    return true;
+  }
+
+  /// Runs `body(rank)` on one thread per node and waits for all.
+  void on_every_node(const std::function<void(uint32_t)>& body) {
+    std::vector<std::thread> threads;
+    for (uint32_t rank = 0; rank < size(); ++rank) threads.emplace_back(body, rank);
+    for (auto& thread : threads) thread.join();
+  }
+
+ private:
+  void start_node(uint32_t rank, std::vector<Endpoint>& peers) {
+    Node node;
+    TcpTransportOptions options;
+    options.job_id = 42;
+    options.rank = rank;
+    options.peers = peers;
+    options.listen = {"127.0.0.1", 0};
+    options.reconnect_min = std::chrono::milliseconds(10);
+    options.reconnect_max = std::chrono::milliseconds(100);
+    node.transport = std::make_unique<TcpTransport>(options);
+    node.mailbox = std::make_unique<Mailbox>(static_cast<uint32_t>(peers.size()), 1ull << 30,
+                                             std::chrono::milliseconds(60000));
+    Mailbox* mailbox = node.mailbox.get();
+    Transport::Handlers handlers;
+    handlers.on_message = [mailbox](uint32_t from, std::vector<std::byte>&& message) {
+      return mailbox->deliver(from, std::move(message)).ok();
+    };
+    handlers.on_peer = [mailbox](uint32_t peer, bool up) { mailbox->set_peer_up(peer, up); };
+    if (!node.transport->start(handlers).ok()) throw std::runtime_error("transport start");
+    peers[rank].port = node.transport->listen_port();
+    node.engine = std::make_unique<CollectiveEngine>(
+        CollectiveOptions{rank, static_cast<uint32_t>(peers.size()), 42, timeout_}, *node.transport,
+        *node.mailbox);
+    nodes_.push_back(std::move(node));
+  }
+
+  std::chrono::milliseconds timeout_;
+  std::vector<Node> nodes_;
+};
+
+}  // namespace gradgate::gateway::testing

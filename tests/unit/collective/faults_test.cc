@@ -1,0 +1,104 @@
+// Failures during a collective end every gateway's wait with an error, early where a cause is
+// known (an abort from a peer, a lost connection) and at the timeout otherwise; a malformed frame
+// is an error, not a crash.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "cluster.h"
+#include "gateway/collective/envelope.h"
+#include "gradgate/kernels/codec_spec.h"
+
+namespace gradgate::gateway {
+namespace {
+
+using testing::Cluster;
+using Seconds = std::chrono::duration<double>;
+
+struct TwoGateways {
+  explicit TwoGateways(std::chrono::milliseconds timeout, const std::string& spec = "none")
+      : cluster(2, timeout) {
+    auto params = kernels::parse_codec_spec(spec);
+    codec = std::move(kernels::make_cpu_codec(*params)).value();
+    kernels::TensorDesc desc;
+    desc.tensor_id = 9;
+    desc.elements = 1000;
+    auto algorithm = choose_algorithm(*codec, CollectiveMode::kAuto, 2, 1000);
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      streams.push_back(std::move(make_tensor_streams(*codec, desc, *algorithm, 2, rank)).value());
+      data.emplace_back(1000, 1.0f);
+    }
+  }
+  Result<AllreduceReport> run(uint32_t rank, uint64_t seq = 0) {
+    return cluster.node(rank).engine->allreduce(
+        {9, seq, 0, data[rank], codec.get(), &streams[rank]});
+  }
+
+  Cluster cluster;
+  std::unique_ptr<kernels::Codec> codec;
+  std::vector<TensorStreams> streams;
+  std::vector<std::vector<float>> data;
+};
+
+TEST(CollectiveFaults, NonFiniteGradientAbortsThePeerAtOnce) {
+  TwoGateways job(std::chrono::milliseconds(20000), "topk:density=0.01");
+  ASSERT_TRUE(job.cluster.wait_connected());
+  job.data[1][17] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<Status> results(2);
+  const auto start = Clock::now();
+  job.cluster.on_every_node([&](uint32_t rank) { results[rank] = job.run(rank).status(); });
+  EXPECT_LT(Seconds(Clock::now() - start).count(), 10.0) << "waited for the timeout";
+  EXPECT_EQ(results[1].code(), ErrorCode::kInvalidArgument) << results[1].to_string();
+  EXPECT_EQ(results[0].code(), ErrorCode::kAborted) << results[0].to_string();
+  EXPECT_NE(results[0].message().find("gateway 1"), std::string::npos) << results[0].message();
+}
+
+TEST(CollectiveFaults, AbsentPeerTimesOut) {
+  TwoGateways job(std::chrono::milliseconds(300));
+  ASSERT_TRUE(job.cluster.wait_connected());
+  const auto start = Clock::now();
+  auto report = job.run(0);
+  const double waited = Seconds(Clock::now() - start).count();
+  EXPECT_EQ(report.status().code(), ErrorCode::kTimeout) << report.status().to_string();
+  EXPECT_GE(waited, 0.29);
+  EXPECT_LT(waited, 5.0);
+}
+
+TEST(CollectiveFaults, LostPeerEndsTheWaitEarly) {
+  TwoGateways job(std::chrono::milliseconds(20000));
+  ASSERT_TRUE(job.cluster.wait_connected());
+  Status result;
+  std::thread waiter([&] { result = job.run(0).status(); });
+  // Gateway 0 has sent its chunk and waits for gateway 1's; then gateway 1 goes away.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (job.cluster.node(1).transport->stats().messages_received == 0 && Clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  const auto start = Clock::now();
+  job.cluster.node(1).transport->stop();
+  waiter.join();
+  EXPECT_LT(Seconds(Clock::now() - start).count(), 10.0);
+  EXPECT_EQ(result.code(), ErrorCode::kUnavailable) << result.to_string();
+}
+
+TEST(CollectiveFaults, MalformedFrameIsAnErrorNotACrash) {
+  TwoGateways job(std::chrono::milliseconds(20000));
+  ASSERT_TRUE(job.cluster.wait_connected());
+  // Gateway 1 sends garbage where gateway 0 expects its reduce-scatter chunk.
+  std::vector<std::byte> garbage(200, std::byte{0x5a});
+  const Envelope envelope{MessageKind::kRingReduce, 1, 9, 0, 0};
+  ASSERT_TRUE(
+      job.cluster.node(1)
+          .transport
+          ->send(0, std::make_shared<const std::vector<std::byte>>(make_message(envelope, garbage)))
+          .ok());
+  auto report = job.run(0);
+  EXPECT_FALSE(report.ok());
+  EXPECT_TRUE(report.status().code() == ErrorCode::kMalformedFrame ||
+              report.status().code() == ErrorCode::kChecksumMismatch)
+      << report.status().to_string();
+}
+
+}  // namespace
+}  // namespace gradgate::gateway

@@ -1,0 +1,99 @@
+#include "gateway/collective/mailbox.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace gradgate::gateway {
+namespace {
+
+std::vector<std::byte> message(MessageKind kind, uint32_t tensor, uint64_t seq,
+                               size_t payload = 4) {
+  return make_message({kind, 0, tensor, 0, seq}, std::vector<std::byte>(payload, std::byte{1}));
+}
+
+Clock::time_point soon() { return Clock::now() + std::chrono::milliseconds(50); }
+
+TEST(Mailbox, FilesAndTakesByKey) {
+  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 5, 3)).ok());
+  EXPECT_EQ(mailbox.take({5, 3, MessageKind::kGather, 0, 0, 0}, soon(), 0).status().code(),
+            ErrorCode::kTimeout);  // wrong sender
+  auto mail = mailbox.take({5, 3, MessageKind::kGather, 0, 0, 1}, soon(), 0);
+  ASSERT_TRUE(mail.ok());
+  EXPECT_EQ(mail->payload().size(), 4u);
+  EXPECT_EQ(mailbox.stats().stored_bytes, 0u);
+}
+
+TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
+  Mailbox mailbox(2, 100, std::chrono::seconds(60));
+  EXPECT_EQ(mailbox.deliver(1, std::vector<std::byte>(10)).code(), ErrorCode::kMalformedFrame);
+  EXPECT_EQ(mailbox.deliver(7, message(MessageKind::kGather, 1, 0)).code(),
+            ErrorCode::kMalformedFrame);
+  ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 1, 0)).ok());
+  EXPECT_EQ(mailbox.deliver(1, message(MessageKind::kGather, 1, 0)).code(),
+            ErrorCode::kMalformedFrame);
+  EXPECT_EQ(mailbox.deliver(1, message(MessageKind::kGather, 1, 1, 100)).code(),
+            ErrorCode::kResourceExhausted);
+  EXPECT_EQ(mailbox.stats().refused, 4u);
+}
+
+TEST(Mailbox, DropsMessagesOfFinishedOperations) {
+  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 1, 4)).ok());
+  mailbox.finish(1, 4);
+  EXPECT_EQ(mailbox.stats().stored_bytes, 0u);
+  ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 1, 2)).ok());
+  EXPECT_EQ(mailbox.stats().late, 1u);
+  EXPECT_EQ(mailbox.stats().stored_bytes, 0u);
+  mailbox.forget_tensor(1);  // a new run of the job starts again at seq 0
+  ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 1, 0)).ok());
+  EXPECT_GT(mailbox.stats().stored_bytes, 0u);
+}
+
+TEST(Mailbox, AbortEndsTheWaitWithTheReason) {
+  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  std::thread aborter([&] {
+    const std::string reason = "bad gradient";
+    (void)mailbox.deliver(1, make_message({MessageKind::kAbort, 0, 3, 0, 8},
+                                          std::as_bytes(std::span(reason.data(), reason.size()))));
+  });
+  auto mail = mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1},
+                           Clock::now() + std::chrono::seconds(30), 0);
+  aborter.join();
+  EXPECT_EQ(mail.status().code(), ErrorCode::kAborted);
+  EXPECT_NE(mail.status().message().find("bad gradient"), std::string::npos);
+}
+
+TEST(Mailbox, LostSenderAndShutdownEndTheWait) {
+  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  mailbox.set_peer_up(1, true);
+  const uint64_t before = mailbox.down_count(1);
+  std::thread dropper([&] { mailbox.set_peer_up(1, false); });
+  auto mail = mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1},
+                           Clock::now() + std::chrono::seconds(30), before);
+  dropper.join();
+  EXPECT_EQ(mail.status().code(), ErrorCode::kUnavailable);
+
+  std::thread stopper([&] { mailbox.shutdown(); });
+  EXPECT_EQ(mailbox.wait_peer_up(1, Clock::now() + std::chrono::seconds(30)).code(),
+            ErrorCode::kAborted);
+  stopper.join();
+}
+
+TEST(Envelope, RejectsWhatIsNotAnEnvelope) {
+  auto good = make_message({MessageKind::kScale, 2, 3, 4, 5}, {});
+  auto parsed = parse_envelope(good);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->chunk, 2);
+  EXPECT_EQ(parsed->seq, 5u);
+  for (size_t byte : {0, 4, 5}) {
+    auto bad = good;
+    bad[byte] = std::byte{0xEE};
+    EXPECT_EQ(parse_envelope(bad).status().code(), ErrorCode::kMalformedFrame) << byte;
+  }
+  EXPECT_FALSE(parse_envelope(std::span(good).first(10)).ok());
+}
+
+}  // namespace
+}  // namespace gradgate::gateway

@@ -1,0 +1,73 @@
+// Text forms of values: what each parser accepts and how it explains a refusal.
+#include "gateway/config/config_text.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace gradgate::gateway {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ParseUnsigned, ReadsDecimalIntegersUpToTheBound) {
+  EXPECT_EQ(*parse_unsigned("0", 10), 0u);
+  EXPECT_EQ(*parse_unsigned("10", 10), 10u);
+  EXPECT_EQ(*parse_unsigned("18446744073709551615", UINT64_MAX), UINT64_MAX);
+}
+
+TEST(ParseUnsigned, RefusesNegativeSignedAndNonNumericText) {
+  for (const char* text : {"-1", "+1", " 1", "1 ", "", "1.5", "0x10", "ten"}) {
+    const auto value = parse_unsigned(text, 100);
+    ASSERT_FALSE(value.ok()) << text;
+    EXPECT_EQ(value.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(value.status().message(), HasSubstr("must be a non-negative integer")) << text;
+  }
+}
+
+TEST(ParseUnsigned, RefusesValuesAboveTheBound) {
+  EXPECT_THAT(parse_unsigned("11", 10).status().message(),
+              HasSubstr("\"11\" is out of range 0..10"));
+  EXPECT_THAT(parse_unsigned("99999999999999999999", UINT64_MAX).status().message(),
+              HasSubstr("out of range"));
+}
+
+TEST(ParseBool, ReadsTrueFalseOneZero) {
+  EXPECT_TRUE(*parse_bool("true"));
+  EXPECT_TRUE(*parse_bool("1"));
+  EXPECT_FALSE(*parse_bool("false"));
+  EXPECT_FALSE(*parse_bool("0"));
+  EXPECT_THAT(parse_bool("maybe").status().message(), HasSubstr("must be true or false"));
+}
+
+TEST(ParseEndpoint, ReadsHostAndPort) {
+  EXPECT_EQ(*parse_endpoint("127.0.0.1:29500"), (Endpoint{"127.0.0.1", 29500}));
+  EXPECT_EQ(*parse_endpoint("gateway-1.local:0"), (Endpoint{"gateway-1.local", 0}));
+  EXPECT_EQ(*parse_endpoint("0.0.0.0:65535"), (Endpoint{"0.0.0.0", 65535}));
+}
+
+TEST(ParseEndpoint, ExplainsWhatIsWrong) {
+  EXPECT_THAT(parse_endpoint("abc").status().message(), HasSubstr("\"abc\" is not host:port"));
+  EXPECT_THAT(parse_endpoint(":80").status().message(), HasSubstr("the host is empty"));
+  EXPECT_THAT(parse_endpoint("a b:80").status().message(),
+              HasSubstr("is not an IPv4 address or host name"));
+  EXPECT_THAT(parse_endpoint("::1:80").status().message(),
+              HasSubstr("is not an IPv4 address or host name"));
+  EXPECT_THAT(parse_endpoint("host:http").status().message(), HasSubstr("is not a number"));
+  EXPECT_THAT(parse_endpoint("host:").status().message(), HasSubstr("is not a number"));
+  EXPECT_THAT(parse_endpoint("host:-1").status().message(), HasSubstr("is not a number"));
+  EXPECT_THAT(parse_endpoint("127.0.0.1:70000").status().message(),
+              HasSubstr("port 70000 in \"127.0.0.1:70000\" is out of range 0..65535"));
+}
+
+TEST(CollectiveModeText, RoundTripsEveryMode) {
+  for (const auto mode : {CollectiveMode::kAuto, CollectiveMode::kRing, CollectiveMode::kAllGather,
+                          CollectiveMode::kAggregator}) {
+    EXPECT_EQ(*parse_collective_mode(collective_mode_name(mode)), mode);
+  }
+  EXPECT_EQ(collective_mode_name(CollectiveMode::kAllGather), "allgather");
+  EXPECT_THAT(parse_collective_mode("Ring").status().message(),
+              HasSubstr("\"Ring\" is not one of auto, ring, allgather, aggregator"));
+}
+
+}  // namespace
+}  // namespace gradgate::gateway

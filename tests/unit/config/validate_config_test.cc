@@ -1,0 +1,76 @@
+// validate_gateway_config on structs built in code: the rules without any file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "gateway/config/gateway_config.h"
+
+namespace gradgate::gateway {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+GatewayConfig usable_config() {
+  GatewayConfig config;
+  config.nodes = {{"127.0.0.1", 29500}, {"127.0.0.1", 0}, {"127.0.0.1", 0}};
+  config.node_rank = 1;
+  config.listen = {"0.0.0.0", 0};
+  return config;
+}
+
+TEST(ValidateConfig, UsableConfigHasNoProblems) {
+  EXPECT_THAT(validate_gateway_config(usable_config()), IsEmpty());
+}
+
+TEST(ValidateConfig, PortZeroIsAllowedFromTheOwnRankUp) {
+  auto config = usable_config();
+  config.node_rank = 0;
+  config.nodes[0].port = 0;
+  EXPECT_THAT(validate_gateway_config(config), IsEmpty());
+  config.node_rank = 2;
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre(StartsWith("job.nodes[0]: needs a port in 1..65535"),
+                          StartsWith("job.nodes[1]: needs a port in 1..65535")));
+}
+
+TEST(ValidateConfig, DefaultStructLacksNodes) {
+  EXPECT_THAT(validate_gateway_config(GatewayConfig{}),
+              ElementsAre(StartsWith("job.nodes: is missing")));
+}
+
+TEST(ValidateConfig, ListenMustBeResolved) {
+  auto config = usable_config();
+  config.listen = {};
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre(StartsWith("transport.listen: is not set")));
+}
+
+TEST(ValidateConfig, EmptyHostInANode) {
+  auto config = usable_config();
+  config.nodes[2].host.clear();
+  EXPECT_THAT(validate_gateway_config(config), ElementsAre("job.nodes[2]: the host is empty"));
+}
+
+TEST(ValidateConfig, ListsEveryProblem) {
+  auto config = usable_config();
+  config.local_workers = 0;
+  config.socket_path.clear();
+  config.codec = "sign";
+  config.collective = CollectiveMode::kRing;
+  config.connect_timeout = std::chrono::milliseconds(0);
+  config.reconnect_min = std::chrono::milliseconds(-1);
+  config.timeout = std::chrono::milliseconds(0);
+  config.log_format = "yaml";
+  EXPECT_THAT(
+      validate_gateway_config(config),
+      ElementsAre("job.local_workers: must be at least 1", "ingress.socket: must not be empty",
+                  StartsWith("compression.collective: ring needs a summable codec, and "
+                             "\"sign\" is not"),
+                  "transport.connect_timeout_ms: must be > 0",
+                  "transport.reconnect_min_ms: must be > 0", "collective.timeout_ms: must be > 0",
+                  "logging.format: \"yaml\" is not one of text, json"));
+}
+
+}  // namespace
+}  // namespace gradgate::gateway

@@ -1,0 +1,240 @@
+// TcpTransport against misbehaving peers and callers: strangers, broken frames, rejected
+// messages, floods, peers that stop reading, and invalid sends.
+#include <gtest/gtest.h>
+
+#include "tests/unit/transport/transport_test_support.h"
+
+namespace gradgate::gateway::testing {
+namespace {
+
+constexpr uint64_t kJob = 7;
+
+std::vector<std::byte> bytes_of(std::size_t size, std::byte fill) {
+  return std::vector<std::byte>(size, fill);
+}
+
+// A raw peer that handshakes with `transport` as `rank` and reads the answer.
+std::unique_ptr<RawPeer> handshaken_raw_peer(const TcpTransport& transport, uint32_t rank) {
+  auto peer = std::make_unique<RawPeer>(transport.listen_port());
+  tcp::Hello answer;
+  if (!peer->connected() || !peer->send_hello(kJob, rank) || !peer->read_hello(&answer)) return {};
+  if (answer != tcp::Hello{kJob, 0}) return {};
+  return peer;
+}
+
+TEST(TcpRobustnessTest, ForeignHandshakesAreRefusedAndCounted) {
+  auto nodes = start_mesh(2);
+  ASSERT_EQ(nodes.size(), 2u);
+  TcpTransport& transport = *nodes[0].transport;
+
+  RawPeer wrong_magic(transport.listen_port());
+  ASSERT_TRUE(wrong_magic.send_bytes(bytes_of(tcp::kHandshakeBytes, std::byte{'X'})));
+  EXPECT_EQ(wrong_magic.read_until_closed(), 0) << "a stranger must get no answer";
+
+  const std::vector<tcp::Hello> refused = {
+      {kJob + 1, 1},  // another job
+      {kJob, 0},      // the transport's own rank
+      {kJob, 2},      // no such rank in a world of 2
+  };
+  for (const tcp::Hello& hello : refused) {
+    RawPeer peer(transport.listen_port());
+    ASSERT_TRUE(peer.send_hello(hello.job_id, hello.rank));
+    EXPECT_EQ(peer.read_until_closed(), 0) << "job " << hello.job_id << " rank " << hello.rank;
+  }
+  EXPECT_TRUE(eventually([&] { return transport.stats().foreign == 4u; }));
+  EXPECT_EQ(transport.stats().connects, 1u);
+  EXPECT_EQ(nodes[0].recorder->ups(1), 1);
+  // The real peer is untouched.
+  ASSERT_TRUE(nodes[1].transport->send(0, numbered_message(1, 0)).ok());
+  EXPECT_TRUE(eventually([&] { return nodes[0].recorder->count_from(1) == 1; }));
+}
+
+TEST(TcpRobustnessTest, ALowerRankDialingAnotherJobIsRefused) {
+  std::vector<uint16_t> ports;
+  Node other_job = start_node(loopback_options(0, 2, {}, 0, kJob + 1), &ports);
+  ASSERT_TRUE(other_job.transport);
+  Node ours = start_node(loopback_options(1, 2, ports, 0, kJob));
+  ASSERT_TRUE(ours.transport);
+  EXPECT_TRUE(eventually([&] { return other_job.transport->stats().foreign >= 2u; }))
+      << "the dialer retries with backoff and is refused every time";
+  EXPECT_FALSE(ours.transport->peer_up(0));
+  EXPECT_EQ(other_job.transport->stats().connects, 0u);
+}
+
+TEST(TcpRobustnessTest, AHandshakeThatNeverAnswersTimesOutAndIsRedialed) {
+  SilentListener hanging;
+  TcpTransportOptions options = loopback_options(1, 2, {hanging.port()});
+  options.connect_timeout = std::chrono::milliseconds(100);
+  Node node = start_node(options);
+  ASSERT_TRUE(node.transport);
+  const int first = hanging.accept_one();
+  ASSERT_GE(first, 0);
+  EXPECT_TRUE(SilentListener::closed_by_peer(first)) << "the attempt must time out";
+  EXPECT_GE(hanging.accept_one(), 0) << "and be followed by another one";
+  const TransportStats stats = node.transport->stats();
+  EXPECT_EQ(stats.connects, 0u);
+  EXPECT_EQ(node.recorder->ups(0), 0);
+}
+
+TEST(TcpRobustnessTest, BadFramesResetTheConnectionAndOtherPeersKeepWorking) {
+  std::vector<uint16_t> ports;
+  Node node = start_node(loopback_options(0, 3, {}), &ports);
+  ASSERT_TRUE(node.transport);
+  Node good = start_node(loopback_options(1, 3, ports));
+  ASSERT_TRUE(good.transport);
+  ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1); }));
+
+  {
+    auto oversized = handshaken_raw_peer(*node.transport, 2);
+    ASSERT_TRUE(oversized);
+    ASSERT_TRUE(oversized->send_frame(uint32_t{1} << 31, {}));
+    EXPECT_EQ(oversized->read_until_closed(), 0);
+  }
+  EXPECT_TRUE(eventually([&] { return node.transport->stats().rejected == 1u; }));
+  {
+    auto rejected = handshaken_raw_peer(*node.transport, 2);
+    ASSERT_TRUE(rejected);
+    const auto body = bytes_of(16, Recorder::kRejectMarker);
+    ASSERT_TRUE(rejected->send_frame(16, body));
+    EXPECT_EQ(rejected->read_until_closed(), 0);
+  }
+  EXPECT_TRUE(eventually([&] { return node.transport->stats().rejected == 2u; }));
+  EXPECT_EQ(node.recorder->ups(2), 2);
+  EXPECT_TRUE(eventually([&] { return node.recorder->downs(2) == 2; }));
+  EXPECT_EQ(node.recorder->count_from(2), 0u);
+
+  ASSERT_TRUE(good.transport->send(0, numbered_message(1, 0)).ok());
+  ASSERT_TRUE(node.transport->send(1, numbered_message(0, 0)).ok());
+  EXPECT_TRUE(eventually([&] { return node.recorder->count_from(1) == 1; }));
+  EXPECT_TRUE(eventually([&] { return good.recorder->count_from(0) == 1; }));
+  EXPECT_EQ(node.recorder->downs(1), 0);
+}
+
+TEST(TcpRobustnessTest, TenThousandBadMessagesAreAllCountedWithoutHarm) {
+  std::vector<uint16_t> ports;
+  Node node = start_node(loopback_options(0, 3, {}), &ports);
+  ASSERT_TRUE(node.transport);
+  Node good = start_node(loopback_options(1, 3, ports));
+  ASSERT_TRUE(good.transport);
+  ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1); }));
+
+  constexpr uint32_t kBad = 10'000;
+  const auto rejected_body = bytes_of(8, Recorder::kRejectMarker);
+  for (uint32_t i = 0; i < kBad; ++i) {
+    auto peer = handshaken_raw_peer(*node.transport, 2);
+    ASSERT_TRUE(peer) << "attempt " << i;
+    switch (i % 3) {
+      case 0:  // a zero length
+        ASSERT_TRUE(peer->send_frame(0, {}));
+        break;
+      case 1:  // a length above the limit
+        ASSERT_TRUE(peer->send_frame(0xFFFFFFFFu, rejected_body));
+        break;
+      default:  // a message the handler rejects
+        ASSERT_TRUE(peer->send_frame(8, rejected_body));
+        break;
+    }
+    ASSERT_EQ(peer->read_until_closed(), 0) << "attempt " << i;
+  }
+  EXPECT_TRUE(eventually([&] { return node.transport->stats().rejected == kBad; }));
+  EXPECT_TRUE(eventually([&] { return node.recorder->downs(2) == static_cast<int>(kBad); }));
+  const TransportStats stats = node.transport->stats();
+  EXPECT_EQ(stats.connects, kBad + 1);
+  EXPECT_EQ(stats.disconnects, kBad);
+  EXPECT_EQ(stats.peers_up, 1u);
+  ASSERT_TRUE(good.transport->send(0, numbered_message(1, 0)).ok());
+  EXPECT_TRUE(eventually([&] { return node.recorder->count_from(1) == 1; }));
+}
+
+TEST(TcpRobustnessTest, ANewConnectionFromTheSameRankReplacesTheOldOne) {
+  std::vector<uint16_t> ports;
+  Node node = start_node(loopback_options(0, 2, {}), &ports);
+  ASSERT_TRUE(node.transport);
+  auto first = handshaken_raw_peer(*node.transport, 1);
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(eventually([&] { return node.recorder->ups(1) == 1; }));
+  auto second = handshaken_raw_peer(*node.transport, 1);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(first->read_until_closed(), 0) << "the old connection must be closed";
+  ASSERT_TRUE(eventually([&] { return node.recorder->ups(1) == 2; }));
+  EXPECT_EQ(node.recorder->downs(1), 1);
+  EXPECT_EQ(node.transport->stats().peers_up, 1u);
+  const auto body = bytes_of(5, std::byte{1});
+  ASSERT_TRUE(second->send_frame(5, body));
+  ASSERT_TRUE(eventually([&] { return node.recorder->count_from(1) == 1; }));
+  EXPECT_EQ(node.recorder->messages_from(1)[0], body);
+}
+
+TEST(TcpRobustnessTest, SendToADownPeerIsUnavailable) {
+  std::vector<uint16_t> ports;
+  Node node = start_node(loopback_options(0, 2, {}), &ports);
+  ASSERT_TRUE(node.transport);
+  EXPECT_FALSE(node.transport->peer_up(1));
+  EXPECT_EQ(node.transport->send(1, numbered_message(0, 0)).code(), ErrorCode::kUnavailable);
+  TcpTransport not_started(loopback_options(0, 2, {}));
+  EXPECT_EQ(not_started.send(1, numbered_message(0, 0)).code(), ErrorCode::kUnavailable);
+}
+
+TEST(TcpRobustnessTest, InvalidSendsAreRefused) {
+  TcpTransportOptions options = loopback_options(0, 2, {});
+  options.max_message_bytes = 1024;
+  Node node = start_node(options);
+  ASSERT_TRUE(node.transport);
+  auto peer = handshaken_raw_peer(*node.transport, 1);
+  ASSERT_TRUE(peer);
+  ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1); }));
+  TcpTransport& transport = *node.transport;
+  EXPECT_EQ(transport.send(0, numbered_message(0, 0)).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(transport.send(2, numbered_message(0, 0)).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(transport.send(1, numbered_message(0, 0, 1025)).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(transport.send(1, std::make_shared<std::vector<std::byte>>()).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(transport.send(1, nullptr).code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(transport.send(1, numbered_message(0, 0, 1024)).ok());
+}
+
+TEST(TcpRobustnessTest, InvalidOptionsAndABusyPortFailToStart) {
+  TcpTransportOptions bad_rank = loopback_options(2, 2, {});
+  EXPECT_EQ(TcpTransport(bad_rank).start({}).code(), ErrorCode::kInvalidArgument);
+  TcpTransportOptions bad_limit = loopback_options(0, 2, {});
+  bad_limit.max_message_bytes = 1ull << 32;
+  EXPECT_EQ(TcpTransport(bad_limit).start({}).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(TcpTransport(loopback_options(1, 2, {})).start({}).code(), ErrorCode::kInvalidArgument)
+      << "rank 0 has no address to dial";
+
+  Node listening = start_node(loopback_options(0, 2, {}));
+  ASSERT_TRUE(listening.transport);
+  TcpTransport clash(loopback_options(0, 2, {}, listening.transport->listen_port()));
+  EXPECT_EQ(clash.start({}).code(), ErrorCode::kUnavailable);
+}
+
+TEST(TcpRobustnessTest, APeerThatDoesNotReadHitsTheQueueCap) {
+  TcpTransportOptions options = loopback_options(0, 2, {});
+  options.send_queue_bytes = 4u << 20;
+  Node node = start_node(options);
+  ASSERT_TRUE(node.transport);
+  auto silent = handshaken_raw_peer(*node.transport, 1);
+  ASSERT_TRUE(silent);
+  ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1); }));
+
+  constexpr std::size_t kMessage = 1u << 20;
+  Status status;
+  uint32_t accepted = 0;
+  for (; accepted < 1000; ++accepted) {  // socket buffers absorb some; the cap stops the rest
+    status = node.transport->send(1, numbered_message(0, accepted, kMessage));
+    if (!status.ok()) break;
+  }
+  EXPECT_EQ(status.code(), ErrorCode::kResourceExhausted) << status.to_string();
+  EXPECT_GE(accepted, 3u);
+  const uint64_t queued = node.transport->stats().queued_bytes;
+  EXPECT_GT(queued, 0u);
+  EXPECT_LE(queued, options.send_queue_bytes);
+
+  silent.reset();  // the peer goes away: what is queued is dropped
+  EXPECT_TRUE(eventually([&] { return !node.transport->peer_up(1); }));
+  EXPECT_TRUE(eventually([&] { return node.transport->stats().queued_bytes == 0; }));
+  EXPECT_EQ(node.transport->stats().disconnects, 1u);
+}
+
+}  // namespace
+}  // namespace gradgate::gateway::testing
