@@ -14,24 +14,25 @@ Status run_aggregator(Operation& operation) {
   const uint32_t rank = operation.rank();
   if (operation.codec().needs_agreed_scale()) GRADGATE_RETURN_IF_ERROR(operation.agree_scales());
 
-  std::vector<std::byte> own_chunk_frame;
+  Mail own_chunk;
   for (uint32_t c = 0; c < nodes; ++c) {
     auto frame = operation.encode(0, c);
     if (!frame.ok()) return frame.status();
     if (c == rank) {
-      own_chunk_frame = std::move(frame).value();
+      own_chunk = std::move(frame).value();
     } else {
-      GRADGATE_RETURN_IF_ERROR(operation.send(c, MessageKind::kAggregateIn, 0, c, *frame));
+      GRADGATE_RETURN_IF_ERROR(operation.send(
+          c, operation.stamp(std::move(frame).value(), MessageKind::kAggregateIn, 0, c)));
     }
   }
 
   std::vector<float> sum(operation.chunk_data(rank).size(), 0.0f);
   for (uint32_t peer = 0; peer < nodes; ++peer) {
     if (peer == rank) {
-      GRADGATE_RETURN_IF_ERROR(operation.decode_into(own_chunk_frame, rank, sum));
+      GRADGATE_RETURN_IF_ERROR(operation.decode_into(own_chunk.payload(), rank, sum));
       continue;
     }
-    auto mail = operation.receive(peer, MessageKind::kAggregateIn, 0, rank);
+    auto mail = operation.receive_frame(peer, MessageKind::kAggregateIn, 0, rank);
     if (!mail.ok()) return mail.status();
     GRADGATE_RETURN_IF_ERROR(operation.decode_into(mail->payload(), rank, sum));
   }
@@ -39,18 +40,19 @@ Status run_aggregator(Operation& operation) {
       std::count_if(sum.begin(), sum.end(), [](float v) { return v != 0.0f; }));
   auto aggregate = operation.encode(0, rank, *operation.streams().owner_stream, sum);
   if (!aggregate.ok()) return aggregate.status();
+  const Message mine =
+      operation.stamp(std::move(aggregate).value(), MessageKind::kAggregateOut, 0, rank);
   for (uint32_t peer = 0; peer < nodes; ++peer) {
-    if (peer == rank) continue;
-    GRADGATE_RETURN_IF_ERROR(operation.send(peer, MessageKind::kAggregateOut, 0, rank, *aggregate));
+    if (peer != rank) GRADGATE_RETURN_IF_ERROR(operation.send(peer, mine));
   }
 
   std::fill(operation.op().data.begin(), operation.op().data.end(), 0.0f);
   for (uint32_t c = 0; c < nodes; ++c) {
     if (c == rank) {
-      GRADGATE_RETURN_IF_ERROR(operation.decode_into(*aggregate, c, operation.chunk_data(c)));
+      GRADGATE_RETURN_IF_ERROR(operation.decode_into(frame_of(mine), c, operation.chunk_data(c)));
       continue;
     }
-    auto mail = operation.receive(c, MessageKind::kAggregateOut, 0, c);
+    auto mail = operation.receive_frame(c, MessageKind::kAggregateOut, 0, c);
     if (!mail.ok()) return mail.status();
     GRADGATE_RETURN_IF_ERROR(operation.decode_into(mail->payload(), c, operation.chunk_data(c)));
   }

@@ -14,31 +14,29 @@ Status run_all_gather(Operation& operation) {
   const kernels::Codec& codec = operation.codec();
   if (codec.needs_agreed_scale()) GRADGATE_RETURN_IF_ERROR(operation.agree_scales());
 
-  std::vector<std::vector<std::byte>> frames(nodes);
+  std::vector<Message> frames(nodes);
   for (int round = 0; round < codec.rounds(); ++round) {
     auto own = operation.encode(round, 0);
     if (!own.ok()) return own.status();
-    frames[rank] = std::move(own).value();
+    frames[rank] = operation.stamp(std::move(own).value(), MessageKind::kGather, round, 0);
     for (uint32_t peer = 0; peer < nodes; ++peer) {
-      if (peer == rank) continue;
-      GRADGATE_RETURN_IF_ERROR(operation.send(peer, MessageKind::kGather, round, 0, frames[rank]));
+      if (peer != rank) GRADGATE_RETURN_IF_ERROR(operation.send(peer, frames[rank]));
     }
     for (uint32_t peer = 0; peer < nodes; ++peer) {
       if (peer == rank) continue;
-      auto mail = operation.receive(peer, MessageKind::kGather, round, 0);
+      auto mail = operation.receive_frame(peer, MessageKind::kGather, round, 0);
       if (!mail.ok()) return mail.status();
-      frames[peer].assign(mail->payload().begin(), mail->payload().end());
+      frames[peer] = std::make_shared<const std::vector<std::byte>>(std::move(mail->bytes));
     }
-    const bool last = round + 1 == codec.rounds();
     if (!codec.summable()) break;  // single-round: decoded frame by frame below
-    std::vector<std::byte> sum = frames[0];
+    Message sum = frames[0];
     for (uint32_t peer = 1; peer < nodes; ++peer) {
-      auto next = operation.add(sum, frames[peer], 0);
+      auto next = operation.add(frame_of(sum), frame_of(frames[peer]), 0);
       if (!next.ok()) return next.status();
-      sum = std::move(next).value();
+      sum = std::make_shared<const std::vector<std::byte>>(std::move(next->bytes));
     }
-    if (!last) {
-      auto view = operation.parse(sum, 0);
+    if (round + 1 < codec.rounds()) {
+      auto view = operation.parse(frame_of(sum), 0);
       if (!view.ok()) return view.status();
       GRADGATE_RETURN_IF_ERROR(codec.absorb(round, *view, *operation.streams().streams[0]));
       continue;
@@ -47,8 +45,8 @@ Status run_all_gather(Operation& operation) {
   }
 
   std::fill(operation.op().data.begin(), operation.op().data.end(), 0.0f);
-  for (const auto& frame : frames) {
-    GRADGATE_RETURN_IF_ERROR(operation.decode_into(frame, 0, operation.op().data));
+  for (const Message& frame : frames) {
+    GRADGATE_RETURN_IF_ERROR(operation.decode_into(frame_of(frame), 0, operation.op().data));
   }
   return {};
 }

@@ -44,8 +44,7 @@ std::string_view message_kind_name(MessageKind kind) {
   return "unknown";
 }
 
-std::vector<std::byte> make_message(const Envelope& envelope, std::span<const std::byte> payload) {
-  std::vector<std::byte> message(kEnvelopeBytes + payload.size());
+void write_envelope(const Envelope& envelope, std::span<std::byte> message) {
   std::byte* out = message.data();
   put<uint32_t>(out, 0, kEnvelopeMagic);
   put<uint8_t>(out, 4, kEnvelopeVersion);
@@ -54,7 +53,13 @@ std::vector<std::byte> make_message(const Envelope& envelope, std::span<const st
   put<uint32_t>(out, 8, envelope.tensor_id);
   put<uint32_t>(out, 12, envelope.phase);
   put<uint64_t>(out, 16, envelope.seq);
-  if (!payload.empty()) std::memcpy(out + kEnvelopeBytes, payload.data(), payload.size());
+}
+
+std::vector<std::byte> make_message(const Envelope& envelope, std::span<const std::byte> payload) {
+  std::vector<std::byte> message(kEnvelopeBytes + payload.size());
+  write_envelope(envelope, message);
+  if (!payload.empty())
+    std::memcpy(message.data() + kEnvelopeBytes, payload.data(), payload.size());
   return message;
 }
 

@@ -43,6 +43,9 @@ struct Envelope {
   uint64_t seq = 0;
 };
 
+/// Writes `envelope` into message[0, kEnvelopeBytes) (the message must be at least that long).
+void write_envelope(const Envelope& envelope, std::span<std::byte> message);
+
 /// The envelope followed by `payload`, as one message.
 std::vector<std::byte> make_message(const Envelope& envelope, std::span<const std::byte> payload);
 

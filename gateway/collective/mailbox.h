@@ -103,7 +103,7 @@ class Mailbox {
     std::string reason;
     Clock::time_point arrived;
   };
-  std::map<OpId, Abort> aborts_;  // by operation
+  std::map<OpId, Abort> aborts_;                 // by operation
   std::map<uint32_t, uint64_t> finished_up_to_;  // per tensor: highest finished seq + 1
   std::vector<bool> up_;
   std::vector<uint64_t> down_counts_;

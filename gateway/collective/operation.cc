@@ -41,9 +41,10 @@ Status Operation::agree_scales() {
       local[c] = codec().local_scale(chunk_data(c), *streams().streams[c]);
     }
   }
-  const auto payload = std::as_bytes(std::span<const float>(local));
+  const Message scales = std::make_shared<const std::vector<std::byte>>(make_message(
+      {MessageKind::kScale, 0, op_.tensor_id, 0, op_.seq}, std::as_bytes(std::span(local))));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
-    if (peer != rank()) GRADGATE_RETURN_IF_ERROR(send(peer, MessageKind::kScale, 0, 0, payload));
+    if (peer != rank()) GRADGATE_RETURN_IF_ERROR(send(peer, scales));
   }
   agreed_scales_ = local;
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
@@ -69,29 +70,34 @@ Status Operation::agree_scales() {
   return {};
 }
 
-Result<std::vector<std::byte>> Operation::encode(int round, size_t chunk, kernels::Stream& stream,
-                                                 std::span<const float> values) {
+Result<Mail> Operation::encode(int round, size_t chunk, kernels::Stream& stream,
+                               std::span<const float> values) {
   Stopwatch watch(report_.encode_seconds);
   kernels::StepContext step = step_;
   if (!agreed_scales_.empty()) step.agreed_scale = agreed_scales_[chunk];
-  std::vector<std::byte> frame(codec().max_frame_bytes(stream.desc()));
-  auto size = codec().encode(round, step, values, stream, frame);
+  Mail mail{std::vector<std::byte>(kEnvelopeBytes + codec().max_frame_bytes(stream.desc()))};
+  auto size =
+      codec().encode(round, step, values, stream, std::span(mail.bytes).subspan(kEnvelopeBytes));
   if (!size.ok()) return size.status();
-  frame.resize(*size);
-  return frame;
+  mail.bytes.resize(kEnvelopeBytes + *size);
+  return mail;
 }
 
 Result<kernels::FrameView> Operation::parse(std::span<const std::byte> frame, size_t chunk) const {
-  auto view = kernels::parse_frame(frame);
-  if (!view.ok()) return view.status();
+  auto header = kernels::peek_frame_header(frame);
+  if (!header.ok()) return header.status();
+  if (frame.size() != kernels::kFrameHeaderBytes + header->payload_bytes) {
+    return Status(ErrorCode::kMalformedFrame, "frame length does not match its header");
+  }
+  const kernels::FrameView view{*header, frame.subspan(kernels::kFrameHeaderBytes)};
   const kernels::TensorDesc& desc = streams().streams[chunk]->desc();
-  if (view->header.codec != codec().id() || view->header.tensor_id != desc.tensor_id ||
-      view->header.step != op_.seq || view->header.element_count != desc.elements) {
+  if (view.header.codec != codec().id() || view.header.tensor_id != desc.tensor_id ||
+      view.header.step != op_.seq || view.header.element_count != desc.elements) {
     return Status(ErrorCode::kIncompatible,
-                  "frame of codec " + std::string(kernels::codec_name(view->header.codec)) +
-                      ", tensor " + std::to_string(view->header.tensor_id) + ", step " +
-                      std::to_string(view->header.step) + ", " +
-                      std::to_string(view->header.element_count) +
+                  "frame of codec " + std::string(kernels::codec_name(view.header.codec)) +
+                      ", tensor " + std::to_string(view.header.tensor_id) + ", step " +
+                      std::to_string(view.header.step) + ", " +
+                      std::to_string(view.header.element_count) +
                       " elements does not belong to this all-reduce (tensor " +
                       std::to_string(desc.tensor_id) + ", step " + std::to_string(op_.seq) + ", " +
                       std::to_string(desc.elements) + " elements, codec " + codec().spec() + ")");
@@ -99,17 +105,17 @@ Result<kernels::FrameView> Operation::parse(std::span<const std::byte> frame, si
   return view;
 }
 
-Result<std::vector<std::byte>> Operation::add(std::span<const std::byte> a,
-                                              std::span<const std::byte> b, size_t chunk) {
+Result<Mail> Operation::add(std::span<const std::byte> a, std::span<const std::byte> b,
+                            size_t chunk) {
   Stopwatch watch(report_.decode_seconds);
   auto view_a = parse(a, chunk);
   if (!view_a.ok()) return view_a.status();
   auto view_b = parse(b, chunk);
   if (!view_b.ok()) return view_b.status();
-  std::vector<std::byte> sum(std::max(a.size(), b.size()));
-  auto size = codec().add_frames(*view_a, *view_b, sum);
+  Mail sum{std::vector<std::byte>(kEnvelopeBytes + std::max(a.size(), b.size()))};
+  auto size = codec().add_frames(*view_a, *view_b, std::span(sum.bytes).subspan(kEnvelopeBytes));
   if (!size.ok()) return size.status();
-  sum.resize(*size);
+  sum.bytes.resize(kEnvelopeBytes + *size);
   return sum;
 }
 
@@ -121,25 +127,41 @@ Status Operation::decode_into(std::span<const std::byte> frame, size_t chunk,
   return codec().decode_accumulate(*view, streams().streams[chunk].get(), acc);
 }
 
-Status Operation::send(uint32_t to, MessageKind kind, uint32_t phase, size_t chunk,
-                       std::span<const std::byte> payload) {
+Message Operation::stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const {
+  write_envelope({kind, static_cast<uint16_t>(chunk), op_.tensor_id, phase, op_.seq}, mail.bytes);
+  return std::make_shared<const std::vector<std::byte>>(std::move(mail.bytes));
+}
+
+Status Operation::send(uint32_t to, const Message& message) {
   GRADGATE_RETURN_IF_ERROR(mailbox_.wait_peer_up(to, deadline_));
-  const Envelope envelope{kind, static_cast<uint16_t>(chunk), op_.tensor_id, phase, op_.seq};
-  auto message = std::make_shared<const std::vector<std::byte>>(make_message(envelope, payload));
-  const size_t bytes = message->size();
-  Status sent = transport_.send(to, std::move(message));
+  Status sent = transport_.send(to, message);
   if (!sent.ok()) {
-    return Status(sent.code(), "sending the " + std::string(message_kind_name(kind)) +
-                                   " message to gateway " + std::to_string(to) + ": " +
-                                   sent.message());
+    const auto kind = parse_envelope(*message);
+    return Status(sent.code(),
+                  "sending the " +
+                      std::string(kind.ok() ? message_kind_name(kind->kind) : "unknown") +
+                      " message to gateway " + std::to_string(to) + ": " + sent.message());
   }
-  report_.wire_bytes += bytes;
+  report_.wire_bytes += message->size();
   return {};
 }
 
 Result<Mail> Operation::receive(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk) {
   const MailKey key{op_.tensor_id, op_.seq, kind, phase, static_cast<uint16_t>(chunk), from};
   return mailbox_.take(key, deadline_, down_counts_[from]);
+}
+
+Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t phase,
+                                      size_t chunk) {
+  auto mail = receive(from, kind, phase, chunk);
+  if (!mail.ok()) return mail;
+  Stopwatch watch(report_.decode_seconds);
+  auto verified = kernels::parse_frame(mail->payload());
+  if (!verified.ok()) {
+    return Status(verified.status().code(), "frame from gateway " + std::to_string(from) + ": " +
+                                                verified.status().message());
+  }
+  return mail;
 }
 
 void Operation::broadcast_abort(const Status& why) {

@@ -1,6 +1,10 @@
 // The state of one running all-reduce on this gateway and the steps the algorithms are made of:
 // encode a chunk, send a frame, take the matching frame from a peer, add or decode frames. Each
 // step keeps the report's byte and time counts. Internal to the collective layer.
+//
+// Frames live in message-shaped buffers (a Mail: envelope space, then the frame) from the moment
+// they are encoded, added or received, so that sending or forwarding one writes its envelope in
+// place and never copies the frame.
 #pragma once
 
 #include <cstdint>
@@ -28,23 +32,26 @@ class Operation {
   /// every gateway's local_scale), one small message to each peer.
   Status agree_scales();
   /// Encodes `round` of `values` (chunk `chunk`'s place in the tensor) with `stream`.
-  Result<std::vector<std::byte>> encode(int round, size_t chunk, kernels::Stream& stream,
-                                        std::span<const float> values);
+  Result<Mail> encode(int round, size_t chunk, kernels::Stream& stream,
+                      std::span<const float> values);
   /// Encodes `round` of this gateway's data of chunk `chunk` with the chunk's stream.
-  Result<std::vector<std::byte>> encode(int round, size_t chunk) {
+  Result<Mail> encode(int round, size_t chunk) {
     return encode(round, chunk, *streams().streams[chunk], chunk_data(chunk));
   }
-  /// `frame` parsed and checked to belong to this operation's stream of `chunk`.
+  /// The header of `frame` checked to belong to this operation's stream of `chunk`. Frames are
+  /// checksummed once, when they arrive (receive_frame); the ones this gateway made are trusted.
   Result<kernels::FrameView> parse(std::span<const std::byte> frame, size_t chunk) const;
   /// a + b, for summable codecs.
-  Result<std::vector<std::byte>> add(std::span<const std::byte> a, std::span<const std::byte> b,
-                                     size_t chunk);
+  Result<Mail> add(std::span<const std::byte> a, std::span<const std::byte> b, size_t chunk);
   /// acc += decode(frame).
   Status decode_into(std::span<const std::byte> frame, size_t chunk, std::span<float> acc);
 
-  Status send(uint32_t to, MessageKind kind, uint32_t phase, size_t chunk,
-              std::span<const std::byte> payload);
+  /// Writes the envelope into `mail` and makes it a message that can go to several peers.
+  Message stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const;
+  Status send(uint32_t to, const Message& message);
   Result<Mail> receive(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk);
+  /// receive() of a message that carries a frame, whose checksum and lengths are verified.
+  Result<Mail> receive_frame(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk);
 
   /// Tells every peer that this gateway gave up on the operation (best effort).
   void broadcast_abort(const Status& why);
@@ -60,6 +67,11 @@ class Operation {
   std::vector<float> agreed_scales_;
   AllreduceReport report_;
 };
+
+/// The frame a message or mail carries.
+inline std::span<const std::byte> frame_of(const Message& message) {
+  return std::span<const std::byte>(*message).subspan(kEnvelopeBytes);
+}
 
 Status run_ring(Operation& operation);
 Status run_all_gather(Operation& operation);

@@ -1,7 +1,8 @@
 // Ring all-reduce over summable frames: reduce-scatter, then all-gather, P - 1 hops each. Gateway r
 // sends to r + 1 and receives from r - 1. After the reduce-scatter, gateway r holds the summed
 // frame of chunk r + 1; after the all-gather, every gateway holds every summed chunk frame, the
-// same bytes everywhere, and decodes them.
+// same bytes everywhere, and decodes them. Frames travel in their buffers: a received frame is
+// added into a new one or forwarded as it is.
 #include <algorithm>
 
 #include "gateway/collective/operation.h"
@@ -18,38 +19,48 @@ Status run_ring(Operation& operation) {
   };
 
   if (operation.codec().needs_agreed_scale()) GRADGATE_RETURN_IF_ERROR(operation.agree_scales());
-  std::vector<std::vector<std::byte>> own(nodes);
+  std::vector<Mail> own(nodes);
   for (size_t c = 0; c < nodes; ++c) {
     auto frame = operation.encode(0, c);
     if (!frame.ok()) return frame.status();
     own[c] = std::move(frame).value();
   }
 
-  std::vector<std::vector<std::byte>> summed = own;
+  // Reduce-scatter: the partial sum of one chunk travels round the ring, each gateway adding its
+  // own frame of it.
+  Mail travelling = std::move(own[rank]);
   for (uint32_t hop = 0; hop + 1 < nodes; ++hop) {
     const size_t send_chunk = chunk_at(int64_t{rank} - hop);
     const size_t recv_chunk = chunk_at(int64_t{rank} - hop - 1);
-    GRADGATE_RETURN_IF_ERROR(
-        operation.send(right, MessageKind::kRingReduce, hop, send_chunk, summed[send_chunk]));
-    auto mail = operation.receive(left, MessageKind::kRingReduce, hop, recv_chunk);
+    GRADGATE_RETURN_IF_ERROR(operation.send(
+        right, operation.stamp(std::move(travelling), MessageKind::kRingReduce, hop, send_chunk)));
+    auto mail = operation.receive_frame(left, MessageKind::kRingReduce, hop, recv_chunk);
     if (!mail.ok()) return mail.status();
-    auto sum = operation.add(mail->payload(), own[recv_chunk], recv_chunk);
+    auto sum = operation.add(mail->payload(), own[recv_chunk].payload(), recv_chunk);
     if (!sum.ok()) return sum.status();
-    summed[recv_chunk] = std::move(sum).value();
+    travelling = std::move(sum).value();
   }
+
+  // All-gather: each complete chunk frame is forwarded round the ring and kept for decoding.
+  std::vector<Message> complete(nodes);
+  size_t travelling_chunk = chunk_at(int64_t{rank} + 1);
   for (uint32_t hop = 0; hop + 1 < nodes; ++hop) {
-    const size_t send_chunk = chunk_at(int64_t{rank} + 1 - hop);
     const size_t recv_chunk = chunk_at(int64_t{rank} - hop);
-    GRADGATE_RETURN_IF_ERROR(
-        operation.send(right, MessageKind::kRingGather, hop, send_chunk, summed[send_chunk]));
-    auto mail = operation.receive(left, MessageKind::kRingGather, hop, recv_chunk);
+    complete[travelling_chunk] =
+        operation.stamp(std::move(travelling), MessageKind::kRingGather, hop, travelling_chunk);
+    GRADGATE_RETURN_IF_ERROR(operation.send(right, complete[travelling_chunk]));
+    auto mail = operation.receive_frame(left, MessageKind::kRingGather, hop, recv_chunk);
     if (!mail.ok()) return mail.status();
-    summed[recv_chunk].assign(mail->payload().begin(), mail->payload().end());
+    travelling = std::move(mail).value();
+    travelling_chunk = recv_chunk;
   }
+  complete[travelling_chunk] =
+      std::make_shared<const std::vector<std::byte>>(std::move(travelling.bytes));
 
   std::fill(operation.op().data.begin(), operation.op().data.end(), 0.0f);
   for (size_t c = 0; c < nodes; ++c) {
-    GRADGATE_RETURN_IF_ERROR(operation.decode_into(summed[c], c, operation.chunk_data(c)));
+    GRADGATE_RETURN_IF_ERROR(
+        operation.decode_into(frame_of(complete[c]), c, operation.chunk_data(c)));
   }
   return {};
 }

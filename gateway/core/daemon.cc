@@ -1,5 +1,6 @@
 #include "gateway/core/daemon.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "gateway/core/gateway.h"
@@ -98,6 +100,11 @@ void configure_logging(const GatewayConfig& config) {
 }
 
 Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
+  // Frames of large tensors are allocated and freed every step. Served from the heap and kept
+  // there when freed, their pages are not faulted in again at every step (the heap stays at its
+  // peak size instead).
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   // Block the stop signals before any thread starts, so that only sigtimedwait receives them.
   sigset_t signals;
   sigemptyset(&signals);

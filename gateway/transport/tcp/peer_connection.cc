@@ -24,6 +24,16 @@ PeerConnection::PeerConnection(asio::ip::tcp::socket socket, uint32_t rank, Limi
 
 void PeerConnection::start() { read_length(); }
 
+namespace {
+
+// Asio's transfer_all asks for at most 64 KiB per read_some or write_some; large frames move in
+// far fewer system calls when each call may take everything that is left.
+std::size_t everything_left(const error_code& ec, std::size_t transferred, std::size_t total) {
+  return ec ? 0 : total - transferred;
+}
+
+}  // namespace
+
 void PeerConnection::read_length() {
   asio::async_read(socket_, asio::buffer(inbound_length_),
                    [self = shared_from_this()](const error_code& ec, std::size_t) {
@@ -46,6 +56,9 @@ void PeerConnection::read_body(uint32_t length) {
     return close("no memory for a message of " + std::to_string(length) + " bytes");
   }
   asio::async_read(socket_, asio::buffer(inbound_),
+                   [length](const error_code& ec, std::size_t transferred) {
+                     return everything_left(ec, transferred, length);
+                   },
                    [self = shared_from_this()](const error_code& ec, std::size_t) {
                      if (ec) return self->fail(ec);
                      const uint64_t size = self->inbound_.size();
@@ -95,6 +108,9 @@ void PeerConnection::write_next() {
                                                      asio::buffer(*message)};
   const uint64_t framed = kLengthPrefixBytes + message->size();
   asio::async_write(socket_, buffers,
+                    [framed](const error_code& ec, std::size_t transferred) {
+                      return everything_left(ec, transferred, framed);
+                    },
                     [self = shared_from_this(), message, framed](
                         const error_code& ec, std::size_t) { self->on_written(ec, framed); });
 }
