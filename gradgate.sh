@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # gradgate's entry point on a Debian 12 machine: installs what is missing, builds, runs.
 #
-#   ./gradgate.sh demo [ARGS...]   the main job (for now: the codec benchmark, `gradgate bench codecs`)
+#   ./gradgate.sh demo [ARGS...]   the main job: gateways on loopback + PyTorch DDP workers training on
+#                                  Fashion-MNIST through them (tools/demo/run_demo.py ARGS)
 #   ./gradgate.sh test             builds and runs the whole test suite (unit tests, an
-#                                  ASan+UBSan build of the kernels' tests, a bounded fuzz run)
+#                                  ASan+UBSan build of the libraries' tests, a bounded fuzz run)
 #   ./gradgate.sh build            installs dependencies and builds into build/
 #
 # Environment: GRADGATE_FUZZ_SECONDS (default 60) bounds the fuzz run; JOBS the build parallelism.
@@ -51,7 +52,7 @@ run_tests() {
   log "unit tests"
   ctest --test-dir build --output-on-failure -j "$JOBS"
 
-  log "kernels' tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  log "libraries' tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   configure_and_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRADGATE_SANITIZE=ON \
     -DGRADGATE_BUILD_APPS=OFF -DGRADGATE_WITH_CUDA=OFF
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -72,13 +73,13 @@ case "${1:-}" in
   demo)
     shift
     build
-    log "gradgate bench codecs $*"
-    exec build/cli/gradgate bench codecs "$@"
+    log "demo: tools/demo/run_demo.py $*"
+    exec /usr/bin/python3 tools/demo/run_demo.py --gradgate build/cli/gradgate "$@"
     ;;
   test) run_tests ;;
   build) build ;;
   *)
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -77,7 +78,34 @@ Status Gateway::start() {
     mailbox_.set_peer_up(rank, up);
     spdlog::info("gateway {} {}", rank, up ? "connected" : "disconnected");
   };
-  return transport_.start(std::move(handlers));
+  GRADGATE_RETURN_IF_ERROR(transport_.start(std::move(handlers)));
+  watchdog_ = std::thread([this] { watch_local_waits(); });
+  return {};
+}
+
+void Gateway::watch_local_waits() {
+  std::vector<std::function<void()>> calls;
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    stopping_changed_.wait_for(lock, std::chrono::milliseconds(100));
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [id, tensor] : tensors_) {
+      const auto asked = std::count_if(tensor.waiting.begin(), tensor.waiting.end(),
+                                       [](const Done& done) { return done != nullptr; });
+      if (tensor.running || asked == 0 || now - tensor.first_waiting < config_.timeout) continue;
+      fail_waiting_locked(
+          tensor,
+          Status(ErrorCode::kTimeout, "only " + std::to_string(asked) + " of the " +
+                                          std::to_string(tensor.waiting.size()) +
+                                          " local workers asked for the all-reduce of \"" +
+                                          tensor.spec.name + "\" within collective.timeout_ms"),
+          calls);
+    }
+    lock.unlock();
+    for (auto& call : calls) call();
+    calls.clear();
+    lock.lock();
+  }
 }
 
 void Gateway::stop() {
@@ -92,6 +120,8 @@ void Gateway::stop() {
       }
     }
   }
+  stopping_changed_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
   for (auto& call : calls) call();
   mailbox_.shutdown();
   {
@@ -225,8 +255,13 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
     done(AllreduceOutcome{refused});
     return;
   }
-  found->second.waiting[local_rank] = std::move(done);
-  start_if_ready_locked(found->second);
+  Tensor& tensor = found->second;
+  if (std::none_of(tensor.waiting.begin(), tensor.waiting.end(),
+                   [](const Done& waiting) { return waiting != nullptr; })) {
+    tensor.first_waiting = std::chrono::steady_clock::now();
+  }
+  tensor.waiting[local_rank] = std::move(done);
+  start_if_ready_locked(tensor);
 }
 
 void Gateway::start_if_ready_locked(Tensor& tensor) {

@@ -9,6 +9,7 @@
 // streams are released when its last worker leaves.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gateway/collective/collective_engine.h"
@@ -78,6 +80,7 @@ class Gateway final : public IngressHandler {
     bool running = false;
     std::vector<float> node_sum;
     size_t memory_bytes = 0;  // as counted against the cap when declared
+    std::chrono::steady_clock::time_point first_waiting;  // when the step's first worker asked
   };
 
   Status check_spec(const TensorSpec& spec) const;
@@ -86,6 +89,8 @@ class Gateway final : public IngressHandler {
   void finish(Tensor& tensor, const Result<AllreduceReport>& report, uint64_t seq,
               std::unique_lock<std::mutex>& lock);
   void release_if_unused_locked(uint32_t id);
+  /// Fails the requests of tensors whose other local workers did not ask within the timeout.
+  void watch_local_waits();
   void fail_waiting_locked(Tensor& tensor, const Status& why,
                            std::vector<std::function<void()>>& calls);
 
@@ -99,6 +104,8 @@ class Gateway final : public IngressHandler {
 
   mutable std::mutex mutex_;
   std::condition_variable idle_;
+  std::condition_variable stopping_changed_;
+  std::thread watchdog_;
   std::map<uint32_t, Tensor> tensors_;
   std::vector<bool> connected_;
   size_t running_ = 0;

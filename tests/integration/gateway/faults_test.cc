@@ -62,6 +62,16 @@ TEST(GatewayFaults, HungGatewayFailsTheOthersAtTheTimeout) {
   EXPECT_TRUE(job.gateway(0).running());
 }
 
+TEST(GatewayFaults, MissingLocalWorkerFailsTheOthersAtTheTimeout) {
+  bench::LocalJob job(job_options(1, 2, "none", "auto", 1000));
+  auto lonely = start_worker(job, 0, 0, kTensors, 1, 1, job.dir() + "/a0");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(lonely->wait_exit(milliseconds(20000)), kPeerFailedExit) << lonely->log();
+  EXPECT_LT(Seconds(std::chrono::steady_clock::now() - start).count(), 1.0 + 5.0);
+  EXPECT_NE(lonely->log().find("only 1 of the 2 local workers"), std::string::npos)
+      << lonely->log();
+}
+
 TEST(GatewayFaults, KilledWorkerReleasesItsSessionAndTensors) {
   bench::LocalJob job(job_options(2, 1, "topk:density=0.01"));
   auto doomed =
