@@ -29,8 +29,63 @@ uint32_t extend_table(uint32_t crc, const unsigned char* p, size_t n) {
 }
 
 #if defined(__x86_64__)
+// The crc32 instruction has a latency of three cycles and a throughput of one, so three
+// independent streams over adjacent blocks run three times faster than one. The CRC of the whole
+// is then the first stream's register carried over the other two blocks (multiplied by x^(8B) mod
+// P, the effect of B zero bytes, a linear map applied with four byte tables) xor the others.
+constexpr size_t kStreamBlock = 8192;
+
+// Applies the 32x32 GF(2) matrix `matrix` (column n = image of bit n) to `vector`.
+uint32_t gf2_apply(const std::array<uint32_t, 32>& matrix, uint32_t vector) {
+  uint32_t sum = 0;
+  for (int bit = 0; vector != 0; ++bit, vector >>= 1) {
+    if (vector & 1) sum ^= matrix[bit];
+  }
+  return sum;
+}
+
+std::array<uint32_t, 32> gf2_square(const std::array<uint32_t, 32>& matrix) {
+  std::array<uint32_t, 32> square{};
+  for (int n = 0; n < 32; ++n) square[n] = gf2_apply(matrix, matrix[n]);
+  return square;
+}
+
+// Byte tables of the map "append `bytes` zero bytes" on a raw CRC register (bytes: a power of 2).
+struct ZerosShift {
+  std::array<std::array<uint32_t, 256>, 4> table{};
+
+  explicit ZerosShift(size_t bytes) {
+    std::array<uint32_t, 32> op{};  // one zero bit
+    op[0] = kPolynomial;
+    for (int n = 1; n < 32; ++n) op[n] = 1u << (n - 1);
+    for (size_t bits = 1; bits < 8 * bytes; bits *= 2) op = gf2_square(op);
+    for (uint32_t n = 0; n < 256; ++n) {
+      for (int byte = 0; byte < 4; ++byte) table[byte][n] = gf2_apply(op, n << (8 * byte));
+    }
+  }
+  uint32_t operator()(uint32_t crc) const {
+    return table[0][crc & 0xFF] ^ table[1][(crc >> 8) & 0xFF] ^ table[2][(crc >> 16) & 0xFF] ^
+           table[3][crc >> 24];
+  }
+};
+
 __attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t crc, const unsigned char* p,
                                                         size_t n) {
+  static const ZerosShift over_block(kStreamBlock);
+  for (; n >= 3 * kStreamBlock; n -= 3 * kStreamBlock, p += 3 * kStreamBlock) {
+    uint64_t c0 = crc, c1 = 0, c2 = 0;
+    for (size_t i = 0; i < kStreamBlock; i += 8) {
+      uint64_t w0, w1, w2;
+      std::memcpy(&w0, p + i, 8);
+      std::memcpy(&w1, p + kStreamBlock + i, 8);
+      std::memcpy(&w2, p + 2 * kStreamBlock + i, 8);
+      c0 = _mm_crc32_u64(c0, w0);
+      c1 = _mm_crc32_u64(c1, w1);
+      c2 = _mm_crc32_u64(c2, w2);
+    }
+    crc = over_block(over_block(static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c1)) ^
+          static_cast<uint32_t>(c2);
+  }
   uint64_t c = crc;
   for (; n >= 8; n -= 8, p += 8) {
     uint64_t word;

@@ -292,6 +292,19 @@ TEST(Crc32cTest, MatchesBitwiseReferenceAtEveryLengthAndAlignment) {
   }
 }
 
+TEST(Crc32cTest, MatchesBitwiseReferenceOnBuffersOfSeveralInterleavedBlocks) {
+  std::mt19937 rng(13);
+  Bytes data(3 * 3 * 8192 + 77);
+  for (auto& b : data) b = std::byte{static_cast<uint8_t>(rng())};
+  for (size_t len : {size_t{3 * 8192 - 1}, size_t{3 * 8192}, size_t{3 * 8192 + 13},
+                     size_t{2 * 3 * 8192 + 8}, data.size() - 5}) {
+    for (size_t offset : {0, 3}) {
+      const auto piece = std::span(data).subspan(offset, len);
+      ASSERT_EQ(crc32c(piece), reference_crc32c(piece)) << "offset " << offset << " length " << len;
+    }
+  }
+}
+
 TEST(Crc32cTest, ExtendOverSplitBuffersEqualsWhole) {
   std::mt19937 rng(11);
   Bytes data(257);
