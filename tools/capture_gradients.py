@@ -20,18 +20,20 @@ so nothing is downloaded. Runs on the CPU and is deterministic for a given --see
 """
 
 import argparse
-import gzip
 import json
-import struct
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent / "demo"))
+
+import fashion_mnist  # noqa: E402  (the dataset reader and model of the demo)
+
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
 ASSET_NAME = "fashion_mnist_gradients"
 CAPTURED = ("conv2.weight", "fc1.weight", "fc2.weight", "fc1.bias")
@@ -39,46 +41,6 @@ CAPTURED = ("conv2.weight", "fc1.weight", "fc2.weight", "fc1.bias")
 LR = 0.05
 MOMENTUM = 0.9
 BATCH = 64
-# Fashion-MNIST training-set pixel mean and standard deviation (pixels in [0, 1]).
-PIXEL_MEAN = 0.2860
-PIXEL_STD = 0.3530
-
-
-class SmallCNN(nn.Module):
-    """conv(1->16,5x5)-relu-pool2 -> conv(16->32,5x5)-relu-pool2 -> fc(512->128)-relu -> fc(128->10)."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 5)
-        self.conv2 = nn.Conv2d(16, 32, 5)
-        self.fc1 = nn.Linear(32 * 4 * 4, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(torch.flatten(x, 1)))
-        return self.fc2(x)
-
-
-def read_idx(path):
-    """Read a gzipped IDX file into a uint8 array shaped as its header says."""
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    zero, dtype_code, ndim = struct.unpack(">HBB", data[:4])
-    if zero != 0 or dtype_code != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file")
-    shape = struct.unpack(f">{ndim}I", data[4 : 4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
-
-
-def load_train_set(data_dir):
-    """Fashion-MNIST training images (N,1,28,28, normalised float32) and labels (N, int64)."""
-    data_dir = Path(data_dir)
-    images = read_idx(data_dir / "train-images-idx3-ubyte.gz")
-    labels = read_idx(data_dir / "train-labels-idx1-ubyte.gz")
-    x = (images.astype(np.float32) / 255.0 - PIXEL_MEAN) / PIXEL_STD
-    return torch.from_numpy(x[:, None]), torch.from_numpy(labels.astype(np.int64))
 
 
 def minibatches(n, seed):
@@ -181,8 +143,8 @@ def main():
     torch.use_deterministic_algorithms(True)
 
     start = time.perf_counter()
-    x, y = load_train_set(args.data)
-    model = SmallCNN()
+    x, y = fashion_mnist.load("train", Path(args.data))
+    model = fashion_mnist.SmallCNN()
     batches = train(model, x, y, args.steps, args.seed)
     grads = capture(model, x, y, batches)
     f32_path, json_path = write_asset(args.out, grads, args.steps, args.seed)

@@ -1,0 +1,221 @@
+"""A Pythonic client of the node's gradgate gateway, over libgradgate's C interface.
+
+    with gradgate.Client("/run/gradgate/gg.sock", local_rank=0) as client:
+        grads = client.declare("layer1.weight", 4096, "fp32")
+        grads.buffer[:] = ...            # a writable view of the shared-memory buffer
+        info = grads.allreduce().wait(timeout_ms=30000)
+        # grads.buffer now holds the sum over every worker of the job
+
+Client connects as one worker of its node; Tensor is a declared tensor with its shared buffer;
+Request is one all-reduce in flight. Every failure raises a gradgate.GradgateError subclass with
+the library's message. Closing the client frees its tensors and requests: their buffers must not
+be used afterwards (every method of a closed client's objects raises ClosedError).
+Thread-safety is the library's: calls may come from any thread; one tensor may have at most one
+all-reduce in flight.
+"""
+
+import ctypes
+import enum
+from dataclasses import dataclass
+
+from . import _native, errors
+
+
+class DType(enum.IntEnum):
+    """Element types of shared buffers (gg_dtype)."""
+
+    FP32 = 0
+    FP16 = 1
+    BF16 = 2
+
+    @property
+    def itemsize(self):
+        return 4 if self is DType.FP32 else 2
+
+    @classmethod
+    def parse(cls, value):
+        """A DType from a DType, its name or a common alias ("float32", "half", "bfloat16", ...)."""
+        if isinstance(value, DType):
+            return value
+        key = str(value).lower().removeprefix("torch.")
+        for dtype, aliases in _DTYPE_ALIASES.items():
+            if key in aliases:
+                return dtype
+        raise errors.InvalidArgumentError(
+            f"unsupported dtype {value!r}: use one of fp32, fp16, bf16"
+        )
+
+
+_DTYPE_ALIASES = {
+    DType.FP32: ("fp32", "float32", "float"),
+    DType.FP16: ("fp16", "float16", "half"),
+    DType.BF16: ("bf16", "bfloat16"),
+}
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """The job as the gateway sees it: its rank, the gateways, its workers, all workers."""
+
+    node_rank: int
+    nodes: int
+    local_workers: int
+    world_size: int
+
+
+@dataclass(frozen=True)
+class AllreduceInfo:
+    """How one all-reduce went (bytes of the node's sum and on the wire; seconds per phase)."""
+
+    step: int
+    raw_bytes: int
+    wire_bytes: int
+    encode_seconds: float
+    communicate_seconds: float
+    decode_seconds: float
+
+
+def _check(code):
+    if code != _native.GG_OK:
+        lib = _native.library()
+        raise errors.from_status(
+            code, lib.gg_status_name(code).decode(), lib.gg_last_error().decode(errors="replace")
+        )
+
+
+class Client:
+    """A connection to the gateway of this node as worker `local_rank`."""
+
+    def __init__(self, socket_path, local_rank):
+        self._lib = _native.library()
+        handle = _native.ClientHandle()
+        path = str(socket_path).encode()
+        _check(self._lib.gg_connect(path, int(local_rank), ctypes.byref(handle)))
+        self._handle = handle
+        self.socket_path = str(socket_path)
+        self.local_rank = int(local_rank)
+        info = _native.JobInfo()
+        try:
+            _check(self._lib.gg_job(self._handle, ctypes.byref(info)))
+        except errors.GradgateError:
+            self.close()
+            raise
+        self.job = JobInfo(info.node_rank, info.nodes, info.local_workers, info.world_size)
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def handle(self):
+        """The native gg_client*; raises ClosedError once the client is closed."""
+        if self._handle is None:
+            raise errors.ClosedError(f"the client of {self.socket_path} is closed")
+        return self._handle
+
+    def declare(self, name, elements, dtype, shape=None, data_volume=0):
+        """Declares tensor `name` of `elements` elements of `dtype`; returns its Tensor.
+
+        `shape` is its (rows, cols) for low-rank codecs (None: no 2-D shape), `data_volume` the
+        number of samples this worker trains on (0: unknown). Every worker of the job declares the
+        same names with the same sizes.
+        """
+        dtype = DType.parse(dtype)
+        rows, cols = (0, 0) if shape is None else (int(shape[0]), int(shape[1]))
+        handle = _native.TensorHandle()
+        _check(
+            self._lib.gg_declare(
+                self.handle(),
+                str(name).encode(),
+                int(elements),
+                int(dtype),
+                rows,
+                cols,
+                float(data_volume),
+                ctypes.byref(handle),
+            )
+        )
+        return Tensor(self, handle, str(name), int(elements), dtype)
+
+    def close(self):
+        """Closes the connection (idempotent); its tensors and requests become invalid."""
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            _check(self._lib.gg_close(handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+class Tensor:
+    """A declared tensor: `buffer` is a writable ctypes byte array over its shared memory."""
+
+    def __init__(self, client, handle, name, elements, dtype):
+        self._client = client
+        self._handle = handle
+        self.name = name
+        self.elements = elements
+        self.dtype = dtype
+        lib = client._lib
+        self.nbytes = lib.gg_tensor_bytes(handle)
+        self.address = lib.gg_tensor_data(handle)
+        if self.nbytes < elements * dtype.itemsize or not self.address:
+            raise errors.InternalError(
+                f"tensor {name!r}: the library returned a {self.nbytes}-byte buffer for "
+                f"{elements} elements of {dtype.name}"
+            )
+
+    @property
+    def buffer(self):
+        """The shared buffer as a ctypes byte array (valid while the client is open)."""
+        self._client.handle()
+        return (ctypes.c_uint8 * self.nbytes).from_address(self.address)
+
+    def allreduce(self):
+        """Starts the all-reduce of the buffer; do not touch the buffer until the wait ends."""
+        self._client.handle()
+        request = _native.RequestHandle()
+        _check(self._client._lib.gg_allreduce(self._handle, ctypes.byref(request)))
+        return Request(self, request)
+
+    def __repr__(self):
+        return f"Tensor({self.name!r}, elements={self.elements}, dtype={self.dtype.name})"
+
+
+class Request:
+    """One all-reduce in flight; wait() until it ends."""
+
+    def __init__(self, tensor, handle):
+        self.tensor = tensor
+        self._handle = handle
+
+    @property
+    def done(self):
+        return self._handle is None
+
+    def wait(self, timeout_ms=-1):
+        """Waits up to timeout_ms (negative: no limit); returns the AllreduceInfo.
+
+        Raises WaitTimeoutError if the all-reduce is still running (wait again later), another
+        GradgateError if it failed (the request is then over).
+        """
+        self.tensor._client.handle()
+        if self._handle is None:
+            raise errors.InvalidArgumentError(
+                f"the all-reduce of {self.tensor.name!r} was already waited for"
+            )
+        info = _native.AllreduceInfo()
+        code = self.tensor._client._lib.gg_wait(self._handle, int(timeout_ms), ctypes.byref(info))
+        if code != _native.GG_TIMEOUT:
+            self._handle = None
+        _check(code)
+        return AllreduceInfo(
+            info.step,
+            info.raw_bytes,
+            info.wire_bytes,
+            info.encode_seconds,
+            info.communicate_seconds,
+            info.decode_seconds,
+        )

@@ -1,0 +1,288 @@
+#!/usr/bin/python3
+"""Tests of the gradgate Python package against real gateways on loopback.
+
+HookTrainingTest: 2 gateways x 2 DDP workers (local_workers=2) train 100 steps through
+gradgate.torch.allreduce_hook, once per codec; every rank must end with bit-identical parameters
+and a lower loss, through DDP's bucket rebuild after step 1, an fp16 bucket and uneven last
+batches (see hook_worker.py). ClientTest: the Client API and its errors with two gateways of one
+worker each. PackageTest: the parts that need no gateway.
+
+The gateway binary and libgradgate come from GRADGATE_BINARY and GRADGATE_LIBRARY (defaults: the
+source tree's build/cli/gradgate and build/client/libgradgate.so); when either is missing the
+tests FAIL, they are not skipped. Run: /usr/bin/python3 tests/python/test_hook.py
+"""
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "client" / "python"))
+os.environ.setdefault("GRADGATE_LIBRARY", str(REPO / "build" / "client" / "libgradgate.so"))
+GATEWAY_BINARY = Path(os.environ.get("GRADGATE_BINARY", REPO / "build" / "cli" / "gradgate"))
+WORKER_SCRIPT = Path(__file__).resolve().parent / "hook_worker.py"
+
+import gradgate  # noqa: E402
+from gradgate import _native, errors  # noqa: E402
+from gradgate.cluster import LocalCluster  # noqa: E402
+
+NODES = 2
+LOCAL_WORKERS = 2
+STEPS = 100
+WORKER_DEADLINE_S = 240
+POLL_S = 0.1
+
+
+def require_artifacts(test):
+    """Fails (never skips) when the gateway binary or the library is missing."""
+    library = Path(os.environ["GRADGATE_LIBRARY"])
+    test.assertTrue(
+        library.is_file(), f"libgradgate not found at {library} (set GRADGATE_LIBRARY)"
+    )
+    test.assertTrue(
+        GATEWAY_BINARY.is_file() and os.access(GATEWAY_BINARY, os.X_OK),
+        f"gateway binary not found at {GATEWAY_BINARY} (set GRADGATE_BINARY)",
+    )
+
+
+class TempDirTest(unittest.TestCase):
+    def make_workdir(self):
+        # Short paths: a Unix socket path must fit in 108 bytes.
+        workdir = Path(tempfile.mkdtemp(prefix="gg-py-"))
+        self.addCleanup(shutil.rmtree, workdir, True)
+        return workdir
+
+    def start_cluster(self, workdir, **options):
+        cluster = LocalCluster(GATEWAY_BINARY, workdir=workdir, log_level="warn", **options)
+        self.addCleanup(cluster.stop)
+        return cluster.start()
+
+
+def run_workers(cluster, workdir):
+    """Runs one hook_worker.py per worker of the cluster; returns their results by rank."""
+    world = NODES * LOCAL_WORKERS
+    processes = []
+    try:
+        for rank in range(world):
+            node, local_rank = divmod(rank, LOCAL_WORKERS)
+            stderr = open(workdir / f"worker{rank}.err", "wb")
+            processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(WORKER_SCRIPT),
+                        f"--rank={rank}",
+                        f"--world-size={world}",
+                        f"--local-rank={local_rank}",
+                        f"--socket={cluster.sockets[node]}",
+                        f"--rendezvous={workdir}",
+                        f"--steps={STEPS}",
+                        f"--result={workdir / f'result{rank}.json'}",
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=stderr,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+            stderr.close()
+        deadline = time.monotonic() + WORKER_DEADLINE_S
+        while any(p.poll() is None for p in processes):
+            failed = [r for r, p in enumerate(processes) if p.poll() not in (None, 0)]
+            if failed:
+                raise AssertionError(worker_failure(workdir, failed[0], processes[failed[0]]))
+            cluster.check_alive()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"workers still running after {WORKER_DEADLINE_S} s")
+            time.sleep(POLL_S)
+        for rank, process in enumerate(processes):
+            if process.returncode != 0:
+                raise AssertionError(worker_failure(workdir, rank, process))
+        return [json.loads((workdir / f"result{r}.json").read_text()) for r in range(world)]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, 9)
+                process.wait(timeout=30)
+
+
+def worker_failure(workdir, rank, process):
+    output = (workdir / f"worker{rank}.err").read_bytes()[-3000:].decode(errors="replace")
+    return f"worker {rank} exited with status {process.returncode}; its output ends with:\n{output}"
+
+
+class HookTrainingTest(TempDirTest):
+    # Each codec with the most wire bytes it may send per raw byte (of the node's fp32 sum).
+    CODECS = {
+        "fp16": 0.55,
+        "none": 1.05,
+        "topk:density=0.01": 0.1,
+        "qsgd:bits=8,workers=64": 0.55,
+    }
+
+    def setUp(self):
+        require_artifacts(self)
+
+    def test_ranks_agree_and_loss_falls(self):
+        for codec, max_wire_fraction in self.CODECS.items():
+            with self.subTest(codec=codec):
+                self.check_training(codec, max_wire_fraction)
+
+    def check_training(self, codec, max_wire_fraction):
+        workdir = self.make_workdir()
+        cluster = self.start_cluster(
+            workdir, nodes=NODES, local_workers=LOCAL_WORKERS, codec=codec
+        )
+        results = run_workers(cluster, workdir)
+        cluster.stop()
+
+        digests = {r["digest"] for r in results}
+        self.assertEqual(len(digests), 1, f"{codec}: ranks ended with different parameters")
+        for r in results:
+            self.assertEqual(r["world_size"], NODES * LOCAL_WORKERS)
+            self.assertEqual(len(r["losses"]), STEPS)
+            self.assertEqual(r["hook_steps"], STEPS)
+            first, last = r["losses"][:10], r["losses"][-10:]
+            self.assertLess(
+                sum(last), 0.8 * sum(first), f"{codec}: rank {r['rank']} loss did not fall"
+            )
+            self.assertGreater(r["wire_bytes"], 0)
+            self.assertLess(r["wire_bytes"], max_wire_fraction * r["raw_bytes"], codec)
+
+        rank0 = results[0]
+        # Uneven batches happened: a short last batch in some epoch.
+        self.assertLess(min(rank0["batch_sizes"]), max(rank0["batch_sizes"]))
+        # DDP rebuilt its buckets after step 1 and the hook followed the new layout.
+        first_layout, later_layout = rank0["layouts"]["0"], rank0["layouts"]["1"]
+        self.assertNotEqual(sorted(first_layout), sorted(later_layout))
+        self.assertEqual(rank0["layouts"]["1"], rank0["layouts"][str(STEPS - 1)])
+        self.assertGreaterEqual(len(later_layout), 3, "expected several buckets")
+        layouts_seen = {tuple(bucket) for bucket in first_layout + later_layout}
+        self.assertEqual(len(rank0["declared"]), len(layouts_seen))
+        # An fp16 bucket went through the hook.
+        self.assertIn("torch.float16", {dtype for _, _, dtype in later_layout})
+        self.assertTrue(any(name.endswith(".fp16") for name in rank0["declared"]))
+
+
+class ClientTest(TempDirTest):
+    """The Client API with two gateways of one worker each, one client per gateway."""
+
+    ELEMENTS = 4096
+
+    def setUp(self):
+        require_artifacts(self)
+        workdir = self.make_workdir()
+        self.cluster = self.start_cluster(workdir, nodes=2, local_workers=1, codec="none")
+        self.clients = [gradgate.Client(socket, 0) for socket in self.cluster.sockets]
+        for client in self.clients:
+            self.addCleanup(client.close)
+
+    def test_job_info(self):
+        for rank, client in enumerate(self.clients):
+            self.assertEqual(client.job, gradgate.JobInfo(rank, 2, 1, 2))
+
+    def test_allreduce_sums_over_workers(self):
+        tensors = [c.declare("client.sum", self.ELEMENTS, "fp32") for c in self.clients]
+        for rank, tensor in enumerate(tensors):
+            values = (ctypes.c_float * self.ELEMENTS).from_buffer(tensor.buffer)
+            for i in range(self.ELEMENTS):
+                values[i] = rank + 1 + i
+        infos = self.allreduce_all(tensors)
+        for tensor, info in zip(tensors, infos):
+            values = (ctypes.c_float * self.ELEMENTS).from_buffer(tensor.buffer)
+            self.assertEqual(list(values[:3]), [3.0, 5.0, 7.0])
+            self.assertEqual(values[self.ELEMENTS - 1], 3.0 + 2 * (self.ELEMENTS - 1))
+            self.assertEqual(info.step, 0)
+            self.assertGreater(info.raw_bytes, 0)
+
+    def test_half_precision_tensor_has_half_sized_buffer(self):
+        tensors = [c.declare("client.half", self.ELEMENTS, "fp16") for c in self.clients]
+        self.assertGreaterEqual(tensors[0].nbytes, 2 * self.ELEMENTS)
+        self.allreduce_all(tensors)
+
+    def test_connect_to_missing_socket_fails_clearly(self):
+        missing = str(Path(self.cluster.workdir) / "absent.sock")
+        with self.assertRaises(gradgate.ConnectFailedError) as caught:
+            gradgate.Client(missing, 0)
+        self.assertEqual(caught.exception.status, "connect_failed")
+        self.assertTrue(caught.exception.message)
+
+    def test_bad_declarations_raise_invalid_argument(self):
+        with self.assertRaises(gradgate.InvalidArgumentError):
+            self.clients[0].declare("client.zero", 0, "fp32")
+        with self.assertRaises(gradgate.InvalidArgumentError):
+            self.clients[0].declare("client.f64", 16, "float64")
+
+    def test_closed_client_refuses_use(self):
+        tensor = self.clients[0].declare("client.closed", 16, "fp32")
+        self.clients[0].close()
+        with self.assertRaises(gradgate.ClosedError):
+            tensor.allreduce()
+        with self.assertRaises(gradgate.ClosedError):
+            self.clients[0].declare("client.after", 16, "fp32")
+
+    def allreduce_all(self, tensors):
+        """Starts every tensor's all-reduce, then waits for each with a deadline."""
+        requests = [t.allreduce() for t in tensors]
+        infos = [None] * len(requests)
+
+        def wait(i):
+            infos[i] = requests[i].wait(timeout_ms=30000)
+
+        threads = [threading.Thread(target=wait, args=(i,)) for i in range(len(requests))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        self.assertTrue(all(info is not None for info in infos), "an all-reduce did not finish")
+        return infos
+
+
+class PackageTest(unittest.TestCase):
+    """What works without a gateway."""
+
+    def test_dtype_aliases(self):
+        self.assertEqual(gradgate.DType.parse("float16"), gradgate.DType.FP16)
+        self.assertEqual(gradgate.DType.parse("torch.bfloat16"), gradgate.DType.BF16)
+        self.assertEqual(gradgate.DType.parse("fp32").itemsize, 4)
+        with self.assertRaises(gradgate.InvalidArgumentError):
+            gradgate.DType.parse("int8")
+
+    def test_status_codes_map_to_exception_kinds(self):
+        error = errors.from_status(4, "timeout", "tensor t: not done after 10 ms")
+        self.assertIsInstance(error, gradgate.WaitTimeoutError)
+        self.assertIsInstance(error, TimeoutError)
+        self.assertEqual(str(error), "timeout: tensor t: not done after 10 ms")
+        self.assertIsInstance(errors.from_status(42, "unknown", "?"), gradgate.GradgateError)
+
+    def test_hook_rejects_unsupported_dtype(self):
+        import torch
+
+        import gradgate.torch as gradgate_torch
+
+        self.assertEqual(gradgate_torch.gradgate_dtype(torch.bfloat16), "bf16")
+        with self.assertRaisesRegex(RuntimeError, "float64"):
+            gradgate_torch.gradgate_dtype(torch.float64)
+
+    def test_missing_library_lists_the_places_tried(self):
+        saved = os.environ["GRADGATE_LIBRARY"]
+        os.environ["GRADGATE_LIBRARY"] = "/nonexistent/libgradgate.so"
+        try:
+            with self.assertRaises(gradgate.LibraryNotFound) as caught:
+                _native._load()
+        finally:
+            os.environ["GRADGATE_LIBRARY"] = saved
+        self.assertIn("/nonexistent/libgradgate.so", str(caught.exception))
+        self.assertIn("GRADGATE_LIBRARY", str(caught.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
