@@ -73,6 +73,7 @@ std::string LocalJob::write_config(uint32_t rank) const {
       << "\n  min_compress_elements: " << options_.min_compress_elements << "\n"
       << "transport:\n  reconnect_min_ms: 10\n  reconnect_max_ms: 200\n"
       << "collective:\n  timeout_ms: " << options_.timeout_ms << "\n"
+      << "streams:\n  residual_memory_cap_bytes: " << options_.residual_memory_cap_bytes << "\n"
       << "logging:\n  level: " << options_.log_level << "\n";
   return path;
 }

@@ -20,6 +20,7 @@ struct LocalJobOptions {
   std::string collective = "auto";
   uint32_t timeout_ms = 20000;
   uint64_t min_compress_elements = 1024;
+  uint64_t residual_memory_cap_bytes = uint64_t{8} << 30;
   std::string log_level = "info";
   /// Gateways started by the constructor (ranks 0..n-1); the others wait for start_gateway().
   uint32_t started = ~0u;

@@ -59,10 +59,10 @@ void log_summary(const Gateway& gateway, const Transport& transport) {
                       : 0.0;
   spdlog::info(
       "workers {} tensors {} all-reduces {} errors {} raw_bytes {} wire_bytes {} wire/raw {:.4f} "
-      "residual_bytes {} peers_up {} rejected {} foreign {} late {}",
+      "union_elements {} residual_bytes {} peers_up {} rejected {} foreign {} late {}",
       stats.workers, stats.tensors, stats.allreduces, stats.allreduce_errors, stats.raw_bytes,
-      stats.wire_bytes, ratio, stats.residual_bytes, link.peers_up, link.rejected, link.foreign,
-      mail.late);
+      stats.wire_bytes, ratio, stats.union_elements, stats.residual_bytes, link.peers_up,
+      link.rejected, link.foreign, mail.late);
 }
 
 // Waits for SIGINT or SIGTERM (blocked in every thread), logging a summary now and then.

@@ -72,6 +72,22 @@ TEST(GatewayFaults, MissingLocalWorkerFailsTheOthersAtTheTimeout) {
       << lonely->log();
 }
 
+TEST(GatewayFaults, TensorOverTheResidualMemoryCapIsRefusedWithAClearError) {
+  auto options = job_options(2, 1, "topk:density=0.01");
+  options.residual_memory_cap_bytes = 100000;  // less than the 50000-element tensor's state
+  bench::LocalJob job(options);
+  auto worker = start_worker(job, 0, 0, kTensors, 1, 1, job.dir() + "/a0");
+  EXPECT_EQ(worker->wait_exit(milliseconds(20000)), 10 + 7) << worker->log();  // RESOURCE_EXHAUSTED
+  EXPECT_NE(worker->log().find("streams.residual_memory_cap_bytes"), std::string::npos)
+      << worker->log();
+  // Within the cap, the same gateways serve a smaller tensor.
+  const std::vector<TensorArg> small = {{"small", 5000, "fp32"}};
+  auto w0 = start_worker(job, 0, 0, small, 2, 1, job.dir() + "/b0");
+  auto w1 = start_worker(job, 1, 0, small, 2, 1, job.dir() + "/b1");
+  EXPECT_EQ(w0->wait_exit(milliseconds(20000)), 0) << w0->log();
+  EXPECT_EQ(w1->wait_exit(milliseconds(20000)), 0) << w1->log();
+}
+
 TEST(GatewayFaults, KilledWorkerReleasesItsSessionAndTensors) {
   bench::LocalJob job(job_options(2, 1, "topk:density=0.01"));
   auto doomed =
