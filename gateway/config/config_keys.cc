@@ -53,13 +53,6 @@ Status store_collective(GatewayConfig& config, std::string_view text) {
   return {};
 }
 
-Status store_aggregator_overlap(GatewayConfig& config, std::string_view text) {
-  auto value = parse_bool(text);
-  if (!value.ok()) return value.status();
-  config.aggregator_overlap = *value;
-  return {};
-}
-
 Status store_listen(GatewayConfig& config, std::string_view text) {
   auto listen = parse_endpoint(text);
   if (!listen.ok()) return listen.status();
@@ -79,7 +72,6 @@ constexpr ConfigKey kKeys[] = {
     {"compression.collective", false, store_collective, nullptr},
     {"compression.min_compress_elements", false, store_unsigned<&C::min_compress_elements, kU64Max>,
      nullptr},
-    {"compression.aggregator_overlap", false, store_aggregator_overlap, nullptr},
     {"transport.listen", false, store_listen, nullptr},
     {"transport.connect_timeout_ms", false, store_milliseconds<&C::connect_timeout>, nullptr},
     {"transport.reconnect_min_ms", false, store_milliseconds<&C::reconnect_min>, nullptr},

@@ -37,7 +37,6 @@ struct GatewayConfig {
   std::string codec = "topk:density=0.01";  // codec spec, see docs/codecs.md
   CollectiveMode collective = CollectiveMode::kAuto;
   uint64_t min_compress_elements = 1024;  // smaller tensors travel uncompressed (codec none)
-  bool aggregator_overlap = false;  // aggregator mode: workers prefer indices others also send
 
   // transport
   Endpoint listen;  // where peers connect; default: nodes[node_rank] with its port

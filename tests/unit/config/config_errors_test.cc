@@ -80,8 +80,6 @@ TEST(ConfigErrors, WrongValueTypes) {
   EXPECT_THAT(only_error_with("  local_workers: four\n"),
               StartsWith("gateway.yaml: job.local_workers: must be a non-negative integer, got "
                          "\"four\""));
-  EXPECT_THAT(only_error_with("compression:\n  aggregator_overlap: maybe\n"),
-              StartsWith("gateway.yaml: compression.aggregator_overlap: must be true or false"));
   EXPECT_THAT(only_error_with("compression:\n  collective: tree\n"),
               StartsWith("gateway.yaml: compression.collective: \"tree\" is not one of auto, "
                          "ring, allgather, aggregator"));

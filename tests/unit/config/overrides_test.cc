@@ -18,13 +18,11 @@ constexpr char kTwoNodes[] =
 TEST(Overrides, EnvironmentOverridesTheFile) {
   const auto config = parse(kTwoNodes, {{"GRADGATE_JOB_NODE_RANK", "1"},
                                         {"GRADGATE_COMPRESSION_CODEC", "topk:density=0.1"},
-                                        {"GRADGATE_TRANSPORT_RECONNECT_MAX_MS", "900"},
-                                        {"GRADGATE_COMPRESSION_AGGREGATOR_OVERLAP", "1"}});
+                                        {"GRADGATE_TRANSPORT_RECONNECT_MAX_MS", "900"}});
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->node_rank, 1u);
   EXPECT_EQ(config->codec, "topk:density=0.1");
   EXPECT_EQ(config->reconnect_max, std::chrono::milliseconds(900));
-  EXPECT_TRUE(config->aggregator_overlap);
 }
 
 TEST(Overrides, SetOverridesTheEnvironmentAndTheLastSetWins) {

@@ -23,7 +23,6 @@ TEST(ReadConfig, AbsentKeysKeepTheStructDefaults) {
   EXPECT_EQ(config->codec, defaults.codec);
   EXPECT_EQ(config->collective, defaults.collective);
   EXPECT_EQ(config->min_compress_elements, defaults.min_compress_elements);
-  EXPECT_EQ(config->aggregator_overlap, defaults.aggregator_overlap);
   EXPECT_EQ(config->connect_timeout, defaults.connect_timeout);
   EXPECT_EQ(config->reconnect_min, defaults.reconnect_min);
   EXPECT_EQ(config->reconnect_max, defaults.reconnect_max);
@@ -58,7 +57,6 @@ compression:
   codec: "qsgd:bits=4,workers=8"
   collective: ring
   min_compress_elements: 0
-  aggregator_overlap: true
 transport:
   listen: 0.0.0.0:4000
   connect_timeout_ms: 111
@@ -84,7 +82,6 @@ logging:
   EXPECT_EQ(config->codec, "qsgd:bits=4,workers=8");
   EXPECT_EQ(config->collective, CollectiveMode::kRing);
   EXPECT_EQ(config->min_compress_elements, 0u);
-  EXPECT_TRUE(config->aggregator_overlap);
   EXPECT_EQ(config->listen, (Endpoint{"0.0.0.0", 4000}));
   EXPECT_EQ(config->connect_timeout, std::chrono::milliseconds(111));
   EXPECT_EQ(config->reconnect_min, std::chrono::milliseconds(5));
