@@ -2,6 +2,7 @@
 //   gradgate gateway -c gateway.yaml [--set section.key=value ...] [--ready-file PATH]
 //   gradgate validate -c gateway.yaml [--set section.key=value ...]
 //   gradgate bench codecs [--codecs SPEC...] [--sizes N...] [--dists KIND...] [--json]
+//   gradgate bench allreduce [--sizes BYTES...] [--codecs SPEC...] [--gateways P...] [--json]
 //   gradgate version
 #include "commands.h"
 
