@@ -1,10 +1,15 @@
 #include "gateway/collective/mailbox.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
 namespace gradgate::gateway {
 namespace {
+
+// Bounds on what peers' abort messages may hold here: operations on file, bytes of a reason.
+constexpr size_t kMaxAborts = 4096;
+constexpr size_t kMaxAbortReasonBytes = 1024;
 
 std::string describe(const MailKey& key) {
   return std::string(message_kind_name(key.kind)) + " message (tensor " +
@@ -31,16 +36,22 @@ Status Mailbox::deliver(uint32_t from, std::vector<std::byte>&& message) {
     ++stats_.late;
     return {};
   }
+  const auto now = Clock::now();
   if (envelope->kind == MessageKind::kAbort) {
+    drop_expired_locked(now);
+    if (aborts_.size() >= kMaxAborts) {
+      ++stats_.refused;
+      return Status(ErrorCode::kResourceExhausted, "too many aborted operations on file");
+    }
     const auto payload = std::span<const std::byte>(message).subspan(kEnvelopeBytes);
+    const size_t shown = std::min(payload.size(), kMaxAbortReasonBytes);
     aborts_[{envelope->tensor_id, envelope->seq}] = {
         "gateway " + std::to_string(from) + " aborted the all-reduce: " +
-            std::string(reinterpret_cast<const char*>(payload.data()), payload.size()),
-        Clock::now()};
+            std::string(reinterpret_cast<const char*>(payload.data()), shown),
+        now};
     changed_.notify_all();
     return {};
   }
-  const auto now = Clock::now();
   drop_expired_locked(now);
   if (stats_.stored_bytes + message.size() > cap_bytes_) {
     ++stats_.refused;

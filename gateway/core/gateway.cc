@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -47,7 +48,9 @@ uint32_t tensor_id_of(const std::string& name) {
 Gateway::Gateway(GatewayConfig config, Transport& transport)
     : config_(std::move(config)),
       transport_(transport),
-      mailbox_(static_cast<uint32_t>(config_.nodes.size()), config_.send_queue_bytes,
+      // Every peer may have up to a send queue's worth of messages on their way to us.
+      mailbox_(static_cast<uint32_t>(config_.nodes.size()),
+               config_.send_queue_bytes * std::max<size_t>(1, config_.nodes.size() - 1),
                config_.timeout * 2),
       engine_({config_.node_rank, static_cast<uint32_t>(config_.nodes.size()), config_.job_id,
                config_.timeout},
@@ -115,9 +118,7 @@ void Gateway::stop() {
     if (stopping_) return;
     stopping_ = true;
     for (auto& [id, tensor] : tensors_) {
-      if (!tensor.running) {
-        fail_waiting_locked(tensor, Status(ErrorCode::kAborted, "the gateway is stopping"), calls);
-      }
+      fail_waiting_locked(tensor, Status(ErrorCode::kAborted, "the gateway is stopping"), calls);
     }
   }
   stopping_changed_.notify_all();
@@ -224,6 +225,7 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
   tensor.buffers.assign(config_.local_workers, WorkerBuffer{});
   tensor.buffers[local_rank] = buffer;
   tensor.waiting.resize(config_.local_workers);
+  tensor.in_flight.resize(config_.local_workers);
   tensor.node_sum.resize(spec.elements);
   tensor.memory_bytes = memory;
   stats_.residual_bytes += memory;
@@ -245,7 +247,7 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
     refused = Status(ErrorCode::kNotFound, "tensor key " + std::to_string(key) +
                                                " is not declared by local worker " +
                                                std::to_string(local_rank));
-  } else if (found->second.waiting[local_rank]) {
+  } else if (found->second.waiting[local_rank] || found->second.in_flight[local_rank]) {
     refused = Status(ErrorCode::kInvalidArgument,
                      "tensor \"" + found->second.spec.name +
                          "\" already has an all-reduce in flight for this worker");
@@ -265,13 +267,27 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
 }
 
 void Gateway::start_if_ready_locked(Tensor& tensor) {
-  if (tensor.running) return;
+  if (tensor.running || stopping_) return;
   for (uint32_t rank = 0; rank < tensor.waiting.size(); ++rank) {
     if (!tensor.waiting[rank]) return;
   }
+  tensor.in_flight.swap(tensor.waiting);
   tensor.running = true;
   ++running_;
-  std::thread([this, id = tensor.id] { run(id); }).detach();
+  try {
+    std::thread([this, id = tensor.id] { run(id); }).detach();
+  } catch (const std::system_error& error) {
+    tensor.running = false;
+    --running_;
+    tensor.waiting.swap(tensor.in_flight);
+    std::vector<std::function<void()>> calls;
+    fail_waiting_locked(tensor,
+                        Status(ErrorCode::kResourceExhausted,
+                               std::string("cannot start the all-reduce: ") + error.what()),
+                        calls);
+    // Completed from a thread of their own: this one holds the lock.
+    for (auto& call : calls) std::thread(std::move(call)).detach();
+  }
 }
 
 void Gateway::run(uint32_t id) {
@@ -281,7 +297,12 @@ void Gateway::run(uint32_t id) {
   sum_worker_buffers(tensor.buffers, tensor.spec.dtype, tensor.node_sum);
   AllreduceOp op{id, seq, 0, tensor.node_sum, tensor.codec, &tensor.streams};
   lock.unlock();
-  Result<AllreduceReport> report = engine_.allreduce(op);
+  Result<AllreduceReport> report = Status(ErrorCode::kInternal, "no result");
+  try {
+    report = engine_.allreduce(op);
+  } catch (const std::exception& error) {  // bad_alloc: fail the step, keep the daemon
+    report = Status(ErrorCode::kResourceExhausted, std::string("all-reduce: ") + error.what());
+  }
   lock.lock();
   finish(tensor, report, seq, lock);
 }
@@ -289,8 +310,11 @@ void Gateway::run(uint32_t id) {
 void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint64_t seq,
                      std::unique_lock<std::mutex>& lock) {
   if (report.ok()) {
-    for (const WorkerBuffer& buffer : tensor.buffers) {
-      if (buffer.data != nullptr) write_worker_buffer(tensor.node_sum, tensor.spec.dtype, buffer);
+    for (uint32_t rank = 0; rank < tensor.buffers.size(); ++rank) {
+      // Only to the workers of this step: one that left and came back has a new buffer.
+      if (tensor.in_flight[rank] && tensor.buffers[rank].data != nullptr) {
+        write_worker_buffer(tensor.node_sum, tensor.spec.dtype, tensor.buffers[rank]);
+      }
     }
     ++stats_.allreduces;
     stats_.raw_bytes += tensor.spec.elements * sizeof(float);
@@ -302,17 +326,22 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
   }
   const AllreduceOutcome outcome = outcome_of(report, seq, tensor.spec.elements);
   std::vector<Done> done;
-  for (auto& waiting : tensor.waiting) {
-    if (waiting) done.push_back(std::exchange(waiting, nullptr));
+  for (auto& in_flight : tensor.in_flight) {
+    if (in_flight) done.push_back(std::exchange(in_flight, nullptr));
   }
   tensor.next_seq = seq + 1;
   tensor.running = false;
   const uint32_t id = tensor.id;
-  release_if_unused_locked(id);
-  --running_;
-  idle_.notify_all();
   lock.unlock();
   for (auto& call : done) call(outcome);
+  lock.lock();
+  if (auto found = tensors_.find(id); found != tensors_.end()) {
+    release_if_unused_locked(id);
+    if (auto again = tensors_.find(id); again != tensors_.end())
+      start_if_ready_locked(again->second);
+  }
+  --running_;
+  idle_.notify_all();
 }
 
 void Gateway::fail_waiting_locked(Tensor& tensor, const Status& why,
@@ -340,14 +369,13 @@ void Gateway::on_worker_left(uint32_t local_rank) {
     for (auto& [id, tensor] : tensors_) {
       tensor.buffers[local_rank] = WorkerBuffer{};
       tensor.waiting[local_rank] = nullptr;  // its session is gone: nobody to tell
-      if (!tensor.running) {
-        fail_waiting_locked(
-            tensor,
-            Status(ErrorCode::kAborted, "local worker " + std::to_string(local_rank) +
-                                            " left before taking part in the all-reduce of \"" +
-                                            tensor.spec.name + "\""),
-            calls);
-      }
+      tensor.in_flight[local_rank] = nullptr;
+      fail_waiting_locked(
+          tensor,
+          Status(ErrorCode::kAborted, "local worker " + std::to_string(local_rank) +
+                                          " left before taking part in the all-reduce of \"" +
+                                          tensor.spec.name + "\""),
+          calls);
       ids.push_back(id);
     }
     for (uint32_t id : ids) release_if_unused_locked(id);

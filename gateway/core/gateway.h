@@ -75,7 +75,8 @@ class Gateway final : public IngressHandler {
     const kernels::Codec* codec = nullptr;
     TensorStreams streams;
     std::vector<WorkerBuffer> buffers;  // by local rank; data == nullptr: not declared (any more)
-    std::vector<Done> waiting;          // by local rank
+    std::vector<Done> waiting;          // by local rank: asked for the next step
+    std::vector<Done> in_flight;        // by local rank: taking part in the running step
     uint64_t next_seq = 0;
     bool running = false;
     std::vector<float> node_sum;

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "client_state.h"
 #include "ingress_fixture.h"
 #include "worker_process.h"
 
@@ -49,13 +50,14 @@ TEST_F(IngressTest, ClosingTheClientEndsWaitsInOtherThreads) {
   ASSERT_EQ(gg_declare(client, "hold", 16, GG_FP32, 0, 0, 0.0, &tensor), GG_OK);
   gg_request* request = nullptr;
   ASSERT_EQ(gg_allreduce(tensor, &request), GG_OK);
-  std::promise<void> waiting;
-  auto waited = std::async(std::launch::async, [request, &waiting] {
-    EXPECT_EQ(gg_wait(request, 0, nullptr), GG_TIMEOUT);
-    waiting.set_value();
-    return gg_wait(request, -1, nullptr);
-  });
-  waiting.get_future().wait();
+  EXPECT_EQ(gg_wait(request, 0, nullptr), GG_TIMEOUT);
+  auto waited = std::async(std::launch::async, [request] { return gg_wait(request, -1, nullptr); });
+  // gg_close ends waits that are under way (a wait begun after it would use a freed handle):
+  // close once the other thread is inside gg_wait.
+  ASSERT_TRUE(poll_until([&] {
+    std::lock_guard lock(client->mu);
+    return client->waiters == 1;
+  }));
   ASSERT_EQ(gg_close(client), GG_OK);
   ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready);
   EXPECT_EQ(waited.get(), GG_CLOSED);
