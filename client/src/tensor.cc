@@ -1,4 +1,5 @@
 // gg_declare and the accessors of a tensor's shared buffer.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -21,13 +22,19 @@ std::shared_ptr<SharedBuffer> create_buffer(const proto::Declare& spec, size_t b
   buffer->name = spec.name;
   buffer->elements = spec.elements;
   buffer->dtype = static_cast<gg_dtype>(spec.dtype);
-  buffer->fd = memfd_create("gradgate-tensor", MFD_CLOEXEC);
+  buffer->fd = memfd_create("gradgate-tensor", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (buffer->fd < 0) {
     error = std::string("memfd_create: ") + std::strerror(errno);
     return nullptr;
   }
   if (ftruncate(buffer->fd, static_cast<off_t>(bytes)) != 0) {
     error = "ftruncate to " + std::to_string(bytes) + " bytes: " + std::strerror(errno);
+    return nullptr;
+  }
+  // The gateway maps the buffer too: sealed at its size, it can never shrink under the gateway's
+  // feet (which would kill the gateway with SIGBUS).
+  if (fcntl(buffer->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
+    error = std::string("sealing the buffer: ") + std::strerror(errno);
     return nullptr;
   }
   void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, buffer->fd, 0);

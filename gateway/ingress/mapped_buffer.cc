@@ -1,5 +1,6 @@
 #include "gateway/ingress/mapped_buffer.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,6 +39,14 @@ Result<MappedBuffer> map_worker_buffer(int fd, size_t expected_bytes) {
                       (S_ISREG(st.st_mode) ? std::to_string(st.st_size) + " bytes"
                                            : std::string("not a regular file")) +
                       ", the tensor needs " + std::to_string(expected_bytes));
+  }
+  // Unless the size is sealed, the worker could shrink the file while the gateway reads it,
+  // and the gateway would die of SIGBUS.
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    close(fd);
+    return Status(ErrorCode::kInvalidArgument,
+                  "the buffer's descriptor is not a memfd sealed with F_SEAL_SHRINK");
   }
   void* data = mmap(nullptr, expected_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int error = errno;

@@ -156,6 +156,16 @@ TEST_F(MalformedTest, DeclareWithoutOrWithAWrongDescriptorIsAProtocolError) {
     EXPECT_NE(message.find("15 bytes, the tensor needs 16"), std::string::npos) << message;
   }
   {
+    // The right size but not sealed: the worker could shrink it under the gateway.
+    RawConnection raw(socket_path_);
+    raw.hello(0);
+    const int fd = memfd_of(16);
+    ASSERT_TRUE(raw.send(proto::encode(2, declare_of(4)), fd));
+    close(fd);
+    const std::string message = raw.expect_error_then_eof();
+    EXPECT_NE(message.find("F_SEAL_SHRINK"), std::string::npos) << message;
+  }
+  {
     RawConnection raw(socket_path_);
     raw.hello(0);
     int pipe_fds[2];
@@ -165,8 +175,8 @@ TEST_F(MalformedTest, DeclareWithoutOrWithAWrongDescriptorIsAProtocolError) {
     close(pipe_fds[1]);
     EXPECT_NE(raw.expect_error_then_eof().find("not a regular file"), std::string::npos);
   }
-  EXPECT_EQ(server_->stats().protocol_errors, 3u);
-  EXPECT_TRUE(handler_.wait_until([&] { return handler_.left.size() == 3; }));
+  EXPECT_EQ(server_->stats().protocol_errors, 4u);
+  EXPECT_TRUE(handler_.wait_until([&] { return handler_.left.size() == 4; }));
   EXPECT_EQ(server_->stats().mapped_bytes, 0u);
   expect_good_client_served();
 }
