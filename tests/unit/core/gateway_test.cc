@@ -1,0 +1,88 @@
+// The gateway core driven as the ingress drives it, in process: which worker gets which step.
+#include "gateway/core/gateway.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+#include "gateway/transport/tcp_transport.h"
+
+namespace gradgate::gateway {
+namespace {
+
+// Collects the outcome of one request.
+class Outcome {
+ public:
+  std::function<void(AllreduceOutcome)> callback() {
+    return [this](AllreduceOutcome outcome) {
+      std::lock_guard lock(mutex_);
+      outcome_ = std::move(outcome);
+      changed_.notify_all();
+    };
+  }
+  std::optional<AllreduceOutcome> wait(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, limit, [&] { return outcome_.has_value(); });
+    return outcome_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::optional<AllreduceOutcome> outcome_;
+};
+
+GatewayConfig two_node_config() {
+  GatewayConfig config;
+  config.nodes = {{"127.0.0.1", 0}, {"127.0.0.1", 0}};  // gateway 1 never comes
+  config.local_workers = 2;
+  config.codec = "none";
+  config.timeout = std::chrono::milliseconds(1000);
+  return config;
+}
+
+TEST(GatewayCore, WorkerThatRejoinsMidStepIsNotGivenThatStepsResult) {
+  const GatewayConfig config = two_node_config();
+  TcpTransportOptions options;
+  options.rank = 0;
+  options.peers = config.nodes;
+  options.listen = {"127.0.0.1", 0};
+  TcpTransport transport(options);
+  Gateway gateway(config, transport);
+  ASSERT_TRUE(gateway.start().ok());
+
+  std::vector<float> buffer0(2048, 1.0f), buffer1(2048, 2.0f), rejoined(2048, 5.0f);
+  const TensorSpec spec{"w", 2048, Dtype::kFp32, 0, 0, 0.0};
+  ASSERT_TRUE(gateway.on_worker_joined(0).ok());
+  ASSERT_TRUE(gateway.on_worker_joined(1).ok());
+  auto key = gateway.on_declare(0, spec, {reinterpret_cast<std::byte*>(buffer0.data()), 8192});
+  ASSERT_TRUE(key.ok());
+  ASSERT_TRUE(
+      gateway.on_declare(1, spec, {reinterpret_cast<std::byte*>(buffer1.data()), 8192}).ok());
+  Outcome first0, first1, second1;
+  gateway.on_allreduce(0, *key, first0.callback());
+  gateway.on_allreduce(1, *key, first1.callback());  // step 0 runs, waiting for gateway 1
+
+  gateway.on_worker_left(1);  // worker 1 dies mid-step and comes back
+  ASSERT_TRUE(gateway.on_worker_joined(1).ok());
+  ASSERT_TRUE(
+      gateway.on_declare(1, spec, {reinterpret_cast<std::byte*>(rejoined.data()), 8192}).ok());
+  gateway.on_allreduce(1, *key, second1.callback());
+
+  const auto step0 = first0.wait(std::chrono::seconds(20));
+  ASSERT_TRUE(step0.has_value());
+  EXPECT_FALSE(step0->status.ok());  // gateway 1 never came: timeout
+  EXPECT_EQ(step0->step, 0u);
+  // The rejoined worker's request belongs to the next step, not to the one that ran.
+  const auto next = second1.wait(std::chrono::seconds(20));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_FALSE(next->status.ok());
+  EXPECT_EQ(next->step, 1u) << next->status.to_string();
+  EXPECT_EQ(rejoined, std::vector<float>(2048, 5.0f)) << "step 0 wrote into the new buffer";
+  gateway.stop();
+}
+
+}  // namespace
+}  // namespace gradgate::gateway
