@@ -10,6 +10,11 @@ namespace {
 // Bounds on what peers' abort messages may hold here: operations on file, bytes of a reason.
 constexpr size_t kMaxAborts = 4096;
 constexpr size_t kMaxAbortReasonBytes = 1024;
+// What one filed message costs beyond its bytes (map node, vector), counted against the cap so
+// that a flood of tiny messages is bounded too.
+constexpr size_t kEntryOverheadBytes = 128;
+// Expired messages are looked for at most this often (a scan of everything filed).
+constexpr auto kExpiryInterval = std::chrono::milliseconds(100);
 
 std::string describe(const MailKey& key) {
   return std::string(message_kind_name(key.kind)) + " message (tensor " +
@@ -53,7 +58,7 @@ Status Mailbox::deliver(uint32_t from, std::vector<std::byte>&& message) {
     return {};
   }
   drop_expired_locked(now);
-  if (stats_.stored_bytes + message.size() > cap_bytes_) {
+  if (stats_.stored_bytes + message.size() + kEntryOverheadBytes > cap_bytes_) {
     ++stats_.refused;
     return Status(ErrorCode::kResourceExhausted,
                   "mailbox holds " + std::to_string(stats_.stored_bytes) + " bytes; a message of " +
@@ -62,7 +67,7 @@ Status Mailbox::deliver(uint32_t from, std::vector<std::byte>&& message) {
   }
   const MailKey key{envelope->tensor_id, envelope->seq,   envelope->kind,
                     envelope->phase,     envelope->chunk, from};
-  const size_t bytes = message.size();
+  const size_t bytes = message.size() + kEntryOverheadBytes;
   auto [it, inserted] = filed_.try_emplace(key, Stored{Mail{std::move(message)}, now});
   if (!inserted) {
     ++stats_.refused;
@@ -102,7 +107,7 @@ Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
     }
     if (auto it = filed_.find(key); it != filed_.end()) {
       Mail mail = std::move(it->second.mail);
-      stats_.stored_bytes -= mail.bytes.size();
+      stats_.stored_bytes -= mail.bytes.size() + kEntryOverheadBytes;
       filed_.erase(it);
       return mail;
     }
@@ -169,6 +174,8 @@ MailboxStats Mailbox::stats() const {
 }
 
 void Mailbox::drop_expired_locked(Clock::time_point now) {
+  if (now - last_expiry_ < kExpiryInterval) return;
+  last_expiry_ = now;
   std::erase_if(aborts_, [&](const auto& entry) { return now - entry.second.arrived > max_age_; });
   for (auto it = filed_.begin(); it != filed_.end();) {
     if (now - it->second.arrived > max_age_) {
@@ -181,7 +188,7 @@ void Mailbox::drop_expired_locked(Clock::time_point now) {
 }
 
 void Mailbox::erase_locked(std::map<MailKey, Stored>::iterator it) {
-  stats_.stored_bytes -= it->second.mail.bytes.size();
+  stats_.stored_bytes -= it->second.mail.bytes.size() + kEntryOverheadBytes;
   filed_.erase(it);
 }
 

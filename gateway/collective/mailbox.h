@@ -48,7 +48,7 @@ struct MailboxStats {
   uint64_t delivered = 0;
   uint64_t late = 0;          // for operations already finished: dropped
   uint64_t refused = 0;       // malformed or over the memory cap
-  uint64_t stored_bytes = 0;  // gauge
+  uint64_t stored_bytes = 0;  // gauge: message bytes and a fixed overhead per message
 };
 
 class Mailbox {
@@ -108,6 +108,7 @@ class Mailbox {
   std::vector<bool> up_;
   std::vector<uint64_t> down_counts_;
   bool shut_down_ = false;
+  Clock::time_point last_expiry_{};
   MailboxStats stats_;
 };
 

@@ -26,7 +26,9 @@ TEST(Mailbox, FilesAndTakesByKey) {
 }
 
 TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
-  Mailbox mailbox(2, 100, std::chrono::seconds(60));
+  // Each message costs its bytes and a fixed overhead: the first (28 bytes) fits, a second of
+  // 124 bytes would not.
+  Mailbox mailbox(2, 400, std::chrono::seconds(60));
   EXPECT_EQ(mailbox.deliver(1, std::vector<std::byte>(10)).code(), ErrorCode::kMalformedFrame);
   EXPECT_EQ(mailbox.deliver(7, message(MessageKind::kGather, 1, 0)).code(),
             ErrorCode::kMalformedFrame);
@@ -36,6 +38,13 @@ TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
   EXPECT_EQ(mailbox.deliver(1, message(MessageKind::kGather, 1, 1, 100)).code(),
             ErrorCode::kResourceExhausted);
   EXPECT_EQ(mailbox.stats().refused, 4u);
+  // A flood of empty messages is bounded by the overhead alone.
+  Mailbox small(2, 1000, std::chrono::seconds(60));
+  int filed = 0;
+  for (uint64_t seq = 0; seq < 100; ++seq) {
+    filed += small.deliver(1, message(MessageKind::kGather, 1, seq, 0)).ok() ? 1 : 0;
+  }
+  EXPECT_EQ(filed, 6);  // 1000 / (24 + 128)
 }
 
 TEST(Mailbox, DropsMessagesOfFinishedOperations) {
