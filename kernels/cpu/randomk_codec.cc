@@ -13,7 +13,7 @@
 #include "gradgate/kernels/philox.h"
 #include "loops.h"
 #include "topk_select.h"
-#include "wire_io.h"
+#include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels::cpu {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "codecs.h"
 #include "loops.h"
-#include "wire_io.h"
+#include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels::cpu {
 namespace {

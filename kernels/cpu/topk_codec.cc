@@ -15,7 +15,7 @@
 #include "gradgate/kernels/half.h"
 #include "loops.h"
 #include "topk_select.h"
-#include "wire_io.h"
+#include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels::cpu {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "gradgate/kernels/crc32c.h"
-#include "wire_io.h"
+#include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels {
 namespace {

@@ -3,24 +3,13 @@
 #include <algorithm>
 #include <string>
 
+#include "gradgate/kernels/wire_io.h"
+
 namespace gradgate::gateway::tcp {
 namespace {
 
 constexpr std::array<std::byte, 4> kMagic = {std::byte{'G'}, std::byte{'G'}, std::byte{'T'},
                                              std::byte{'1'}};
-
-template <typename T>
-void store_le(std::byte* out, T value) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) out[i] = std::byte(value >> (8 * i));
-}
-
-template <typename T>
-T load_le(const std::byte* in) {
-  T value = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i)
-    value |= T(std::to_integer<uint8_t>(in[i])) << (8 * i);
-  return value;
-}
 
 }  // namespace
 
@@ -28,8 +17,8 @@ HandshakeBytes encode_handshake(const Hello& hello) {
   HandshakeBytes bytes{};
   std::copy(kMagic.begin(), kMagic.end(), bytes.begin());
   bytes[4] = std::byte{kProtocolVersion};
-  store_le(&bytes[5], hello.job_id);
-  store_le(&bytes[13], hello.rank);
+  kernels::wire::store(&bytes[5], hello.job_id);
+  kernels::wire::store(&bytes[13], hello.rank);
   return bytes;
 }
 
@@ -43,18 +32,18 @@ Result<Hello> decode_handshake(std::span<const std::byte, kHandshakeBytes> bytes
                                                 std::to_string(version) + ", expected " +
                                                 std::to_string(kProtocolVersion));
   }
-  return Hello{load_le<uint64_t>(&bytes[5]), load_le<uint32_t>(&bytes[13])};
+  return Hello{kernels::wire::load<uint64_t>(&bytes[5]), kernels::wire::load<uint32_t>(&bytes[13])};
 }
 
 LengthPrefix encode_length(uint32_t length) {
   LengthPrefix bytes{};
-  store_le(bytes.data(), length);
+  kernels::wire::store(bytes.data(), length);
   return bytes;
 }
 
 Result<uint32_t> decode_length(std::span<const std::byte, kLengthPrefixBytes> bytes,
                                uint64_t max_message_bytes) {
-  const auto length = load_le<uint32_t>(bytes.data());
+  const auto length = kernels::wire::load<uint32_t>(bytes.data());
   if (length == 0 || length > max_message_bytes) {
     return Status(ErrorCode::kMalformedFrame, "message length " + std::to_string(length) +
                                                   " is outside [1, " +

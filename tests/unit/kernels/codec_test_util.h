@@ -18,7 +18,7 @@
 #include "gradgate/kernels/frame.h"
 #include "gradgate/kernels/status.h"
 #include "loops.h"
-#include "wire_io.h"
+#include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels::test_util {
 

@@ -25,7 +25,7 @@
 #include "gradgate/kernels/half.h"
 #include "gradgate/kernels/status.h"
 #include "gradient_data.h"
-#include "wire_io.h"
+#include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels {
 namespace {

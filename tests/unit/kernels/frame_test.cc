@@ -15,7 +15,7 @@
 #include "gradgate/kernels/crc32c.h"
 #include "gradgate/kernels/frame.h"
 #include "gradgate/kernels/status.h"
-#include "wire_io.h"
+#include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels {
 namespace {

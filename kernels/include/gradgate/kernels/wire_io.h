@@ -1,5 +1,6 @@
-// Little-endian loads and stores of wire fields. The wire format is little-endian and so are all
-// supported hosts (x86-64, aarch64), so a memcpy is the whole conversion.
+// Little-endian loads and stores of wire fields (frames, the gateways' envelopes and handshakes).
+// The wire format is little-endian and so are all supported hosts (x86-64, aarch64), so a memcpy
+// is the whole conversion.
 #pragma once
 
 #include <bit>
