@@ -65,12 +65,18 @@ void log_summary(const Gateway& gateway, const Transport& transport) {
       link.rejected, link.foreign, mail.late);
 }
 
-// Waits for SIGINT or SIGTERM (blocked in every thread), logging a summary now and then.
-void wait_for_stop_signal(const Gateway& gateway, const Transport& transport, double interval) {
+// SIGINT and SIGTERM: what stops the daemon.
+sigset_t stop_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  return signals;
+}
+
+// Waits for a stop signal (blocked in every thread), logging a summary now and then.
+void wait_for_stop_signal(const Gateway& gateway, const Transport& transport, double interval) {
+  const sigset_t signals = stop_signals();
   const double wait = interval > 0 ? interval : 3600.0;
   timespec timeout{static_cast<time_t>(wait), static_cast<long>((wait - std::floor(wait)) * 1e9)};
   for (;;) {
@@ -106,12 +112,9 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   // Block the stop signals before any thread starts, so that only sigtimedwait receives them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  sigset_t blocked = stop_signals();
+  sigaddset(&blocked, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
 
   TcpTransport transport(transport_options(config));
   Gateway gateway(config, transport);

@@ -263,10 +263,13 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
     tensor.first_waiting = std::chrono::steady_clock::now();
   }
   tensor.waiting[local_rank] = std::move(done);
-  start_if_ready_locked(tensor);
+  std::vector<std::function<void()>> calls;
+  start_if_ready_locked(tensor, calls);
+  lock.unlock();
+  for (auto& call : calls) call();
 }
 
-void Gateway::start_if_ready_locked(Tensor& tensor) {
+void Gateway::start_if_ready_locked(Tensor& tensor, std::vector<std::function<void()>>& calls) {
   if (tensor.running || stopping_) return;
   for (uint32_t rank = 0; rank < tensor.waiting.size(); ++rank) {
     if (!tensor.waiting[rank]) return;
@@ -280,13 +283,10 @@ void Gateway::start_if_ready_locked(Tensor& tensor) {
     tensor.running = false;
     --running_;
     tensor.waiting.swap(tensor.in_flight);
-    std::vector<std::function<void()>> calls;
     fail_waiting_locked(tensor,
                         Status(ErrorCode::kResourceExhausted,
                                std::string("cannot start the all-reduce: ") + error.what()),
                         calls);
-    // Completed from a thread of their own: this one holds the lock.
-    for (auto& call : calls) std::thread(std::move(call)).detach();
   }
 }
 
@@ -335,12 +335,15 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
   lock.unlock();
   for (auto& call : done) call(outcome);
   lock.lock();
+  std::vector<std::function<void()>> calls;
+  release_if_unused_locked(id);
   if (auto found = tensors_.find(id); found != tensors_.end()) {
-    release_if_unused_locked(id);
-    if (auto again = tensors_.find(id); again != tensors_.end())
-      start_if_ready_locked(again->second);
+    start_if_ready_locked(found->second, calls);  // the next step may be waiting already
   }
-  --running_;
+  lock.unlock();
+  for (auto& call : calls) call();
+  lock.lock();
+  --running_;  // last: stop() returns only after every completion of this step was made
   idle_.notify_all();
 }
 

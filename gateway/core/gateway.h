@@ -85,7 +85,9 @@ class Gateway final : public IngressHandler {
   };
 
   Status check_spec(const TensorSpec& spec) const;
-  void start_if_ready_locked(Tensor& tensor);
+  /// Starts the step when every local worker asked; `calls` gets the completions to make once
+  /// the lock is released (when the step cannot start).
+  void start_if_ready_locked(Tensor& tensor, std::vector<std::function<void()>>& calls);
   void run(uint32_t id);
   void finish(Tensor& tensor, const Result<AllreduceReport>& report, uint64_t seq,
               std::unique_lock<std::mutex>& lock);

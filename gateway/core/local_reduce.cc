@@ -18,6 +18,14 @@ void add_16bit(const std::byte* data, std::span<float> sum, bool first, Convert 
   }
 }
 
+template <typename Convert>
+void write_16bit(std::span<const float> values, std::byte* data, Convert convert) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t bits = convert(values[i]);
+    std::memcpy(data + 2 * i, &bits, 2);
+  }
+}
+
 }  // namespace
 
 void sum_worker_buffers(std::span<const WorkerBuffer> buffers, Dtype dtype, std::span<float> sum) {
@@ -52,17 +60,9 @@ void write_worker_buffer(std::span<const float> values, Dtype dtype, WorkerBuffe
       std::memcpy(buffer.data, values.data(), values.size_bytes());
       return;
     case Dtype::kFp16:
-      for (size_t i = 0; i < values.size(); ++i) {
-        const uint16_t bits = kernels::float_to_fp16(values[i]);
-        std::memcpy(buffer.data + 2 * i, &bits, 2);
-      }
-      return;
+      return write_16bit(values, buffer.data, kernels::float_to_fp16);
     case Dtype::kBf16:
-      for (size_t i = 0; i < values.size(); ++i) {
-        const uint16_t bits = kernels::float_to_bf16(values[i]);
-        std::memcpy(buffer.data + 2 * i, &bits, 2);
-      }
-      return;
+      return write_16bit(values, buffer.data, kernels::float_to_bf16);
   }
 }
 
