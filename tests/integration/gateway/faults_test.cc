@@ -1,19 +1,16 @@
 // Bad days: a gateway killed or hung mid all-reduce, a worker killed mid call, a peer that sends
 // garbage. Every waiting worker gets an error within the timeout, the daemons stay up, and the
 // job works again afterwards.
-#include <arpa/inet.h>
-#include <netinet/in.h>
+
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "gateway/collective/envelope.h"
-#include "gateway/transport/tcp/wire.h"
 #include "job.h"
+#include "transport_test_support.h"  // RawPeer: a gateway that misbehaves
 
 namespace gradgate::gateway::testing {
 namespace {
@@ -103,29 +100,14 @@ TEST(GatewayFaults, KilledWorkerReleasesItsSessionAndTensors) {
   EXPECT_EQ(w1->wait_exit(milliseconds(60000)), 0) << w1->log();
 }
 
-// Connects to 127.0.0.1:port as gateway `rank` of job 77, sends one framed message, closes.
+// Connects to 127.0.0.1:port as gateway `rank` of job 77, sends one framed message and waits
+// until the gateway resets the connection.
 bool send_as_peer(uint16_t port, uint32_t rank, const std::vector<std::byte>& message) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  const auto hello = tcp::encode_handshake({77, rank});
-  ok = ok && ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) == ssize_t(hello.size());
-  std::array<std::byte, tcp::kHandshakeBytes> answer;
-  ok = ok && ::recv(fd, answer.data(), answer.size(), MSG_WAITALL) == ssize_t(answer.size());
-  const auto length = tcp::encode_length(static_cast<uint32_t>(message.size()));
-  std::vector<std::byte> framed(length.begin(), length.end());
-  framed.insert(framed.end(), message.begin(), message.end());
-  ok = ok && ::send(fd, framed.data(), framed.size(), MSG_NOSIGNAL) == ssize_t(framed.size());
-  // The gateway resets the connection: wait for that (bounded by the socket's timeout).
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  std::byte sink;
-  (void)::recv(fd, &sink, 1, 0);
-  ::close(fd);
-  return ok;
+  RawPeer peer(port);
+  tcp::Hello answer;
+  return peer.connected() && peer.send_hello(77, rank) && peer.read_hello(&answer) &&
+         peer.send_frame(static_cast<uint32_t>(message.size()), message) &&
+         peer.read_until_closed() >= 0;
 }
 
 TEST(GatewayFaults, TenThousandCorruptedFramesAreCountedAndTheDaemonStaysUp) {

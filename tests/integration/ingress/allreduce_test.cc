@@ -155,12 +155,8 @@ TEST_F(IngressTest, WaitTimesOutAndALaterWaitSucceeds) {
 }
 
 TEST_F(IngressTest, ErrorsCarryTheirCodeAndMessageToTheClient) {
-  gg_client* client = connect(0);
-  ASSERT_NE(client, nullptr);
-  gg_tensor* tensor = nullptr;
-  ASSERT_EQ(gg_declare(client, "fail-net", 16, GG_FP32, 0, 0, 0.0, &tensor), GG_OK);
-  gg_request* request = nullptr;
-  ASSERT_EQ(gg_allreduce(tensor, &request), GG_OK);
+  auto [client, tensor, request] = start_allreduce("fail-net", 16);
+  ASSERT_NE(request, nullptr);
   EXPECT_EQ(gg_wait(request, 10000, nullptr), GG_PEER_FAILED);
   const std::string message = gg_last_error();
   EXPECT_NE(message.find("gg_wait(\"fail-net\")"), std::string::npos) << message;

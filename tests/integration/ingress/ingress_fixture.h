@@ -66,6 +66,25 @@ class IngressTest : public ::testing::Test {
     return client;
   }
 
+  /// A client that declared one fp32 tensor and started its all-reduce; request is null when a
+  /// step failed (the failure is reported).
+  struct Started {
+    gg_client* client = nullptr;
+    gg_tensor* tensor = nullptr;
+    gg_request* request = nullptr;
+  };
+  Started start_allreduce(const char* name, uint64_t elements, uint32_t local_rank = 0) {
+    Started started;
+    started.client = connect(local_rank);
+    if (started.client == nullptr) return started;
+    EXPECT_EQ(gg_declare(started.client, name, elements, GG_FP32, 0, 0, 0.0, &started.tensor),
+              GG_OK)
+        << gg_last_error();
+    if (started.tensor == nullptr) return started;
+    EXPECT_EQ(gg_allreduce(started.tensor, &started.request), GG_OK) << gg_last_error();
+    return started;
+  }
+
   TempDir dir_;
   std::string socket_path_;
   DoublingHandler handler_;

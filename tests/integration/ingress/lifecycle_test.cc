@@ -16,12 +16,8 @@ namespace {
 using std::chrono::seconds;
 
 TEST_F(IngressTest, GatewayStoppingEndsPendingWaitsWithClosed) {
-  gg_client* client = connect(0);
-  ASSERT_NE(client, nullptr);
-  gg_tensor* tensor = nullptr;
-  ASSERT_EQ(gg_declare(client, "hold", 16, GG_FP32, 0, 0, 0.0, &tensor), GG_OK);
-  gg_request* request = nullptr;
-  ASSERT_EQ(gg_allreduce(tensor, &request), GG_OK);
+  auto [client, tensor, request] = start_allreduce("hold", 16);
+  ASSERT_NE(request, nullptr);
   ASSERT_TRUE(handler_.wait_until([&] { return handler_.held_count() == 1; }));
   auto waited = std::async(std::launch::async, [request] {
     const gg_status status = gg_wait(request, -1, nullptr);
@@ -44,12 +40,8 @@ TEST_F(IngressTest, GatewayStoppingEndsPendingWaitsWithClosed) {
 }
 
 TEST_F(IngressTest, ClosingTheClientEndsWaitsInOtherThreads) {
-  gg_client* client = connect(0);
-  ASSERT_NE(client, nullptr);
-  gg_tensor* tensor = nullptr;
-  ASSERT_EQ(gg_declare(client, "hold", 16, GG_FP32, 0, 0, 0.0, &tensor), GG_OK);
-  gg_request* request = nullptr;
-  ASSERT_EQ(gg_allreduce(tensor, &request), GG_OK);
+  auto [client, tensor, request] = start_allreduce("hold", 16);
+  ASSERT_NE(request, nullptr);
   EXPECT_EQ(gg_wait(request, 0, nullptr), GG_TIMEOUT);
   auto waited = std::async(std::launch::async, [request] { return gg_wait(request, -1, nullptr); });
   // gg_close ends waits that are under way (a wait begun after it would use a freed handle):

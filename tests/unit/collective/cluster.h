@@ -11,10 +11,13 @@
 #include "gateway/collective/collective_engine.h"
 #include "gateway/collective/mailbox.h"
 #include "gateway/transport/tcp_transport.h"
+#include "transport_test_support.h"  // loopback_options
 
 namespace gradgate::gateway::testing {
 
-struct Node {
+inline constexpr uint64_t kJobId = 42;
+
+struct CollectiveNode {
   std::unique_ptr<TcpTransport> transport;
   std::unique_ptr<Mailbox> mailbox;
   std::unique_ptr<CollectiveEngine> engine;
@@ -23,8 +26,8 @@ struct Node {
 class Cluster {
  public:
   Cluster(uint32_t nodes, std::chrono::milliseconds timeout) : timeout_(timeout) {
-    std::vector<Endpoint> peers(nodes, Endpoint{"127.0.0.1", 0});
-    for (uint32_t rank = 0; rank < nodes; ++rank) start_node(rank, peers);
+    std::vector<uint16_t> ports;
+    for (uint32_t rank = 0; rank < nodes; ++rank) start_node(rank, nodes, ports);
   }
   ~Cluster() {
     for (auto& node : nodes_) node.mailbox->shutdown();
@@ -32,7 +35,7 @@ class Cluster {
   }
 
   uint32_t size() const { return static_cast<uint32_t>(nodes_.size()); }
-  Node& node(uint32_t rank) { return nodes_[rank]; }
+  CollectiveNode& node(uint32_t rank) { return nodes_[rank]; }
 
   /// True once every mailbox sees every peer up (bounded wait).
   bool wait_connected(std::chrono::seconds limit = std::chrono::seconds(10)) {
@@ -53,18 +56,11 @@ class Cluster {
   }
 
  private:
-  void start_node(uint32_t rank, std::vector<Endpoint>& peers) {
-    Node node;
-    TcpTransportOptions options;
-    options.job_id = 42;
-    options.rank = rank;
-    options.peers = peers;
-    options.listen = {"127.0.0.1", 0};
-    options.reconnect_min = std::chrono::milliseconds(10);
-    options.reconnect_max = std::chrono::milliseconds(100);
-    node.transport = std::make_unique<TcpTransport>(options);
-    node.mailbox = std::make_unique<Mailbox>(static_cast<uint32_t>(peers.size()), 1ull << 30,
-                                             std::chrono::milliseconds(60000));
+  void start_node(uint32_t rank, uint32_t nodes, std::vector<uint16_t>& ports) {
+    CollectiveNode node;
+    node.transport =
+        std::make_unique<TcpTransport>(loopback_options(rank, nodes, ports, 0, kJobId));
+    node.mailbox = std::make_unique<Mailbox>(nodes, 1ull << 30, std::chrono::milliseconds(60000));
     Mailbox* mailbox = node.mailbox.get();
     Transport::Handlers handlers;
     handlers.on_message = [mailbox](uint32_t from, std::vector<std::byte>&& message) {
@@ -72,15 +68,14 @@ class Cluster {
     };
     handlers.on_peer = [mailbox](uint32_t peer, bool up) { mailbox->set_peer_up(peer, up); };
     if (!node.transport->start(handlers).ok()) throw std::runtime_error("transport start");
-    peers[rank].port = node.transport->listen_port();
+    ports.push_back(node.transport->listen_port());
     node.engine = std::make_unique<CollectiveEngine>(
-        CollectiveOptions{rank, static_cast<uint32_t>(peers.size()), 42, timeout_}, *node.transport,
-        *node.mailbox);
+        CollectiveOptions{rank, nodes, kJobId, timeout_}, *node.transport, *node.mailbox);
     nodes_.push_back(std::move(node));
   }
 
   std::chrono::milliseconds timeout_;
-  std::vector<Node> nodes_;
+  std::vector<CollectiveNode> nodes_;
 };
 
 }  // namespace gradgate::gateway::testing
