@@ -26,27 +26,25 @@ Status run_all_gather(Operation& operation) {
       if (peer == rank) continue;
       auto mail = operation.receive_frame(peer, MessageKind::kGather, round, 0);
       if (!mail.ok()) return mail.status();
-      frames[peer] = std::make_shared<const std::vector<std::byte>>(std::move(mail->bytes));
+      frames[peer] = std::make_shared<const MessageBytes>(std::move(mail->bytes));
     }
     if (!codec.summable()) break;  // single-round: decoded frame by frame below
     Message sum = frames[0];
     for (uint32_t peer = 1; peer < nodes; ++peer) {
       auto next = operation.add(frame_of(sum), frame_of(frames[peer]), 0);
       if (!next.ok()) return next.status();
-      sum = std::make_shared<const std::vector<std::byte>>(std::move(next->bytes));
+      sum = std::make_shared<const MessageBytes>(std::move(next->bytes));
     }
     if (round + 1 < codec.rounds()) {
-      auto view = operation.parse(frame_of(sum), 0);
-      if (!view.ok()) return view.status();
-      GRADGATE_RETURN_IF_ERROR(codec.absorb(round, *view, *operation.streams().streams[0]));
+      GRADGATE_RETURN_IF_ERROR(operation.absorb(round, frame_of(sum), 0));
       continue;
     }
     frames.assign(1, std::move(sum));
   }
 
-  std::fill(operation.op().data.begin(), operation.op().data.end(), 0.0f);
-  for (const Message& frame : frames) {
-    GRADGATE_RETURN_IF_ERROR(operation.decode_into(frame_of(frame), 0, operation.op().data));
+  GRADGATE_RETURN_IF_ERROR(operation.decode_chunk(frame_of(frames[0]), 0));
+  for (size_t f = 1; f < frames.size(); ++f) {
+    GRADGATE_RETURN_IF_ERROR(operation.decode_into(frame_of(frames[f]), 0, operation.op().data));
   }
   return {};
 }

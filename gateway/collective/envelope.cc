@@ -41,8 +41,8 @@ void write_envelope(const Envelope& envelope, std::span<std::byte> message) {
   store<uint64_t>(out + 16, envelope.seq);
 }
 
-std::vector<std::byte> make_message(const Envelope& envelope, std::span<const std::byte> payload) {
-  std::vector<std::byte> message(kEnvelopeBytes + payload.size());
+MessageBytes make_message(const Envelope& envelope, std::span<const std::byte> payload) {
+  MessageBytes message(kEnvelopeBytes + payload.size());
   write_envelope(envelope, message);
   if (!payload.empty())
     std::memcpy(message.data() + kEnvelopeBytes, payload.data(), payload.size());

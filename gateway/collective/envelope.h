@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/transport/transport.h"
 #include "gradgate/kernels/status.h"
 
 namespace gradgate::gateway {
@@ -47,7 +48,7 @@ struct Envelope {
 void write_envelope(const Envelope& envelope, std::span<std::byte> message);
 
 /// The envelope followed by `payload`, as one message.
-std::vector<std::byte> make_message(const Envelope& envelope, std::span<const std::byte> payload);
+MessageBytes make_message(const Envelope& envelope, std::span<const std::byte> payload);
 
 /// Checks magic, version and kind; kMalformedFrame says which one is wrong.
 Result<Envelope> parse_envelope(std::span<const std::byte> message);

@@ -28,7 +28,7 @@ std::string describe(const MailKey& key) {
 Mailbox::Mailbox(uint32_t nodes, uint64_t cap_bytes, std::chrono::milliseconds max_age)
     : cap_bytes_(cap_bytes), max_age_(max_age), up_(nodes, false), down_counts_(nodes, 0) {}
 
-Status Mailbox::deliver(uint32_t from, std::vector<std::byte>&& message) {
+Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
   auto envelope = parse_envelope(message);
   std::lock_guard lock(mutex_);
   if (!envelope.ok() || from >= up_.size()) {

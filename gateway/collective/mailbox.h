@@ -38,7 +38,7 @@ struct MailKey {
 
 /// One received message; payload() is what follows the envelope.
 struct Mail {
-  std::vector<std::byte> bytes;
+  MessageBytes bytes;
   std::span<const std::byte> payload() const {
     return std::span<const std::byte>(bytes).subspan(kEnvelopeBytes);
   }
@@ -57,7 +57,7 @@ class Mailbox {
 
   /// Files a message from `from` (transport thread). kMalformedFrame for a bad envelope,
   /// kResourceExhausted over the memory cap.
-  Status deliver(uint32_t from, std::vector<std::byte>&& message);
+  Status deliver(uint32_t from, MessageBytes&& message);
   /// Records a peer's connection going up or down; waits on a lost peer end with kUnavailable.
   void set_peer_up(uint32_t rank, bool up);
   /// How many times `rank` went down so far; an operation snapshots it when it starts.

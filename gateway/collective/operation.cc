@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,7 +42,7 @@ Status Operation::agree_scales() {
       local[c] = codec().local_scale(chunk_data(c), *streams().streams[c]);
     }
   }
-  const Message scales = std::make_shared<const std::vector<std::byte>>(make_message(
+  const Message scales = std::make_shared<const MessageBytes>(make_message(
       {MessageKind::kScale, 0, op_.tensor_id, 0, op_.seq}, std::as_bytes(std::span(local))));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
     if (peer != rank()) GRADGATE_RETURN_IF_ERROR(send(peer, scales));
@@ -70,17 +71,38 @@ Status Operation::agree_scales() {
   return {};
 }
 
-Result<Mail> Operation::encode(int round, size_t chunk, kernels::Stream& stream,
-                               std::span<const float> values) {
-  Stopwatch watch(report_.encode_seconds);
+kernels::StepContext Operation::step_of(size_t chunk) const {
   kernels::StepContext step = step_;
   if (!agreed_scales_.empty()) step.agreed_scale = agreed_scales_[chunk];
-  Mail mail{std::vector<std::byte>(kEnvelopeBytes + codec().max_frame_bytes(stream.desc()))};
-  auto size =
-      codec().encode(round, step, values, stream, std::span(mail.bytes).subspan(kEnvelopeBytes));
+  return step;
+}
+
+Result<Mail> Operation::make_frame(
+    const kernels::Stream& stream,
+    const std::function<Result<size_t>(std::span<std::byte>)>& write) {
+  Mail mail{MessageBytes(kEnvelopeBytes + codec().max_frame_bytes(stream.desc()))};
+  auto size = write(std::span(mail.bytes).subspan(kEnvelopeBytes));
   if (!size.ok()) return size.status();
   mail.bytes.resize(kEnvelopeBytes + *size);
   return mail;
+}
+
+Result<Mail> Operation::encode(int round, size_t chunk, kernels::Stream& stream,
+                               std::span<const float> values) {
+  Stopwatch watch(report_.encode_seconds);
+  return make_frame(stream, [&](std::span<std::byte> out) {
+    return codec().encode(round, step_of(chunk), values, stream, out);
+  });
+}
+
+Result<Mail> Operation::encode_add(int round, size_t chunk, std::span<const std::byte> other) {
+  auto view = parse(other, chunk);
+  if (!view.ok()) return view.status();
+  Stopwatch watch(report_.encode_seconds);
+  kernels::Stream& stream = *streams().streams[chunk];
+  return make_frame(stream, [&](std::span<std::byte> out) {
+    return codec().encode_add(round, step_of(chunk), chunk_data(chunk), stream, *view, out);
+  });
 }
 
 Result<kernels::FrameView> Operation::parse(std::span<const std::byte> frame, size_t chunk) const {
@@ -112,7 +134,7 @@ Result<Mail> Operation::add(std::span<const std::byte> a, std::span<const std::b
   if (!view_a.ok()) return view_a.status();
   auto view_b = parse(b, chunk);
   if (!view_b.ok()) return view_b.status();
-  Mail sum{std::vector<std::byte>(kEnvelopeBytes + std::max(a.size(), b.size()))};
+  Mail sum{MessageBytes(kEnvelopeBytes + std::max(a.size(), b.size()))};
   auto size = codec().add_frames(*view_a, *view_b, std::span(sum.bytes).subspan(kEnvelopeBytes));
   if (!size.ok()) return size.status();
   sum.bytes.resize(kEnvelopeBytes + *size);
@@ -127,9 +149,23 @@ Status Operation::decode_into(std::span<const std::byte> frame, size_t chunk,
   return codec().decode_accumulate(*view, streams().streams[chunk].get(), acc);
 }
 
+Status Operation::decode_chunk(std::span<const std::byte> frame, size_t chunk) {
+  Stopwatch watch(report_.decode_seconds);
+  auto view = parse(frame, chunk);
+  if (!view.ok()) return view.status();
+  return codec().decode(*view, streams().streams[chunk].get(), chunk_data(chunk));
+}
+
+Status Operation::absorb(int round, std::span<const std::byte> frame, size_t chunk) {
+  Stopwatch watch(report_.decode_seconds);
+  auto view = parse(frame, chunk);
+  if (!view.ok()) return view.status();
+  return codec().absorb(round, *view, *streams().streams[chunk]);
+}
+
 Message Operation::stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const {
   write_envelope({kind, static_cast<uint16_t>(chunk), op_.tensor_id, phase, op_.seq}, mail.bytes);
-  return std::make_shared<const std::vector<std::byte>>(std::move(mail.bytes));
+  return std::make_shared<const MessageBytes>(std::move(mail.bytes));
 }
 
 Status Operation::send(uint32_t to, const Message& message) {
@@ -168,7 +204,7 @@ void Operation::broadcast_abort(const Status& why) {
   const std::string reason = why.to_string();
   const auto payload = std::as_bytes(std::span<const char>(reason.data(), reason.size()));
   const Envelope envelope{MessageKind::kAbort, 0, op_.tensor_id, 0, op_.seq};
-  auto message = std::make_shared<const std::vector<std::byte>>(make_message(envelope, payload));
+  auto message = std::make_shared<const MessageBytes>(make_message(envelope, payload));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
     if (peer != rank() && mailbox_.peer_up(peer)) (void)transport_.send(peer, message);
   }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -41,10 +42,17 @@ class Operation {
   /// The header of `frame` checked to belong to this operation's stream of `chunk`. Frames are
   /// checksummed once, when they arrive (receive_frame); the ones this gateway made are trusted.
   Result<kernels::FrameView> parse(std::span<const std::byte> frame, size_t chunk) const;
+  /// Summable codecs: this gateway's frame of `chunk` (round `round`) added to `other`, a frame
+  /// of the same chunk from a peer, in one pass where the codec can.
+  Result<Mail> encode_add(int round, size_t chunk, std::span<const std::byte> other);
   /// a + b, for summable codecs.
   Result<Mail> add(std::span<const std::byte> a, std::span<const std::byte> b, size_t chunk);
   /// acc += decode(frame).
   Status decode_into(std::span<const std::byte> frame, size_t chunk, std::span<float> acc);
+  /// chunk_data(chunk) = decode(frame): for a result that is one frame per chunk.
+  Status decode_chunk(std::span<const std::byte> frame, size_t chunk);
+  /// Feeds `frame` (an exchanged sum or aggregate of `round`) into chunk `chunk`'s stream.
+  Status absorb(int round, std::span<const std::byte> frame, size_t chunk);
 
   /// Writes the envelope into `mail` and makes it a message that can go to several peers.
   Message stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const;
@@ -57,6 +65,12 @@ class Operation {
   void broadcast_abort(const Status& why);
 
  private:
+  /// The step context of `chunk`'s stream (with its agreed scale, once agreed).
+  kernels::StepContext step_of(size_t chunk) const;
+  /// A mail with room for a frame of `stream`, filled by `write`, which returns the frame's size.
+  Result<Mail> make_frame(const kernels::Stream& stream,
+                          const std::function<Result<size_t>(std::span<std::byte>)>& write);
+
   const CollectiveOptions& options_;
   Transport& transport_;
   Mailbox& mailbox_;

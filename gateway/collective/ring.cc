@@ -1,8 +1,8 @@
 // Ring all-reduce over summable frames: reduce-scatter, then all-gather, P - 1 hops each. Gateway r
 // sends to r + 1 and receives from r - 1. After the reduce-scatter, gateway r holds the summed
 // frame of chunk r + 1; after the all-gather, every gateway holds every summed chunk frame, the
-// same bytes everywhere, and decodes them. Frames travel in their buffers: a received frame is
-// added into a new one or forwarded as it is.
+// same bytes everywhere, and decodes each into its chunk of the result. Frames travel in their
+// buffers: a received frame is added into a new one or forwarded as it is.
 #include <algorithm>
 
 #include "gateway/collective/operation.h"
@@ -19,16 +19,12 @@ Status run_ring(Operation& operation) {
   };
 
   if (operation.codec().needs_agreed_scale()) GRADGATE_RETURN_IF_ERROR(operation.agree_scales());
-  std::vector<Mail> own(nodes);
-  for (size_t c = 0; c < nodes; ++c) {
-    auto frame = operation.encode(0, c);
-    if (!frame.ok()) return frame.status();
-    own[c] = std::move(frame).value();
-  }
 
   // Reduce-scatter: the partial sum of one chunk travels round the ring, each gateway adding its
-  // own frame of it.
-  Mail travelling = std::move(own[rank]);
+  // own encoding of the chunk as it passes (in one pass where the codec can).
+  auto first = operation.encode(0, rank);
+  if (!first.ok()) return first.status();
+  Mail travelling = std::move(first).value();
   for (uint32_t hop = 0; hop + 1 < nodes; ++hop) {
     const size_t send_chunk = chunk_at(int64_t{rank} - hop);
     const size_t recv_chunk = chunk_at(int64_t{rank} - hop - 1);
@@ -36,7 +32,7 @@ Status run_ring(Operation& operation) {
         right, operation.stamp(std::move(travelling), MessageKind::kRingReduce, hop, send_chunk)));
     auto mail = operation.receive_frame(left, MessageKind::kRingReduce, hop, recv_chunk);
     if (!mail.ok()) return mail.status();
-    auto sum = operation.add(mail->payload(), own[recv_chunk].payload(), recv_chunk);
+    auto sum = operation.encode_add(0, recv_chunk, mail->payload());
     if (!sum.ok()) return sum.status();
     travelling = std::move(sum).value();
   }
@@ -54,13 +50,10 @@ Status run_ring(Operation& operation) {
     travelling = std::move(mail).value();
     travelling_chunk = recv_chunk;
   }
-  complete[travelling_chunk] =
-      std::make_shared<const std::vector<std::byte>>(std::move(travelling.bytes));
+  complete[travelling_chunk] = std::make_shared<const MessageBytes>(std::move(travelling.bytes));
 
-  std::fill(operation.op().data.begin(), operation.op().data.end(), 0.0f);
   for (size_t c = 0; c < nodes; ++c) {
-    GRADGATE_RETURN_IF_ERROR(
-        operation.decode_into(frame_of(complete[c]), c, operation.chunk_data(c)));
+    GRADGATE_RETURN_IF_ERROR(operation.decode_chunk(frame_of(complete[c]), c));
   }
   return {};
 }

@@ -108,7 +108,9 @@ void configure_logging(const GatewayConfig& config) {
 Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   // Frames of large tensors are allocated and freed every step. Served from the heap and kept
   // there when freed, their pages are not faulted in again at every step (the heap stays at its
-  // peak size instead).
+  // peak size instead). One arena: a frame received by the transport thread is freed by the
+  // all-reduce thread, and a per-thread arena would give its pages back at every step.
+  mallopt(M_ARENA_MAX, 1);
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   // Block the stop signals before any thread starts, so that only sigtimedwait receives them.

@@ -34,6 +34,11 @@ Result<std::unique_ptr<kernels::Codec>> make_codec(const std::string& spec) {
   return kernels::make_cpu_codec(*params);
 }
 
+// A single local worker's fp32 buffer needs no node sum: the all-reduce reads and writes it.
+bool reduces_in_place(uint32_t local_workers, Dtype dtype) {
+  return local_workers == 1 && dtype == Dtype::kFp32;
+}
+
 }  // namespace
 
 uint32_t tensor_id_of(const std::string& name) {
@@ -68,7 +73,7 @@ Status Gateway::start() {
   if (!small.ok()) return small.status();
   small_codec_ = std::move(small).value();
   Transport::Handlers handlers;
-  handlers.on_message = [this](uint32_t from, std::vector<std::byte>&& message) {
+  handlers.on_message = [this](uint32_t from, MessageBytes&& message) {
     Status filed = mailbox_.deliver(from, std::move(message));
     if (filed.ok()) return true;
     if (auto suppressed = refused_log_.admit(from)) {
@@ -209,7 +214,9 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
     return Status(streams.status().code(),
                   "tensor \"" + spec.name + "\": " + streams.status().message());
   }
-  const size_t memory = streams->memory_bytes() + spec.elements * sizeof(float);
+  const size_t node_sum_bytes =
+      reduces_in_place(config_.local_workers, spec.dtype) ? 0 : spec.elements * sizeof(float);
+  const size_t memory = streams->memory_bytes() + node_sum_bytes;
   if (stats_.residual_bytes + memory > config_.residual_memory_cap_bytes) {
     return Status(ErrorCode::kResourceExhausted,
                   "tensor \"" + spec.name + "\" needs " + std::to_string(memory) +
@@ -226,7 +233,7 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
   tensor.buffers[local_rank] = buffer;
   tensor.waiting.resize(config_.local_workers);
   tensor.in_flight.resize(config_.local_workers);
-  tensor.node_sum.resize(spec.elements);
+  if (!reduces_in_place(config_.local_workers, spec.dtype)) tensor.node_sum.resize(spec.elements);
   tensor.memory_bytes = memory;
   stats_.residual_bytes += memory;
   ++stats_.tensors;
@@ -294,8 +301,16 @@ void Gateway::run(uint32_t id) {
   std::unique_lock lock(mutex_);
   Tensor& tensor = tensors_.at(id);  // not released while running
   const uint64_t seq = tensor.next_seq;
-  sum_worker_buffers(tensor.buffers, tensor.spec.dtype, tensor.node_sum);
-  AllreduceOp op{id, seq, 0, tensor.node_sum, tensor.codec, &tensor.streams};
+  // In place: the buffer (and its mapping) is held here, so a worker that leaves mid-step does
+  // not pull it from under the all-reduce.
+  const WorkerBuffer in_place = tensor.node_sum.empty() ? tensor.buffers[0] : WorkerBuffer{};
+  std::span<float> data = tensor.node_sum;
+  if (in_place.data != nullptr) {
+    data = {reinterpret_cast<float*>(in_place.data), tensor.spec.elements};
+  } else {
+    sum_worker_buffers(tensor.buffers, tensor.spec.dtype, tensor.node_sum);
+  }
+  AllreduceOp op{id, seq, 0, data, tensor.codec, &tensor.streams};
   lock.unlock();
   Result<AllreduceReport> report = Status(ErrorCode::kInternal, "no result");
   try {
@@ -310,7 +325,7 @@ void Gateway::run(uint32_t id) {
 void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint64_t seq,
                      std::unique_lock<std::mutex>& lock) {
   if (report.ok()) {
-    for (uint32_t rank = 0; rank < tensor.buffers.size(); ++rank) {
+    for (uint32_t rank = 0; rank < tensor.buffers.size() && !tensor.node_sum.empty(); ++rank) {
       // Only to the workers of this step: one that left and came back has a new buffer.
       if (tensor.in_flight[rank] && tensor.buffers[rank].data != nullptr) {
         write_worker_buffer(tensor.node_sum, tensor.spec.dtype, tensor.buffers[rank]);

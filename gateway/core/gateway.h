@@ -79,6 +79,8 @@ class Gateway final : public IngressHandler {
     std::vector<Done> in_flight;        // by local rank: taking part in the running step
     uint64_t next_seq = 0;
     bool running = false;
+    /// Several local workers or 16-bit gradients: the node's fp32 sum, reduced into and written
+    /// back from. Empty when the only local worker's fp32 buffer is reduced in place.
     std::vector<float> node_sum;
     size_t memory_bytes = 0;  // as counted against the cap when declared
     std::chrono::steady_clock::time_point first_waiting;  // when the step's first worker asked

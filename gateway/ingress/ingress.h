@@ -28,11 +28,13 @@ struct TensorSpec {
   double data_volume = 0.0;     // samples this worker trains on, 0 if unknown
 };
 
-/// A worker's shared buffer for one tensor, mapped in the gateway. Valid until
-/// IngressHandler::on_worker_left for its worker returns.
+/// A worker's shared buffer for one tensor, mapped in the gateway. The mapping stays valid while
+/// any copy of the WorkerBuffer exists, even after the worker left: an all-reduce that works in
+/// the buffer may finish writing to it.
 struct WorkerBuffer {
   std::byte* data = nullptr;
   size_t bytes = 0;  // elements * dtype_bytes
+  std::shared_ptr<const void> mapping;
 };
 
 /// How an all-reduce ended, as the worker sees it.

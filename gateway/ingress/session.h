@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <unordered_set>
 #include <vector>
 
@@ -14,8 +15,8 @@ struct Session {
   int fd = -1;
   bool joined = false;  // HELLO was accepted: on_worker_left is owed when the session ends
   uint32_t local_rank = 0;
-  std::vector<MappedBuffer> buffers;       // every tensor buffer the worker declared
-  std::unordered_set<uint32_t> keys;       // keys the handler gave this worker
+  std::vector<std::shared_ptr<const MappedBuffer>> buffers;  // the tensor buffers it declared
+  std::unordered_set<uint32_t> keys;                         // keys the handler gave this worker
   std::unordered_set<uint32_t> in_flight;  // keys with an all-reduce not yet completed
 };
 

@@ -267,15 +267,16 @@ bool UnixIngressServer::on_declare(Session& session, uint64_t request_id,
   spec.rows = declare->rows;
   spec.cols = declare->cols;
   spec.data_volume = declare->data_volume;
-  const Result<uint32_t> key =
-      handler_->on_declare(session.local_rank, spec, WorkerBuffer{mapped->data(), mapped->bytes()});
+  auto buffer = std::make_shared<const MappedBuffer>(std::move(mapped).value());
+  const Result<uint32_t> key = handler_->on_declare(
+      session.local_rank, spec, WorkerBuffer{buffer->data(), buffer->bytes(), buffer});
   if (!key.ok()) {
     return reply(session, request_id,
                  proto::Error{static_cast<uint8_t>(to_client_status(key.status().code())),
                               key.status().to_string()});
   }
   mapped_bytes_ += bytes;
-  session.buffers.push_back(std::move(mapped).value());
+  session.buffers.push_back(std::move(buffer));
   session.keys.insert(*key);
   return reply(session, request_id, proto::DeclareOk{*key});
 }
@@ -349,9 +350,9 @@ void UnixIngressServer::close_session(uint64_t session_id) {
   if (it == sessions_.end()) return;
   Session& session = it->second;
   if (session.joined) handler_->on_worker_left(session.local_rank);
-  for (const MappedBuffer& buffer : session.buffers) mapped_bytes_ -= buffer.bytes();
+  for (const auto& buffer : session.buffers) mapped_bytes_ -= buffer->bytes();
   close(session.fd);
-  sessions_.erase(it);  // unmaps the buffers
+  sessions_.erase(it);  // unmaps the buffers the gateway does not hold
   sessions_closed_++;
 }
 

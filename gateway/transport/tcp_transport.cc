@@ -59,7 +59,7 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   TransportStats stats() const { return counters_.snapshot(); }
   uint16_t listen_port() const { return listen_port_; }
 
-  bool deliver(uint32_t rank, std::vector<std::byte>&& message) override;
+  bool deliver(uint32_t rank, MessageBytes&& message) override;
   void connection_closed(tcp::PeerConnection& connection, const std::string& reason) override;
 
  private:
@@ -264,7 +264,7 @@ void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank) {
   connection->start();
 }
 
-bool TcpTransport::Mesh::deliver(uint32_t rank, std::vector<std::byte>&& message) {
+bool TcpTransport::Mesh::deliver(uint32_t rank, MessageBytes&& message) {
   return !handlers_.on_message || handlers_.on_message(rank, std::move(message));
 }
 

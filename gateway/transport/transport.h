@@ -11,14 +11,42 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
+#include <utility>
 #include <vector>
 
 #include "gradgate/kernels/status.h"
 
 namespace gradgate::gateway {
 
+/// Allocates like std::allocator but leaves default-constructed elements uninitialised.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  using value_type = T;
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT
+  template <typename U, typename... Args>
+  void construct(U* place, Args&&... args) {
+    ::new (static_cast<void*>(place)) U(std::forward<Args>(args)...);
+  }
+  template <typename U>
+  void construct(U* place) noexcept {
+    ::new (static_cast<void*>(place)) U;
+  }
+};
+
+/// The bytes of one message. Not zero-filled when sized: every buffer is written whole (received
+/// or encoded) before it is read, and clearing a frame of tens of megabytes would cost a pass over
+/// memory per message.
+using MessageBytes = std::vector<std::byte, UninitializedAllocator<std::byte>>;
+
 /// One message as it travels: shared so that a fan-out to several peers needs no copies.
-using Message = std::shared_ptr<const std::vector<std::byte>>;
+using Message = std::shared_ptr<const MessageBytes>;
 
 /// Counters of one transport, for metrics. Monotonic except the gauges marked so.
 struct TransportStats {
@@ -40,7 +68,7 @@ class Transport {
     /// A whole message from `from_rank`. Return false if it is malformed: the transport counts it
     /// in `rejected` and resets that connection. Called on the transport's own thread; must not
     /// block.
-    std::function<bool(uint32_t from_rank, std::vector<std::byte>&& message)> on_message;
+    std::function<bool(uint32_t from_rank, MessageBytes&& message)> on_message;
     /// A peer's connection came up (true) or went down (false). Called on the transport's thread.
     std::function<void(uint32_t rank, bool up)> on_peer;
   };

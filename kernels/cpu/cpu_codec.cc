@@ -34,8 +34,8 @@ Status CpuCodec::check_encode(int round, const StepContext& ctx, std::span<const
   return {};
 }
 
-size_t CpuCodec::seal(int round, const StepContext& ctx, const Stream& stream, size_t frame_bytes,
-                      std::span<std::byte> out, uint8_t flags, uint32_t param) const {
+FrameHeader CpuCodec::header_of(int round, const StepContext& ctx, const Stream& stream,
+                                size_t frame_bytes, uint8_t flags, uint32_t param) const {
   FrameHeader h;
   h.codec = params_.id;
   h.round = static_cast<uint8_t>(round);
@@ -47,7 +47,12 @@ size_t CpuCodec::seal(int round, const StepContext& ctx, const Stream& stream, s
   h.policy_version = ctx.policy_version;
   h.param = param;
   h.payload_bytes = static_cast<uint32_t>(frame_bytes - kFrameHeaderBytes);
-  seal_frame(h, out);
+  return h;
+}
+
+size_t CpuCodec::seal(int round, const StepContext& ctx, const Stream& stream, size_t frame_bytes,
+                      std::span<std::byte> out, uint8_t flags, uint32_t param) const {
+  seal_frame(header_of(round, ctx, stream, frame_bytes, flags, param), out);
   return frame_bytes;
 }
 

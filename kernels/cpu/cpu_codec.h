@@ -31,6 +31,9 @@ class CpuCodec : public Codec {
   /// at out[48, frame_bytes) and seals the frame with its CRC. Returns frame_bytes.
   size_t seal(int round, const StepContext& ctx, const Stream& stream, size_t frame_bytes,
               std::span<std::byte> out, uint8_t flags = 0, uint32_t param = 0) const;
+  /// The header seal() writes, for codecs that seal block by block (write_frame_header).
+  FrameHeader header_of(int round, const StepContext& ctx, const Stream& stream, size_t frame_bytes,
+                        uint8_t flags = 0, uint32_t param = 0) const;
   /// Checks that the frame is of this codec and `acc` has its element count.
   Status check_decode(const FrameView& frame, std::span<float> acc) const;
   /// Checks that a and b are frames of this codec for the same stream with the same flags and

@@ -43,6 +43,8 @@ struct LoopTable {
   void (*add)(const float* in, float* acc, size_t n);
   /// out = a + b.
   void (*sum)(const float* a, const float* b, float* out, size_t n);
+  /// out = a + b; returns the number of non-finite values in a and b.
+  size_t (*sum_checked)(const float* a, const float* b, float* out, size_t n);
 
   /// v = g + e (e may be null: v = g); out = half(v) with round-to-nearest-even, saturating at
   /// the format's largest finite value; e = v - out.

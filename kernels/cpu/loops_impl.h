@@ -48,6 +48,15 @@ void sum(const float* a, const float* b, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+size_t sum_checked(const float* a, const float* b, float* out, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = a[i] + b[i];
+    bad += !finite(a[i]) + !finite(b[i]);
+  }
+  return bad;
+}
+
 // ---- fp16 / bf16 -----------------------------------------------------------------------------
 
 template <uint16_t (*ToHalf)(float), float (*FromHalf)(uint16_t)>
@@ -748,6 +757,7 @@ const LoopTable kLoops = {
     .count_nonfinite = count_nonfinite,
     .add = add,
     .sum = sum,
+    .sum_checked = sum_checked,
     .encode_fp16 = encode_fp16,
     .encode_bf16 = encode_bf16,
     .count_nonfinite_fp16 = count_nonfinite_fp16,

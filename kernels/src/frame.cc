@@ -34,7 +34,7 @@ Result<CodecId> codec_from_name(std::string_view name) {
                                                  "sign, topk, randomk, powersgd)");
 }
 
-void seal_frame(const FrameHeader& h, std::span<std::byte> frame) {
+uint32_t write_frame_header(const FrameHeader& h, std::span<std::byte> frame) {
   std::byte* p = frame.data();
   wire::store<uint32_t>(p + 0, kFrameMagic);
   wire::store<uint8_t>(p + 4, kFrameVersion);
@@ -48,9 +48,17 @@ void seal_frame(const FrameHeader& h, std::span<std::byte> frame) {
   wire::store<uint32_t>(p + 32, h.policy_version);
   wire::store<uint32_t>(p + 36, h.param);
   wire::store<uint32_t>(p + 40, h.payload_bytes);
-  wire::store<uint32_t>(
-      p + kCrcOffset,
-      frame_crc(frame.first(kFrameHeaderBytes), frame.subspan(kFrameHeaderBytes, h.payload_bytes)));
+  return crc32c(frame.first(kCrcOffset));
+}
+
+void store_frame_crc(uint32_t crc, std::span<std::byte> frame) {
+  wire::store<uint32_t>(frame.data() + kCrcOffset, crc);
+}
+
+void seal_frame(const FrameHeader& h, std::span<std::byte> frame) {
+  const uint32_t header_crc = write_frame_header(h, frame);
+  store_frame_crc(crc32c_extend(header_crc, frame.subspan(kFrameHeaderBytes, h.payload_bytes)),
+                  frame);
 }
 
 Result<FrameHeader> peek_frame_header(std::span<const std::byte> bytes) {

@@ -28,7 +28,7 @@ class PeerConnection;
 class ConnectionOwner {
  public:
   /// A whole message; false rejects it (the connection then counts it and closes).
-  virtual bool deliver(uint32_t rank, std::vector<std::byte>&& message) = 0;
+  virtual bool deliver(uint32_t rank, MessageBytes&& message) = 0;
   /// The connection closed; `reason` says why, for the log.
   virtual void connection_closed(PeerConnection& connection, const std::string& reason) = 0;
 
@@ -71,7 +71,7 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   ConnectionOwner& owner_;
 
   LengthPrefix inbound_length_{};
-  std::vector<std::byte> inbound_;
+  MessageBytes inbound_;
   LengthPrefix outbound_length_{};
 
   std::mutex mutex_;           // guards the members below

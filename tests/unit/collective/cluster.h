@@ -63,7 +63,7 @@ class Cluster {
     node.mailbox = std::make_unique<Mailbox>(nodes, 1ull << 30, std::chrono::milliseconds(60000));
     Mailbox* mailbox = node.mailbox.get();
     Transport::Handlers handlers;
-    handlers.on_message = [mailbox](uint32_t from, std::vector<std::byte>&& message) {
+    handlers.on_message = [mailbox](uint32_t from, MessageBytes&& message) {
       return mailbox->deliver(from, std::move(message)).ok();
     };
     handlers.on_peer = [mailbox](uint32_t peer, bool up) { mailbox->set_peer_up(peer, up); };

@@ -91,7 +91,7 @@ TEST(CollectiveFaults, MalformedFrameIsAnErrorNotACrash) {
   ASSERT_TRUE(
       job.cluster.node(1)
           .transport
-          ->send(0, std::make_shared<const std::vector<std::byte>>(make_message(envelope, garbage)))
+          ->send(0, std::make_shared<const MessageBytes>(make_message(envelope, garbage)))
           .ok());
   auto report = job.run(0);
   EXPECT_FALSE(report.ok());

@@ -7,7 +7,7 @@
 namespace gradgate::gateway {
 namespace {
 
-std::vector<std::byte> message(MessageKind kind, uint32_t tensor, uint64_t seq,
+MessageBytes message(MessageKind kind, uint32_t tensor, uint64_t seq,
                                size_t payload = 4) {
   return make_message({kind, 0, tensor, 0, seq}, std::vector<std::byte>(payload, std::byte{1}));
 }
@@ -29,7 +29,7 @@ TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
   // Each message costs its bytes and a fixed overhead: the first (28 bytes) fits, a second of
   // 124 bytes would not.
   Mailbox mailbox(2, 400, std::chrono::seconds(60));
-  EXPECT_EQ(mailbox.deliver(1, std::vector<std::byte>(10)).code(), ErrorCode::kMalformedFrame);
+  EXPECT_EQ(mailbox.deliver(1, MessageBytes(10)).code(), ErrorCode::kMalformedFrame);
   EXPECT_EQ(mailbox.deliver(7, message(MessageKind::kGather, 1, 0)).code(),
             ErrorCode::kMalformedFrame);
   ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 1, 0)).ok());

@@ -57,10 +57,10 @@ TEST(GatewayCore, WorkerThatRejoinsMidStepIsNotGivenThatStepsResult) {
   const TensorSpec spec{"w", 2048, Dtype::kFp32, 0, 0, 0.0};
   ASSERT_TRUE(gateway.on_worker_joined(0).ok());
   ASSERT_TRUE(gateway.on_worker_joined(1).ok());
-  auto key = gateway.on_declare(0, spec, {reinterpret_cast<std::byte*>(buffer0.data()), 8192});
+  auto key = gateway.on_declare(0, spec, {reinterpret_cast<std::byte*>(buffer0.data()), 8192, {}});
   ASSERT_TRUE(key.ok());
   ASSERT_TRUE(
-      gateway.on_declare(1, spec, {reinterpret_cast<std::byte*>(buffer1.data()), 8192}).ok());
+      gateway.on_declare(1, spec, {reinterpret_cast<std::byte*>(buffer1.data()), 8192, {}}).ok());
   Outcome first0, first1, second1;
   gateway.on_allreduce(0, *key, first0.callback());
   gateway.on_allreduce(1, *key, first1.callback());  // step 0 runs, waiting for gateway 1
@@ -68,7 +68,7 @@ TEST(GatewayCore, WorkerThatRejoinsMidStepIsNotGivenThatStepsResult) {
   gateway.on_worker_left(1);  // worker 1 dies mid-step and comes back
   ASSERT_TRUE(gateway.on_worker_joined(1).ok());
   ASSERT_TRUE(
-      gateway.on_declare(1, spec, {reinterpret_cast<std::byte*>(rejoined.data()), 8192}).ok());
+      gateway.on_declare(1, spec, {reinterpret_cast<std::byte*>(rejoined.data()), 8192, {}}).ok());
   gateway.on_allreduce(1, *key, second1.callback());
 
   const auto step0 = first0.wait(std::chrono::seconds(20));

@@ -44,14 +44,14 @@ bool eventually(Predicate predicate, std::chrono::milliseconds deadline = kDeadl
 /// A message that says who sent it and its sequence number, padded to `size` bytes (>= 8)
 /// with a pattern derived from both.
 inline Message numbered_message(uint32_t from, uint32_t sequence, std::size_t size = 64) {
-  auto bytes = std::make_shared<std::vector<std::byte>>(size);
+  auto bytes = std::make_shared<MessageBytes>(size);
   std::memcpy(bytes->data(), &from, 4);
   std::memcpy(bytes->data() + 4, &sequence, 4);
   for (std::size_t i = 8; i < size; ++i) (*bytes)[i] = std::byte((i * 31 + sequence + from) & 0xff);
   return bytes;
 }
 
-inline uint32_t sequence_of(const std::vector<std::byte>& message) {
+inline uint32_t sequence_of(const MessageBytes& message) {
   uint32_t sequence = 0;
   std::memcpy(&sequence, message.data() + 4, 4);
   return sequence;
@@ -65,7 +65,7 @@ class Recorder {
 
   Transport::Handlers handlers() {
     Transport::Handlers handlers;
-    handlers.on_message = [this](uint32_t from, std::vector<std::byte>&& message) {
+    handlers.on_message = [this](uint32_t from, MessageBytes&& message) {
       std::lock_guard lock(mutex_);
       if (forbidden_) ++calls_after_forbid_;
       if (!message.empty() && message[0] == kRejectMarker) return false;
@@ -85,10 +85,10 @@ class Recorder {
     auto it = messages_.find(rank);
     return it == messages_.end() ? 0 : it->second.size();
   }
-  std::vector<std::vector<std::byte>> messages_from(uint32_t rank) const {
+  std::vector<MessageBytes> messages_from(uint32_t rank) const {
     std::lock_guard lock(mutex_);
     auto it = messages_.find(rank);
-    return it == messages_.end() ? std::vector<std::vector<std::byte>>{} : it->second;
+    return it == messages_.end() ? std::vector<MessageBytes>{} : it->second;
   }
   int ups(uint32_t rank) const { return lookup(ups_, rank); }
   int downs(uint32_t rank) const { return lookup(downs_, rank); }
@@ -111,7 +111,7 @@ class Recorder {
   }
 
   mutable std::mutex mutex_;
-  std::map<uint32_t, std::vector<std::vector<std::byte>>> messages_;
+  std::map<uint32_t, std::vector<MessageBytes>> messages_;
   std::map<uint32_t, int> ups_;
   std::map<uint32_t, int> downs_;
   bool forbidden_ = false;

@@ -129,8 +129,9 @@ class Codec {
   virtual Result<size_t> encode(int round, const StepContext& ctx, std::span<const float> grad,
                                 Stream& stream, std::span<std::byte> out) const = 0;
 
-  /// Feeds the exchanged sum of round `round` back into a multi-round codec's stream. No-op for
-  /// single-round codecs.
+  /// Feeds the exchanged sum (or the aggregate) of round `round` back into the stream: a
+  /// multi-round codec needs it to go on; topk with an overlap share remembers its indices for
+  /// the next step. No-op for the others.
   virtual Status absorb(int round, const FrameView& summed, Stream& stream) const;
 
   /// Adds the decoded frame to `acc` (frame.header.element_count values). Validates the whole
@@ -143,6 +144,17 @@ class Codec {
   /// size (at most max(a, b) frame size). kUnsupported unless summable().
   virtual Result<size_t> add_frames(const FrameView& a, const FrameView& b,
                                     std::span<std::byte> out) const;
+  /// add_frames(encode(round, ctx, grad, stream), other) in one call, into `out` (room for
+  /// max_frame_bytes): a ring adds each received partial sum to its own encoding of that chunk.
+  /// Codecs whose encoding is cheap (none) fuse the two passes; the default encodes into a
+  /// temporary frame first. kUnsupported unless summable().
+  virtual Result<size_t> encode_add(int round, const StepContext& ctx, std::span<const float> grad,
+                                    Stream& stream, const FrameView& other,
+                                    std::span<std::byte> out) const;
+  /// out = the decoded frame, for a result that is one frame (a ring's chunks): saves clearing
+  /// `out` before decode_accumulate, which the default does. On error `out` holds unspecified
+  /// values.
+  virtual Status decode(const FrameView& frame, const Stream* stream, std::span<float> out) const;
 };
 
 }  // namespace gradgate::kernels

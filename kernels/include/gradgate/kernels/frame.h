@@ -76,6 +76,13 @@ struct FrameView {
 /// header.payload_bytes). The payload must already be in place. `frame` must be large enough.
 void seal_frame(const FrameHeader& header, std::span<std::byte> frame);
 
+/// seal_frame in two parts, for codecs that checksum their payload block by block while they
+/// write it (one pass over memory instead of two): write_frame_header writes `header` into
+/// frame[0, 48) and returns the CRC32C of the bytes it covers; extend it over the payload, in
+/// order, with crc32c_extend, and store the result with store_frame_crc.
+uint32_t write_frame_header(const FrameHeader& header, std::span<std::byte> frame);
+void store_frame_crc(uint32_t crc, std::span<std::byte> frame);
+
 /// Parses and verifies a whole frame: `bytes` must be exactly one frame. Checks magic, version,
 /// codec id, element count bound, payload length against the buffer, and the CRC32C.
 Result<FrameView> parse_frame(std::span<const std::byte> bytes);
