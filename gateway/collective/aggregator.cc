@@ -3,6 +3,9 @@
 // elements of the sum (for sparse codecs: the union of the workers' indices), re-compresses the
 // sum with its own error feedback, and sends that frame to everyone. Every gateway then decodes
 // the owners' frames: the same bytes everywhere.
+//
+// The owner's send cost is the union of the workers' indices; topk's `overlap` option makes the
+// workers aim at the last aggregate's indices, which every gateway absorbs into its streams.
 #include <algorithm>
 
 #include "gateway/collective/operation.h"
@@ -46,15 +49,18 @@ Status run_aggregator(Operation& operation) {
     if (peer != rank) GRADGATE_RETURN_IF_ERROR(operation.send(peer, mine));
   }
 
-  std::fill(operation.op().data.begin(), operation.op().data.end(), 0.0f);
+  // Each chunk's aggregate is decoded into the result, and its stream learns the aggregate's
+  // indices (topk's overlap-seeking selection aims at them next step).
   for (uint32_t c = 0; c < nodes; ++c) {
-    if (c == rank) {
-      GRADGATE_RETURN_IF_ERROR(operation.decode_into(frame_of(mine), c, operation.chunk_data(c)));
-      continue;
+    Mail received;
+    if (c != rank) {
+      auto mail = operation.receive_frame(c, MessageKind::kAggregateOut, 0, c);
+      if (!mail.ok()) return mail.status();
+      received = std::move(mail).value();
     }
-    auto mail = operation.receive_frame(c, MessageKind::kAggregateOut, 0, c);
-    if (!mail.ok()) return mail.status();
-    GRADGATE_RETURN_IF_ERROR(operation.decode_into(mail->payload(), c, operation.chunk_data(c)));
+    const auto frame = c == rank ? frame_of(mine) : received.payload();
+    GRADGATE_RETURN_IF_ERROR(operation.decode_chunk(frame, c));
+    GRADGATE_RETURN_IF_ERROR(operation.absorb(0, frame, c));
   }
   return {};
 }

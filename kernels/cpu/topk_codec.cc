@@ -13,9 +13,9 @@
 
 #include "codecs.h"
 #include "gradgate/kernels/half.h"
+#include "gradgate/kernels/wire_io.h"
 #include "loops.h"
 #include "topk_select.h"
-#include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels::cpu {
 namespace {
@@ -79,9 +79,18 @@ class TopkStream final : public Stream {
   using Stream::Stream;
   /// The residual as select_topk works on it (pending fixes not applied).
   std::span<float> deferred_residual() { return stored_residual(); }
-  size_t memory_bytes() const override { return Stream::memory_bytes() + selector.memory_bytes(); }
+  size_t memory_bytes() const override {
+    return Stream::memory_bytes() + selector.memory_bytes() +
+           (last_support.capacity() + merged_indices.capacity()) * sizeof(uint32_t) +
+           merged_values.capacity() * sizeof(float);
+  }
 
   mutable TopkSelectorState selector;  // mutable: sync_residual moves fixes into the residual
+  // Overlap-seeking selection: the indices of the last aggregate absorbed (ascending), and the
+  // selection with the overlap picks merged in (reused every step).
+  std::vector<uint32_t> last_support;
+  std::vector<uint32_t> merged_indices;
+  std::vector<float> merged_values;
 
  private:
   void sync_residual() const override { apply_pending(selector, stored_residual()); }
@@ -112,12 +121,20 @@ class TopkCodec final : public CpuCodec {
         check_encode(round, ctx, grad, stream, out, max_frame_bytes(stream.desc())));
     auto& topk_stream = static_cast<TopkStream&>(stream);
     const size_t n = grad.size();
-    auto selected =
-        select_topk(grad, topk_stream.deferred_residual(), topk_count(params().density, n),
-                    params().select, topk_stream.selector);
+    const size_t k = topk_count(params().density, n);
+    const size_t reserved = topk_stream.last_support.empty()
+                                ? 0
+                                : static_cast<size_t>(params().overlap * static_cast<double>(k));
+    auto selected = select_topk(grad, topk_stream.deferred_residual(), k - reserved,
+                                params().select, topk_stream.selector);
     if (!selected.ok()) return selected.status();
-    const auto indices = selected->indices;
-    const auto values = selected->values;
+    std::span<const uint32_t> indices = selected->indices;
+    std::span<const float> values = selected->values;
+    if (reserved > 0) {
+      add_overlap_picks(topk_stream, grad, reserved, indices, values);
+      indices = topk_stream.merged_indices;
+      values = topk_stream.merged_values;
+    }
 
     const size_t varint_size = gap_varint_bytes(indices);
     const size_t bitmap_size = (n + 7) / 8;
@@ -143,6 +160,14 @@ class TopkCodec final : public CpuCodec {
                 static_cast<uint8_t>((bitmap ? kFlagBitmap : 0) | (fp16() ? kFlagFp16 : 0)));
   }
 
+  Status absorb(int, const FrameView& aggregate, Stream& stream) const override {
+    if (params().overlap == 0.0) return {};
+    auto payload = parse_payload(aggregate);
+    if (!payload.ok()) return payload.status();
+    static_cast<TopkStream&>(stream).last_support = std::move(payload->indices);
+    return {};
+  }
+
   Status decode_accumulate(const FrameView& frame, const Stream*,
                            std::span<float> acc) const override {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, acc));
@@ -159,6 +184,56 @@ class TopkCodec final : public CpuCodec {
   size_t max_count(size_t n) const {
     const size_t k = topk_count(params().density, n);
     return params().select == TopkSelect::kExact ? k : topk_max_count(k);
+  }
+
+  // Merges into the stream's merged_* the `selected` elements and up to `reserved` more: the
+  // largest |v| among the last aggregate's indices that are not selected yet (v = g + e, read
+  // from the residual, where they are cleared; from g without error feedback).
+  void add_overlap_picks(TopkStream& stream, std::span<const float> grad, size_t reserved,
+                         std::span<const uint32_t> selected,
+                         std::span<const float> selected_values) const {
+    const std::span<float> residual = stream.residual();  // exact: pending fixes applied
+    const std::span<const float> source = residual.empty() ? grad : residual;
+    struct Pick {
+      uint32_t index;
+      float value;
+    };
+    std::vector<Pick> picks;
+    size_t s = 0;
+    for (uint32_t i : stream.last_support) {
+      while (s < selected.size() && selected[s] < i) ++s;
+      if ((s < selected.size() && selected[s] == i) || i >= source.size() || source[i] == 0.0f) {
+        continue;
+      }
+      picks.push_back({i, source[i]});
+    }
+    if (picks.size() > reserved) {
+      std::nth_element(
+          picks.begin(), picks.begin() + static_cast<std::ptrdiff_t>(reserved), picks.end(),
+          [](const Pick& a, const Pick& b) { return std::fabs(a.value) > std::fabs(b.value); });
+      picks.resize(reserved);
+      std::sort(picks.begin(), picks.end(),
+                [](const Pick& a, const Pick& b) { return a.index < b.index; });
+    }
+    for (const Pick& pick : picks) {
+      if (!residual.empty()) residual[pick.index] = 0.0f;
+    }
+    auto& indices = stream.merged_indices;
+    auto& values = stream.merged_values;
+    indices.clear();
+    values.clear();
+    size_t p = 0;
+    for (size_t j = 0; j <= selected.size(); ++j) {
+      const uint32_t next = j < selected.size() ? selected[j] : UINT32_MAX;
+      for (; p < picks.size() && picks[p].index < next; ++p) {
+        indices.push_back(picks[p].index);
+        values.push_back(picks[p].value);
+      }
+      if (j < selected.size()) {
+        indices.push_back(selected[j]);
+        values.push_back(selected_values[j]);
+      }
+    }
   }
 
   // Writes the selected values. select_topk has cleared them in the residual; with fp16 values

@@ -45,6 +45,8 @@ Status apply_key(CodecParams& p, std::string_view spec, std::string_view key,
     if (!parse_number(value, p.max_workers)) return invalid();
   } else if (key == "density" && (p.id == CodecId::kTopk || p.id == CodecId::kRandomk)) {
     if (!parse_number(value, p.density)) return invalid();
+  } else if (key == "overlap" && p.id == CodecId::kTopk) {
+    if (!parse_number(value, p.overlap)) return invalid();
   } else if (key == "select" && p.id == CodecId::kTopk) {
     if (value == "exact") {
       p.select = TopkSelect::kExact;
@@ -98,6 +100,7 @@ Status validate_codec_params(const CodecParams& p) {
     case CodecId::kTopk:
     case CodecId::kRandomk:
       if (!(p.density > 0.0 && p.density <= 1.0)) return out_of_range("density must be in (0, 1]");
+      if (!(p.overlap >= 0.0 && p.overlap < 1.0)) return out_of_range("overlap must be in [0, 1)");
       break;
     case CodecId::kPowersgd:
       if (p.rank < 1 || p.rank > 64) return out_of_range("rank must be in [1, 64]");
@@ -155,6 +158,7 @@ std::string format_codec_spec(const CodecParams& p) {
       key("density", shortest(p.density));
       key("select", p.select == TopkSelect::kExact ? "exact" : "threshold");
       key("values", p.values == ValueType::kFp16 ? "fp16" : "fp32");
+      if (p.overlap > 0.0) key("overlap", shortest(p.overlap));
       break;
     case CodecId::kRandomk:
       key("density", shortest(p.density));

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <random>
 #include <string>
 
@@ -136,6 +137,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"topk:density=0.01", CollectiveMode::kAuto, 4, 10007},
                       Case{"topk:density=0.01,select=exact", CollectiveMode::kAuto, 2, 10007},
                       Case{"topk:density=0.01", CollectiveMode::kAggregator, 4, 10007},
+                      Case{"topk:density=0.01,overlap=0.5", CollectiveMode::kAggregator, 4, 10007},
                       Case{"sign", CollectiveMode::kAggregator, 2, 10007},
                       Case{"randomk:density=0.05", CollectiveMode::kAuto, 3, 10007},
                       Case{"powersgd:rank=4", CollectiveMode::kAuto, 2, 100 * 101, 100, 101},
@@ -154,6 +156,58 @@ TEST(AllreduceTest, SingleGatewayReturnsItsInput) {
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->wire_bytes, 0u);
   EXPECT_EQ(data, std::vector<float>(100, 1.5f));
+}
+
+// Aggregator mode: the union of the workers' top-k indices, summed over `steps` steps after the
+// first (when there is no last aggregate to aim at yet). Each node's gradient is a component all
+// nodes share plus as much noise of its own, as data-parallel gradients are.
+uint64_t union_after_first_step(const std::string& spec, int steps) {
+  constexpr uint32_t kNodes = 4;
+  constexpr size_t kElements = 40000;
+  Cluster cluster(kNodes, std::chrono::milliseconds(20000));
+  EXPECT_TRUE(cluster.wait_connected());
+  auto codec = make_codec(spec);
+  kernels::TensorDesc desc;
+  desc.job_id = 42;
+  desc.tensor_id = 77;
+  desc.elements = kElements;
+  std::vector<TensorStreams> streams;
+  for (uint32_t rank = 0; rank < kNodes; ++rank) {
+    streams.push_back(
+        std::move(make_tensor_streams(*codec, desc, Algorithm::kAggregator, kNodes, rank)).value());
+  }
+  std::mt19937 random(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  uint64_t union_elements = 0;
+  for (int step = 0; step <= steps; ++step) {
+    std::vector<float> shared(kElements);
+    for (float& v : shared) v = normal(random);
+    std::vector<std::vector<float>> data(kNodes, shared);
+    for (auto& node : data) {
+      for (float& v : node) v += normal(random);
+    }
+    std::vector<uint64_t> unions(kNodes);
+    cluster.on_every_node([&](uint32_t rank) {
+      AllreduceOp op{77, static_cast<uint64_t>(step), 0, data[rank], codec.get(), &streams[rank]};
+      auto report = cluster.node(rank).engine->allreduce(op);
+      EXPECT_TRUE(report.ok()) << report.status().to_string();
+      if (report.ok()) unions[rank] = report->union_elements;
+    });
+    if (step > 0) {
+      for (uint64_t u : unions) union_elements += u;
+    }
+  }
+  return union_elements;
+}
+
+TEST(AggregatorOverlap, OverlapSeekingSelectionShrinksTheUnion) {
+  const uint64_t plain = union_after_first_step("topk:density=0.01", 8);
+  const uint64_t seeking = union_after_first_step("topk:density=0.01,overlap=0.5", 8);
+  // 4 workers, k = 400 per worker: a union between k and 4k per chunk owner and step.
+  ASSERT_GT(plain, 0u);
+  std::cout << "union: plain " << plain << ", overlap-seeking " << seeking << "\n";
+  EXPECT_LT(static_cast<double>(seeking), 0.85 * static_cast<double>(plain))
+      << "union with overlap-seeking selection " << seeking << " vs plain top-k " << plain;
 }
 
 }  // namespace

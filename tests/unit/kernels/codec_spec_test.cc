@@ -20,7 +20,7 @@ namespace {
 testing::AssertionResult same_params(const CodecParams& a, const CodecParams& b) {
   if (a.id == b.id && a.error_feedback == b.error_feedback && a.bits == b.bits &&
       a.max_workers == b.max_workers && a.density == b.density && a.select == b.select &&
-      a.values == b.values && a.rank == b.rank) {
+      a.values == b.values && a.rank == b.rank && a.overlap == b.overlap) {
     return testing::AssertionSuccess();
   }
   return testing::AssertionFailure()
@@ -47,6 +47,7 @@ const std::vector<std::string>& valid_specs() {
       "topk:density=0.5,select=exact,values=fp16,ef=0",
       "topk:density=1",
       "topk:density=1e-06",
+      "topk:density=0.01,overlap=0.5",
       "randomk",
       "randomk:density=0.25",
       "randomk:density=0.001,ef=0",
@@ -73,8 +74,9 @@ TEST(CodecSpecTest, ParseFormatRoundTripsEveryCodecAndKey) {
 }
 
 TEST(CodecSpecTest, ParsesEveryKeysValue) {
-  auto topk = parse_codec_spec("topk:density=0.125,select=exact,values=fp16,ef=0");
+  auto topk = parse_codec_spec("topk:density=0.125,select=exact,values=fp16,ef=0,overlap=0.25");
   ASSERT_TRUE(topk.ok()) << topk.status().to_string();
+  EXPECT_EQ(topk->overlap, 0.25);
   EXPECT_EQ(topk->id, CodecId::kTopk);
   EXPECT_EQ(topk->density, 0.125);
   EXPECT_EQ(topk->select, TopkSelect::kExact);
@@ -145,6 +147,7 @@ TEST(CodecSpecTest, MalformedSpecsAreInvalidArgumentsNamingTheKey) {
       {"powersgd:values=fp16", "values"},
       {"none:ef=0", "ef"},
       {"sign:density=0.5", "density"},
+      {"randomk:overlap=0.5", "overlap"},
       // Empty items and repeated keys.
       {"topk:", "KEY=VALUE"},
       {"topk:density=0.1,", "KEY=VALUE"},
@@ -175,6 +178,8 @@ TEST(CodecSpecTest, MalformedSpecsAreInvalidArgumentsNamingTheKey) {
       {"topk:density=inf", "density"},
       {"randomk:density=0", "density"},
       {"randomk:density=2", "density"},
+      {"topk:overlap=1", "overlap"},
+      {"topk:overlap=-0.1", "overlap"},
       {"powersgd:rank=0", "rank"},
       {"powersgd:rank=65", "rank"},
       // Missing '=' or key.

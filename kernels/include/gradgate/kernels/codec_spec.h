@@ -2,7 +2,8 @@
 //
 // Spec syntax: NAME[:KEY=VALUE[,KEY=VALUE...]], for example
 //   none | fp16 | bf16 | qsgd:bits=4,workers=8 | sign |
-//   topk:density=0.01,select=threshold,values=fp16 randomk:density=0.01 | powersgd:rank=4
+//   topk:density=0.01,select=threshold,values=fp16,overlap=0.5 | randomk:density=0.01 |
+//   powersgd:rank=4
 // Every lossy codec also takes ef=0|1 (error feedback, default 1).
 #pragma once
 
@@ -36,6 +37,11 @@ struct CodecParams {
   TopkSelect select = TopkSelect::kThreshold;
   /// topk: precision of the values on the wire.
   ValueType values = ValueType::kFp32;
+  /// topk: share of k reserved for the indices of the last aggregate the stream absorbed (the
+  /// overlap-seeking selection of aggregator mode, DESIGN.md §4.3), in [0, 1). The largest
+  /// |values| among those indices fill it; plain top-k the rest. Workers that pick the same
+  /// indices shrink the union an aggregator re-sends.
+  double overlap = 0.0;
   /// powersgd: rank of the approximation, 1..64.
   int rank = 4;
 };
