@@ -78,6 +78,7 @@ constexpr ConfigKey kKeys[] = {
     {"transport.reconnect_max_ms", false, store_milliseconds<&C::reconnect_max>, nullptr},
     {"transport.send_queue_bytes", false, store_unsigned<&C::send_queue_bytes, kU64Max>, nullptr},
     {"transport.max_message_bytes", false, store_unsigned<&C::max_message_bytes, kU64Max>, nullptr},
+    {"transport.probe_interval_ms", false, store_milliseconds<&C::probe_interval>, nullptr},
     {"collective.timeout_ms", false, store_milliseconds<&C::timeout>, nullptr},
     {"streams.residual_memory_cap_bytes", false,
      store_unsigned<&C::residual_memory_cap_bytes, kU64Max>, nullptr},

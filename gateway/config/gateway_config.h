@@ -45,6 +45,7 @@ struct GatewayConfig {
   std::chrono::milliseconds reconnect_max{2000};    // backoff doubles up to this
   uint64_t send_queue_bytes = uint64_t{512} << 20;  // per peer; beyond it send() refuses
   uint64_t max_message_bytes = uint64_t{1} << 30;   // larger messages are malformed
+  std::chrono::milliseconds probe_interval{1000};   // idle links probed; 0: never
 
   // collective
   std::chrono::milliseconds timeout{30000};  // an all-reduce not done by then fails

@@ -30,6 +30,7 @@ TcpTransportOptions transport_options(const GatewayConfig& config) {
   options.reconnect_max = config.reconnect_max;
   options.send_queue_bytes = config.send_queue_bytes;
   options.max_message_bytes = config.max_message_bytes;
+  options.probe_interval = config.probe_interval;
   return options;
 }
 

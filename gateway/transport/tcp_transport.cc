@@ -1,7 +1,7 @@
 #include "gateway/transport/tcp_transport.h"
 
+#include <algorithm>
 #include <atomic>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -57,6 +57,7 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   Status send(uint32_t to_rank, Message message);
   bool peer_up(uint32_t rank) const;
   TransportStats stats() const { return counters_.snapshot(); }
+  std::vector<LinkEstimate> links() const;
   uint16_t listen_port() const { return listen_port_; }
 
   bool deliver(uint32_t rank, MessageBytes&& message) override;
@@ -70,6 +71,10 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   void accept_next();
   Status check_incoming(const tcp::Hello& theirs) const;
   void add_dialer(uint32_t rank);
+  /// Every probe interval: refreshes each link's round-trip time and probes the links that
+  /// carried nothing measurable for two intervals.
+  void schedule_probes();
+  void probe_links();
   void install(asio::ip::tcp::socket socket, uint32_t rank);
   void log_limited(spdlog::level::level_enum level, LogTopic topic, uint32_t rank,
                    const std::string& message);
@@ -89,7 +94,9 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<asio::steady_timer> accept_retry_;
-  std::vector<std::unique_ptr<tcp::Dialer>> dialers_;  // by rank; only lower ranks have one
+  std::unique_ptr<asio::steady_timer> probe_timer_;
+  std::vector<std::unique_ptr<tcp::LinkMeter>> meters_;  // by rank; made before the I/O thread
+  std::vector<std::unique_ptr<tcp::Dialer>> dialers_;    // by rank; only lower ranks have one
   std::thread thread_;
 
   mutable std::mutex peers_mutex_;
@@ -103,10 +110,9 @@ Status TcpTransport::Mesh::check_options() const {
                                                    " is outside the " + std::to_string(world) +
                                                    " peers");
   }
-  if (options_.max_message_bytes == 0 ||
-      options_.max_message_bytes > std::numeric_limits<uint32_t>::max()) {
+  if (options_.max_message_bytes == 0 || options_.max_message_bytes > tcp::kMaxLength) {
     return Status(ErrorCode::kInvalidArgument,
-                  "transport: max_message_bytes must be in [1, 2^32 - 1], got " +
+                  "transport: max_message_bytes must be in [1, 2^31 - 1], got " +
                       std::to_string(options_.max_message_bytes));
   }
   if (options_.send_queue_bytes == 0 || options_.connect_timeout.count() <= 0 ||
@@ -141,6 +147,12 @@ Status TcpTransport::Mesh::start(Handlers handlers) {
   }
   accept_retry_ = std::make_unique<asio::steady_timer>(*io_);
   accept_next();
+  meters_.clear();
+  for (size_t rank = 0; rank < options_.peers.size(); ++rank) {
+    meters_.push_back(std::make_unique<tcp::LinkMeter>());
+  }
+  probe_timer_ = std::make_unique<asio::steady_timer>(*io_);
+  if (options_.probe_interval.count() > 0) schedule_probes();
   dialers_.resize(options_.peers.size());
   for (uint32_t rank = 0; rank < options_.rank; ++rank) add_dialer(rank);
   work_.emplace(io_->get_executor());
@@ -245,7 +257,7 @@ void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank) {
   auto connection = std::make_shared<tcp::PeerConnection>(
       std::move(socket), rank,
       tcp::PeerConnection::Limits{options_.send_queue_bytes, options_.max_message_bytes}, counters_,
-      *this);
+      *meters_[rank], *this);
   std::shared_ptr<tcp::PeerConnection> previous;
   {
     std::lock_guard lock(peers_mutex_);
@@ -331,9 +343,49 @@ void TcpTransport::Mesh::stop() {
   open.clear();
   dialers_.clear();
   accept_retry_.reset();
+  probe_timer_.reset();
   acceptor_.reset();
   work_.reset();
   io_.reset();
+}
+
+void TcpTransport::Mesh::schedule_probes() {
+  probe_timer_->expires_after(options_.probe_interval);
+  probe_timer_->async_wait([this](const error_code& ec) {
+    if (ec) return;
+    probe_links();
+    schedule_probes();
+  });
+}
+
+void TcpTransport::Mesh::probe_links() {
+  std::vector<std::shared_ptr<tcp::PeerConnection>> open;
+  {
+    std::lock_guard lock(peers_mutex_);
+    open = peers_;
+  }
+  const auto now = tcp::LinkMeter::Clock::now();
+  for (const auto& connection : open) {
+    if (!connection) continue;
+    tcp::LinkMeter& meter = *meters_[connection->rank()];
+    meter.set_rtt(connection->rtt_seconds());
+    if (now - connection->last_measurable_send() < 2 * options_.probe_interval) continue;
+    // Sized from the reverse direction's estimate, the best guess of this one: about 20 ms of
+    // transfer, within what can be timed and what a slow link can spare.
+    const double goodput = meter.estimate(connection->rank(), now).goodput_bytes_per_second;
+    const double wanted = goodput > 0.0 ? goodput * 0.02 : tcp::PeerConnection::kMaxProbeBytes;
+    connection->enqueue_probe(static_cast<uint32_t>(std::clamp<double>(
+        wanted, tcp::LinkMeter::kMinMeasuredBytes, tcp::PeerConnection::kMaxProbeBytes)));
+  }
+}
+
+std::vector<LinkEstimate> TcpTransport::Mesh::links() const {
+  std::vector<LinkEstimate> links;
+  const auto now = tcp::LinkMeter::Clock::now();
+  for (uint32_t rank = 0; rank < meters_.size(); ++rank) {
+    if (rank != options_.rank) links.push_back(meters_[rank]->estimate(rank, now));
+  }
+  return links;
 }
 
 void TcpTransport::Mesh::log_limited(spdlog::level::level_enum level, LogTopic topic, uint32_t rank,
@@ -360,6 +412,7 @@ Status TcpTransport::send(uint32_t to_rank, Message message) {
 }
 bool TcpTransport::peer_up(uint32_t rank) const { return mesh_->peer_up(rank); }
 TransportStats TcpTransport::stats() const { return mesh_->stats(); }
+std::vector<LinkEstimate> TcpTransport::links() const { return mesh_->links(); }
 uint16_t TcpTransport::listen_port() const { return mesh_->listen_port(); }
 
 }  // namespace gradgate::gateway

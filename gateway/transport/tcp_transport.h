@@ -31,7 +31,9 @@ struct TcpTransportOptions {
   std::chrono::milliseconds connect_timeout{2000};  // per dial attempt and per handshake
   std::chrono::milliseconds reconnect_min{50}, reconnect_max{2000};  // backoff doubles
   uint64_t send_queue_bytes = 512ull << 20;                          // per peer, framed bytes
-  uint64_t max_message_bytes = 1ull << 30;  // at most 2^32 - 1 (the length prefix is u32)
+  uint64_t max_message_bytes = 1ull << 30;  // at most 2^31 - 1 (the length prefix's 31 bits)
+  /// How often links that carried nothing measurable are probed (link_meter.h); 0: never.
+  std::chrono::milliseconds probe_interval{1000};
 };
 
 class TcpTransport final : public Transport {
@@ -50,6 +52,7 @@ class TcpTransport final : public Transport {
   Status send(uint32_t to_rank, Message message) override;
   bool peer_up(uint32_t rank) const override;
   TransportStats stats() const override;
+  std::vector<LinkEstimate> links() const override;
 
   /// The bound port, valid after start() (useful when listening on port 0).
   uint16_t listen_port() const;

@@ -58,8 +58,19 @@ struct TransportStats {
   uint64_t disconnects = 0;     // connections lost or reset
   uint64_t rejected = 0;        // messages refused by the handler or the framing: connection reset
   uint64_t foreign = 0;         // handshakes from another job or an unknown rank: refused
-  uint64_t queued_bytes = 0;    // gauge: bytes waiting in send queues
-  uint32_t peers_up = 0;        // gauge
+  uint64_t probes_sent = 0;     // link probes (not counted in messages_sent; bytes are)
+  uint64_t probes_received = 0;
+  uint64_t queued_bytes = 0;  // gauge: bytes waiting in send queues
+  uint32_t peers_up = 0;      // gauge
+};
+
+/// The link from one peer to this gateway, as measured on its own traffic (and probes).
+struct LinkEstimate {
+  uint32_t peer = 0;
+  double goodput_bytes_per_second = 0.0;  // 0: not measured yet
+  double rtt_seconds = 0.0;               // 0: not known
+  double age_seconds = 0.0;               // since the last goodput sample
+  uint64_t samples = 0;                   // goodput samples taken since start
 };
 
 class Transport {
@@ -87,6 +98,8 @@ class Transport {
 
   virtual bool peer_up(uint32_t rank) const = 0;
   virtual TransportStats stats() const = 0;
+  /// Every peer's link to this gateway (own rank excluded), by rank.
+  virtual std::vector<LinkEstimate> links() const = 0;
 };
 
 }  // namespace gradgate::gateway

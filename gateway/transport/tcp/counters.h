@@ -18,6 +18,8 @@ struct Counters {
   std::atomic<uint64_t> disconnects{0};
   std::atomic<uint64_t> rejected{0};
   std::atomic<uint64_t> foreign{0};
+  std::atomic<uint64_t> probes_sent{0};
+  std::atomic<uint64_t> probes_received{0};
   std::atomic<uint64_t> queued_bytes{0};
   std::atomic<uint32_t> peers_up{0};
 
@@ -31,6 +33,8 @@ struct Counters {
     stats.disconnects = disconnects.load();
     stats.rejected = rejected.load();
     stats.foreign = foreign.load();
+    stats.probes_sent = probes_sent.load();
+    stats.probes_received = probes_received.load();
     stats.queued_bytes = queued_bytes.load();
     stats.peers_up = peers_up.load();
     return stats;

@@ -1,5 +1,9 @@
 #include "gateway/transport/tcp/peer_connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <array>
 #include <new>
 #include <utility>
@@ -15,12 +19,13 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 PeerConnection::PeerConnection(asio::ip::tcp::socket socket, uint32_t rank, Limits limits,
-                               Counters& counters, ConnectionOwner& owner)
+                               Counters& counters, LinkMeter& meter, ConnectionOwner& owner)
     : socket_(std::move(socket)),
       rank_(rank),
       limits_(limits),
       counters_(counters),
-      owner_(owner) {}
+      owner_(owner),
+      meter_(meter) {}
 
 void PeerConnection::start() { read_length(); }
 
@@ -38,7 +43,8 @@ void PeerConnection::read_length() {
   asio::async_read(socket_, asio::buffer(inbound_length_),
                    [self = shared_from_this()](const error_code& ec, std::size_t) {
                      if (ec) return self->fail(ec);
-                     Result<uint32_t> length =
+                     self->inbound_started_ = LinkMeter::Clock::now();
+                     Result<Length> length =
                          decode_length(self->inbound_length_, self->limits_.max_message_bytes);
                      if (!length.ok()) {
                        ++self->counters_.rejected;
@@ -48,29 +54,35 @@ void PeerConnection::read_length() {
                    });
 }
 
-void PeerConnection::read_body(uint32_t length) {
+void PeerConnection::read_body(Length length) {
   try {
-    inbound_.resize(length);
+    inbound_.resize(length.bytes);
   } catch (const std::bad_alloc&) {
     ++counters_.rejected;
-    return close("no memory for a message of " + std::to_string(length) + " bytes");
+    return close("no memory for a message of " + std::to_string(length.bytes) + " bytes");
   }
-  asio::async_read(socket_, asio::buffer(inbound_),
-                   [length](const error_code& ec, std::size_t transferred) {
-                     return everything_left(ec, transferred, length);
-                   },
-                   [self = shared_from_this()](const error_code& ec, std::size_t) {
-                     if (ec) return self->fail(ec);
-                     const uint64_t size = self->inbound_.size();
-                     ++self->counters_.messages_received;
-                     self->counters_.bytes_received += kLengthPrefixBytes + size;
-                     if (!self->owner_.deliver(self->rank_, std::exchange(self->inbound_, {}))) {
-                       ++self->counters_.rejected;
-                       return self->close("a message of " + std::to_string(size) +
-                                          " bytes was rejected by the handler");
-                     }
-                     self->read_length();
-                   });
+  asio::async_read(
+      socket_, asio::buffer(inbound_),
+      [total = length.bytes](const error_code& ec, std::size_t transferred) {
+        return everything_left(ec, transferred, total);
+      },
+      [self = shared_from_this(), probe = length.probe](const error_code& ec, std::size_t) {
+        if (ec) return self->fail(ec);
+        const uint64_t size = self->inbound_.size();
+        self->meter_.add_transfer(size, self->inbound_started_, LinkMeter::Clock::now());
+        self->counters_.bytes_received += kLengthPrefixBytes + size;
+        if (probe) {
+          ++self->counters_.probes_received;
+          return self->read_length();
+        }
+        ++self->counters_.messages_received;
+        if (!self->owner_.deliver(self->rank_, std::exchange(self->inbound_, {}))) {
+          ++self->counters_.rejected;
+          return self->close("a message of " + std::to_string(size) +
+                             " bytes was rejected by the handler");
+        }
+        self->read_length();
+      });
 }
 
 Status PeerConnection::enqueue(Message message) {
@@ -83,7 +95,7 @@ Status PeerConnection::enqueue(Message message) {
                       std::to_string(queued_bytes_) + " bytes; " + std::to_string(framed) +
                       " more would exceed the cap of " + std::to_string(limits_.send_queue_bytes));
   }
-  queue_.push_back(std::move(message));
+  queue_.push_back({std::move(message), false});
   queued_bytes_ += framed;
   counters_.queued_bytes += framed;
   if (!writing_) {
@@ -93,29 +105,62 @@ Status PeerConnection::enqueue(Message message) {
   return {};
 }
 
+bool PeerConnection::enqueue_probe(uint32_t bytes) {
+  // Probes are never read: every one is a view of the same zero-filled bytes.
+  static const auto kProbeBody = std::make_shared<const MessageBytes>(kMaxProbeBytes);
+  if (bytes == 0 || bytes > kMaxProbeBytes) return false;
+  const uint64_t framed = kLengthPrefixBytes + bytes;
+  std::lock_guard lock(mutex_);
+  if (closed_ || !queue_.empty()) return false;
+  probe_bytes_ = bytes;
+  queue_.push_back({kProbeBody, true});
+  queued_bytes_ += framed;
+  counters_.queued_bytes += framed;
+  writing_ = true;
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_next(); });
+  return true;
+}
+
+LinkMeter::Clock::time_point PeerConnection::last_measurable_send() const {
+  std::lock_guard lock(mutex_);
+  return last_measurable_send_;
+}
+
+double PeerConnection::rtt_seconds() const {
+  tcp_info info{};
+  socklen_t length = sizeof(info);
+  auto& socket = const_cast<asio::ip::tcp::socket&>(socket_);  // getsockopt does not change it
+  if (::getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return 0;
+  return info.tcpi_rtt * 1e-6;
+}
+
 void PeerConnection::write_next() {
-  Message message;
+  Outgoing next;
+  uint32_t body_bytes = 0;
   {
     std::lock_guard lock(mutex_);
     if (closed_ || queue_.empty()) {
       writing_ = false;
       return;
     }
-    message = queue_.front();
+    next = queue_.front();
+    body_bytes = next.probe ? probe_bytes_ : static_cast<uint32_t>(next.message->size());
   }
-  outbound_length_ = encode_length(static_cast<uint32_t>(message->size()));
-  const std::array<asio::const_buffer, 2> buffers = {asio::buffer(outbound_length_),
-                                                     asio::buffer(*message)};
-  const uint64_t framed = kLengthPrefixBytes + message->size();
-  asio::async_write(socket_, buffers,
-                    [framed](const error_code& ec, std::size_t transferred) {
-                      return everything_left(ec, transferred, framed);
-                    },
-                    [self = shared_from_this(), message, framed](
-                        const error_code& ec, std::size_t) { self->on_written(ec, framed); });
+  outbound_length_ = encode_length(body_bytes, next.probe);
+  const std::array<asio::const_buffer, 2> buffers = {
+      asio::buffer(outbound_length_), asio::buffer(next.message->data(), body_bytes)};
+  const uint64_t framed = kLengthPrefixBytes + body_bytes;
+  asio::async_write(
+      socket_, buffers,
+      [framed](const error_code& ec, std::size_t transferred) {
+        return everything_left(ec, transferred, framed);
+      },
+      [self = shared_from_this(), next, framed](const error_code& ec, std::size_t) {
+        self->on_written(ec, framed, next.probe);
+      });
 }
 
-void PeerConnection::on_written(const error_code& ec, uint64_t framed_bytes) {
+void PeerConnection::on_written(const error_code& ec, uint64_t framed_bytes, bool probe) {
   if (ec) return fail(ec);
   {
     std::lock_guard lock(mutex_);
@@ -123,8 +168,11 @@ void PeerConnection::on_written(const error_code& ec, uint64_t framed_bytes) {
     queue_.pop_front();
     queued_bytes_ -= framed_bytes;
     counters_.queued_bytes -= framed_bytes;
+    if (framed_bytes >= kLengthPrefixBytes + LinkMeter::kMinMeasuredBytes) {
+      last_measurable_send_ = LinkMeter::Clock::now();
+    }
   }
-  ++counters_.messages_sent;
+  ++(probe ? counters_.probes_sent : counters_.messages_sent);
   counters_.bytes_sent += framed_bytes;
   write_next();
 }

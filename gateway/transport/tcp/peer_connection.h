@@ -1,6 +1,7 @@
 // One established connection to a peer gateway (after the handshake): reads length-prefixed
 // messages and hands them to the owner, and writes queued messages in order, one write at a
 // time, each as a gather write of its length prefix and the shared message bytes (no copy).
+// Large messages and probes that arrive are timed into the peer's LinkMeter; probes are dropped.
 //
 // Threads: enqueue() may be called from any thread; everything else runs on the transport's
 // thread. The connection closes itself on an I/O error, a malformed length or a message the
@@ -17,6 +18,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "gateway/transport/tcp/counters.h"
+#include "gateway/transport/tcp/link_meter.h"
 #include "gateway/transport/tcp/wire.h"
 #include "gateway/transport/transport.h"
 
@@ -38,13 +40,16 @@ class ConnectionOwner {
 
 class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
  public:
+  /// The largest probe: on a 10 Gb/s link it takes about 3 ms, long enough to time.
+  static constexpr uint32_t kMaxProbeBytes = 4u << 20;
+
   struct Limits {
     uint64_t send_queue_bytes = 0;   // framed bytes that may wait in the queue
     uint64_t max_message_bytes = 0;  // largest message accepted from the peer
   };
 
   PeerConnection(boost::asio::ip::tcp::socket socket, uint32_t rank, Limits limits,
-                 Counters& counters, ConnectionOwner& owner);
+                 Counters& counters, LinkMeter& meter, ConnectionOwner& owner);
 
   uint32_t rank() const { return rank_; }
 
@@ -53,15 +58,22 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   /// Queues `message` (non-empty) for writing: kUnavailable once closed, kResourceExhausted when
   /// the queue would exceed its cap. Any thread; never blocks on I/O.
   Status enqueue(Message message);
+  /// Queues a probe of `bytes` (at most kMaxProbeBytes) if nothing else is queued: the peer
+  /// times its arrival and drops it. False when not queued. Any thread.
+  bool enqueue_probe(uint32_t bytes);
+  /// When this side last finished writing a message the peer can time (epoch: never).
+  LinkMeter::Clock::time_point last_measurable_send() const;
+  /// The kernel's smoothed round-trip time of the connection, 0 if unknown. Transport thread.
+  double rtt_seconds() const;
   /// Closes the socket and drops the queue; the first call reports to the owner. Transport
   /// thread (or any thread once that thread has stopped).
   void close(const std::string& reason);
 
  private:
   void read_length();
-  void read_body(uint32_t length);
+  void read_body(Length length);
   void write_next();
-  void on_written(const boost::system::error_code& ec, uint64_t framed_bytes);
+  void on_written(const boost::system::error_code& ec, uint64_t framed_bytes, bool probe);
   void fail(const boost::system::error_code& ec);
 
   boost::asio::ip::tcp::socket socket_;
@@ -70,12 +82,22 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   Counters& counters_;
   ConnectionOwner& owner_;
 
+  LinkMeter& meter_;
+
+  struct Outgoing {
+    Message message;
+    bool probe = false;
+  };
+
   LengthPrefix inbound_length_{};
+  LinkMeter::Clock::time_point inbound_started_{};  // when the current message's prefix came
   MessageBytes inbound_;
   LengthPrefix outbound_length_{};
 
-  std::mutex mutex_;           // guards the members below
-  std::deque<Message> queue_;  // the front is being written while writing_
+  mutable std::mutex mutex_;    // guards the members below
+  std::deque<Outgoing> queue_;  // the front is being written while writing_
+  LinkMeter::Clock::time_point last_measurable_send_{};
+  uint32_t probe_bytes_ = 0;  // of the probe in the queue
   uint64_t queued_bytes_ = 0;
   bool writing_ = false;
   bool closed_ = false;

@@ -35,21 +35,26 @@ Result<Hello> decode_handshake(std::span<const std::byte, kHandshakeBytes> bytes
   return Hello{kernels::wire::load<uint64_t>(&bytes[5]), kernels::wire::load<uint32_t>(&bytes[13])};
 }
 
-LengthPrefix encode_length(uint32_t length) {
+namespace {
+constexpr uint32_t kProbeFlag = uint32_t{1} << 31;
+}  // namespace
+
+LengthPrefix encode_length(uint32_t length, bool probe) {
   LengthPrefix bytes{};
-  kernels::wire::store(bytes.data(), length);
+  kernels::wire::store(bytes.data(), length | (probe ? kProbeFlag : 0));
   return bytes;
 }
 
-Result<uint32_t> decode_length(std::span<const std::byte, kLengthPrefixBytes> bytes,
-                               uint64_t max_message_bytes) {
-  const auto length = kernels::wire::load<uint32_t>(bytes.data());
+Result<Length> decode_length(std::span<const std::byte, kLengthPrefixBytes> bytes,
+                             uint64_t max_message_bytes) {
+  const auto word = kernels::wire::load<uint32_t>(bytes.data());
+  const uint32_t length = word & ~kProbeFlag;
   if (length == 0 || length > max_message_bytes) {
     return Status(ErrorCode::kMalformedFrame, "message length " + std::to_string(length) +
                                                   " is outside [1, " +
                                                   std::to_string(max_message_bytes) + "]");
   }
-  return length;
+  return Length{length, (word & kProbeFlag) != 0};
 }
 
 }  // namespace gradgate::gateway::tcp

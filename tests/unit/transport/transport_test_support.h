@@ -254,6 +254,7 @@ inline TcpTransportOptions loopback_options(uint32_t rank, uint32_t world,
   options.connect_timeout = std::chrono::milliseconds(1000);
   options.reconnect_min = std::chrono::milliseconds(10);
   options.reconnect_max = std::chrono::milliseconds(200);
+  options.probe_interval = std::chrono::milliseconds(0);  // counts stay exact; tests turn it on
   for (uint32_t i = 0; i < world; ++i) {
     options.peers.push_back({"127.0.0.1", i < ports.size() ? ports[i] : uint16_t{0}});
   }
@@ -280,14 +281,18 @@ inline Node start_node(TcpTransportOptions options, std::vector<uint16_t>* ports
   return node;
 }
 
-/// Starts a full loopback mesh of `world` gateways (rank order) and waits until every pair is
+/// Starts a full loopback mesh of `world` gateways (rank order; links probed every
+/// `probe_interval`, 0: never) and waits until every pair is
 /// connected (on_peer reported on both sides); returns an empty vector if that does not happen in
 /// time.
-inline std::vector<Node> start_mesh(uint32_t world) {
+inline std::vector<Node> start_mesh(
+    uint32_t world, std::chrono::milliseconds probe_interval = std::chrono::milliseconds(0)) {
   std::vector<Node> nodes;
   std::vector<uint16_t> ports;
   for (uint32_t rank = 0; rank < world; ++rank) {
-    nodes.push_back(start_node(loopback_options(rank, world, ports), &ports));
+    TcpTransportOptions options = loopback_options(rank, world, ports);
+    options.probe_interval = probe_interval;
+    nodes.push_back(start_node(options, &ports));
     if (!nodes.back().transport) return {};
   }
   const bool connected = eventually([&] {

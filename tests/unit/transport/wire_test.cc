@@ -11,7 +11,7 @@ namespace {
 
 TEST(WireTest, HandshakeIsMagicVersionJobAndRankLittleEndian) {
   const HandshakeBytes bytes = encode_handshake({0x0102030405060708ull, 0x0A0B0C0Du});
-  const uint8_t expected[kHandshakeBytes] = {'G',  'G',  'T',  '1',  1,    0x08, 0x07, 0x06, 0x05,
+  const uint8_t expected[kHandshakeBytes] = {'G',  'G',  'T',  '1',  2,    0x08, 0x07, 0x06, 0x05,
                                              0x04, 0x03, 0x02, 0x01, 0x0D, 0x0C, 0x0B, 0x0A};
   for (std::size_t i = 0; i < kHandshakeBytes; ++i) {
     EXPECT_EQ(std::to_integer<uint8_t>(bytes[i]), expected[i]) << "byte " << i;
@@ -34,12 +34,24 @@ TEST(WireTest, LengthPrefixRoundTripsAndRejectsZeroAndOversize) {
   const LengthPrefix bytes = encode_length(0x01020304u);
   EXPECT_EQ(std::to_integer<uint8_t>(bytes[0]), 0x04);
   EXPECT_EQ(std::to_integer<uint8_t>(bytes[3]), 0x01);
-  Result<uint32_t> length = decode_length(bytes, 1ull << 30);
+  Result<Length> length = decode_length(bytes, 1ull << 30);
   ASSERT_TRUE(length.ok());
-  EXPECT_EQ(*length, 0x01020304u);
+  EXPECT_EQ(length->bytes, 0x01020304u);
+  EXPECT_FALSE(length->probe);
   EXPECT_EQ(decode_length(encode_length(0), 100).status().code(), ErrorCode::kMalformedFrame);
   EXPECT_EQ(decode_length(encode_length(101), 100).status().code(), ErrorCode::kMalformedFrame);
   EXPECT_TRUE(decode_length(encode_length(100), 100).ok());
+}
+
+TEST(WireTest, ProbeFlagTravelsBesideTheLength) {
+  auto probe = decode_length(encode_length(kMaxLength, true), kMaxLength);
+  ASSERT_TRUE(probe.ok());
+  EXPECT_EQ(probe->bytes, kMaxLength);
+  EXPECT_TRUE(probe->probe);
+  // A probe is bounded like any message: its length without the flag is checked.
+  EXPECT_EQ(decode_length(encode_length(101, true), 100).status().code(),
+            ErrorCode::kMalformedFrame);
+  EXPECT_EQ(decode_length(encode_length(0, true), 100).status().code(), ErrorCode::kMalformedFrame);
 }
 
 TEST(BackoffTest, DoublesUpToTheMaximumAndResets) {

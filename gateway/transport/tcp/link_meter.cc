@@ -1,0 +1,41 @@
+#include "gateway/transport/tcp/link_meter.h"
+
+#include <algorithm>
+
+namespace gradgate::gateway::tcp {
+
+void LinkMeter::add_transfer(uint64_t bytes, Clock::time_point first, Clock::time_point last) {
+  const double seconds = std::chrono::duration<double>(last - first).count();
+  if (bytes < kMinMeasuredBytes || seconds <= 0.0) return;
+  std::lock_guard lock(mutex_);
+  samples_[count_ % kSamples] = static_cast<double>(bytes) / seconds;
+  ++count_;
+  last_sample_ = last;
+}
+
+void LinkMeter::set_rtt(double seconds) {
+  std::lock_guard lock(mutex_);
+  rtt_seconds_ = seconds;
+}
+
+LinkEstimate LinkMeter::estimate(uint32_t peer, Clock::time_point now) const {
+  std::lock_guard lock(mutex_);
+  LinkEstimate link;
+  link.peer = peer;
+  link.rtt_seconds = rtt_seconds_;
+  link.samples = count_;
+  if (count_ == 0) return link;
+  std::array<double, kSamples> sorted = samples_;
+  const size_t held = std::min(count_, kSamples);
+  std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(held));
+  link.goodput_bytes_per_second = sorted[held / 2];
+  link.age_seconds = std::chrono::duration<double>(now - last_sample_).count();
+  return link;
+}
+
+LinkMeter::Clock::time_point LinkMeter::last_sample() const {
+  std::lock_guard lock(mutex_);
+  return last_sample_;
+}
+
+}  // namespace gradgate::gateway::tcp
