@@ -50,4 +50,10 @@ Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
   return report;
 }
 
+void CollectiveEngine::abort(const AllreduceOp& op, const Status& why) {
+  Operation operation(options_, transport_, mailbox_, op);
+  operation.broadcast_abort(why);
+  mailbox_.finish(op.tensor_id, op.seq);
+}
+
 }  // namespace gradgate::gateway

@@ -53,6 +53,9 @@ class CollectiveEngine {
 
   /// Thread-safe for different tensors; one operation per tensor at a time.
   Result<AllreduceReport> allreduce(const AllreduceOp& op);
+  /// For a step this gateway cannot run at all: tells the other gateways (an abort message), so
+  /// that their workers get `why` at once instead of at the timeout.
+  void abort(const AllreduceOp& op, const Status& why);
 
  private:
   class Run;

@@ -39,6 +39,8 @@ void write_envelope(const Envelope& envelope, std::span<std::byte> message) {
   store<uint32_t>(out + 8, envelope.tensor_id);
   store<uint32_t>(out + 12, envelope.phase);
   store<uint64_t>(out + 16, envelope.seq);
+  store<uint32_t>(out + 24, envelope.policy_version);
+  store<uint32_t>(out + 28, 0);
 }
 
 MessageBytes make_message(const Envelope& envelope, std::span<const std::byte> payload) {
@@ -73,6 +75,7 @@ Result<Envelope> parse_envelope(std::span<const std::byte> message) {
   envelope.tensor_id = load<uint32_t>(message.data() + 8);
   envelope.phase = load<uint32_t>(message.data() + 12);
   envelope.seq = load<uint64_t>(message.data() + 16);
+  envelope.policy_version = load<uint32_t>(message.data() + 24);
   return envelope;
 }
 

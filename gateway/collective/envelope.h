@@ -3,9 +3,10 @@
 // (tensor, sequence number) and the message's place in it (kind, phase, chunk), so that a receiver
 // can file a message that arrives before its own side of the operation has started.
 //
-// Layout (little-endian, 24 bytes):
+// Layout (little-endian, 32 bytes):
 //   0  u32 magic "GGE1"   4 u8 version   5 u8 kind   6 u16 chunk
 //   8  u32 tensor id      12 u32 phase   16 u64 sequence number
+//   24 u32 policy version (the sender runs the operation under it)   28 u32 reserved, 0
 #pragma once
 
 #include <cstddef>
@@ -33,8 +34,8 @@ inline constexpr uint8_t kMaxMessageKind = 7;
 std::string_view message_kind_name(MessageKind kind);
 
 inline constexpr uint32_t kEnvelopeMagic = 0x31454747;  // "GGE1" read as a little-endian u32
-inline constexpr uint8_t kEnvelopeVersion = 1;
-inline constexpr size_t kEnvelopeBytes = 24;
+inline constexpr uint8_t kEnvelopeVersion = 2;
+inline constexpr size_t kEnvelopeBytes = 32;
 
 struct Envelope {
   MessageKind kind = MessageKind::kGather;
@@ -42,6 +43,7 @@ struct Envelope {
   uint32_t tensor_id = 0;
   uint32_t phase = 0;
   uint64_t seq = 0;
+  uint32_t policy_version = 0;
 };
 
 /// Writes `envelope` into message[0, kEnvelopeBytes) (the message must be at least that long).

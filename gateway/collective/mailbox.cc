@@ -68,7 +68,8 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
   const MailKey key{envelope->tensor_id, envelope->seq,   envelope->kind,
                     envelope->phase,     envelope->chunk, from};
   const size_t bytes = message.size() + kEntryOverheadBytes;
-  auto [it, inserted] = filed_.try_emplace(key, Stored{Mail{std::move(message)}, now});
+  auto [it, inserted] =
+      filed_.try_emplace(key, Stored{Mail{std::move(message)}, now, envelope->policy_version});
   if (!inserted) {
     ++stats_.refused;
     return Status(ErrorCode::kMalformedFrame, "duplicate " + describe(key));
@@ -97,13 +98,33 @@ bool Mailbox::peer_up(uint32_t rank) const {
   return rank < up_.size() && up_[rank];
 }
 
+const Mailbox::Stored* Mailbox::other_policy_locked(const MailKey& key,
+                                                    uint32_t policy_version) const {
+  for (auto it = filed_.lower_bound({key.tensor_id, key.seq, MessageKind{}, 0, 0, 0});
+       it != filed_.end() && it->first.tensor_id == key.tensor_id && it->first.seq == key.seq;
+       ++it) {
+    if (it->first.from == key.from && it->second.policy_version != policy_version) {
+      return &it->second;
+    }
+  }
+  return nullptr;
+}
+
 Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
-                           uint64_t sender_down_count) {
+                           uint64_t sender_down_count, uint32_t policy_version) {
   std::unique_lock lock(mutex_);
   for (;;) {
     if (shut_down_) return Status(ErrorCode::kAborted, "the gateway is shutting down");
     if (auto abort = aborts_.find({key.tensor_id, key.seq}); abort != aborts_.end()) {
       return Status(ErrorCode::kAborted, abort->second.reason);
+    }
+    if (const Stored* other = other_policy_locked(key, policy_version)) {
+      return Status(ErrorCode::kIncompatible,
+                    "gateway " + std::to_string(key.from) + " runs step " +
+                        std::to_string(key.seq) + " of tensor " + std::to_string(key.tensor_id) +
+                        " under policy version " + std::to_string(other->policy_version) +
+                        ", this gateway under policy version " + std::to_string(policy_version) +
+                        " (a gateway received the policy too late for its effective step)");
     }
     if (auto it = filed_.find(key); it != filed_.end()) {
       Mail mail = std::move(it->second.mail);

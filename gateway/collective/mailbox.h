@@ -66,8 +66,11 @@ class Mailbox {
 
   /// Takes the message filed under `key`, waiting until `deadline`. Errors: kTimeout, kAborted (a
   /// peer aborted the operation, or shutdown), kUnavailable (the sender went down after
-  /// `sender_down_count` was read).
-  Result<Mail> take(const MailKey& key, Clock::time_point deadline, uint64_t sender_down_count);
+  /// `sender_down_count` was read), kIncompatible (a message of the same operation from the same
+  /// sender runs under another policy version than `policy_version`: it switched codecs at
+  /// another step, and its messages will never match ours).
+  Result<Mail> take(const MailKey& key, Clock::time_point deadline, uint64_t sender_down_count,
+                    uint32_t policy_version);
   /// Waits until `rank` is connected (kTimeout, kAborted at shutdown).
   Status wait_peer_up(uint32_t rank, Clock::time_point deadline);
 
@@ -85,7 +88,10 @@ class Mailbox {
   struct Stored {
     Mail mail;
     Clock::time_point arrived;
+    uint32_t policy_version;
   };
+  /// The first message of `key`'s operation from `key.from` under another policy version.
+  const Stored* other_policy_locked(const MailKey& key, uint32_t policy_version) const;
   struct OpId {
     uint32_t tensor_id;
     uint64_t seq;

@@ -42,8 +42,9 @@ Status Operation::agree_scales() {
       local[c] = codec().local_scale(chunk_data(c), *streams().streams[c]);
     }
   }
-  const Message scales = std::make_shared<const MessageBytes>(make_message(
-      {MessageKind::kScale, 0, op_.tensor_id, 0, op_.seq}, std::as_bytes(std::span(local))));
+  const Message scales = std::make_shared<const MessageBytes>(
+      make_message({MessageKind::kScale, 0, op_.tensor_id, 0, op_.seq, op_.policy_version},
+                   std::as_bytes(std::span(local))));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
     if (peer != rank()) GRADGATE_RETURN_IF_ERROR(send(peer, scales));
   }
@@ -113,6 +114,13 @@ Result<kernels::FrameView> Operation::parse(std::span<const std::byte> frame, si
   }
   const kernels::FrameView view{*header, frame.subspan(kernels::kFrameHeaderBytes)};
   const kernels::TensorDesc& desc = streams().streams[chunk]->desc();
+  if (view.header.policy_version != op_.policy_version) {
+    return Status(ErrorCode::kIncompatible,
+                  "frame of policy version " + std::to_string(view.header.policy_version) +
+                      " in a step this gateway runs under policy version " +
+                      std::to_string(op_.policy_version) +
+                      " (a gateway received the policy too late for its effective step)");
+  }
   if (view.header.codec != codec().id() || view.header.tensor_id != desc.tensor_id ||
       view.header.step != op_.seq || view.header.element_count != desc.elements) {
     return Status(ErrorCode::kIncompatible,
@@ -164,7 +172,9 @@ Status Operation::absorb(int round, std::span<const std::byte> frame, size_t chu
 }
 
 Message Operation::stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const {
-  write_envelope({kind, static_cast<uint16_t>(chunk), op_.tensor_id, phase, op_.seq}, mail.bytes);
+  write_envelope(
+      {kind, static_cast<uint16_t>(chunk), op_.tensor_id, phase, op_.seq, op_.policy_version},
+      mail.bytes);
   return std::make_shared<const MessageBytes>(std::move(mail.bytes));
 }
 
@@ -184,7 +194,7 @@ Status Operation::send(uint32_t to, const Message& message) {
 
 Result<Mail> Operation::receive(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk) {
   const MailKey key{op_.tensor_id, op_.seq, kind, phase, static_cast<uint16_t>(chunk), from};
-  return mailbox_.take(key, deadline_, down_counts_[from]);
+  return mailbox_.take(key, deadline_, down_counts_[from], op_.policy_version);
 }
 
 Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t phase,
@@ -203,7 +213,7 @@ Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t 
 void Operation::broadcast_abort(const Status& why) {
   const std::string reason = why.to_string();
   const auto payload = std::as_bytes(std::span<const char>(reason.data(), reason.size()));
-  const Envelope envelope{MessageKind::kAbort, 0, op_.tensor_id, 0, op_.seq};
+  const Envelope envelope{MessageKind::kAbort, 0, op_.tensor_id, 0, op_.seq, op_.policy_version};
   auto message = std::make_shared<const MessageBytes>(make_message(envelope, payload));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
     if (peer != rank() && mailbox_.peer_up(peer)) (void)transport_.send(peer, message);

@@ -92,4 +92,13 @@ Result<TensorStreams> make_tensor_streams(const kernels::Codec& codec,
   return result;
 }
 
+void fold_residuals(const TensorStreams& streams, uint32_t rank, std::span<float> data) {
+  auto fold = [&](const kernels::Stream& stream, const Chunk& chunk) {
+    const auto residual = stream.residual();
+    for (size_t i = 0; i < residual.size(); ++i) data[chunk.offset + i] += residual[i];
+  };
+  for (size_t c = 0; c < streams.streams.size(); ++c) fold(*streams.streams[c], streams.chunks[c]);
+  if (streams.owner_stream) fold(*streams.owner_stream, streams.chunks[rank]);
+}
+
 }  // namespace gradgate::gateway

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -57,5 +58,9 @@ struct TensorStreams {
 Result<TensorStreams> make_tensor_streams(const kernels::Codec& codec,
                                           const kernels::TensorDesc& desc, Algorithm algorithm,
                                           uint32_t nodes, uint32_t rank);
+
+/// Adds every residual of `streams` (gateway `rank`'s) into `data` where its chunk lies: what
+/// error feedback still owes the job goes out with this step, before the streams are replaced.
+void fold_residuals(const TensorStreams& streams, uint32_t rank, std::span<float> data);
 
 }  // namespace gradgate::gateway

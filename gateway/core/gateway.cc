@@ -28,15 +28,17 @@ AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t seq,
   return outcome;
 }
 
-Result<std::unique_ptr<kernels::Codec>> make_codec(const std::string& spec) {
-  auto params = kernels::parse_codec_spec(spec);
-  if (!params.ok()) return params.status();
-  return kernels::make_cpu_codec(*params);
-}
-
 // A single local worker's fp32 buffer needs no node sum: the all-reduce reads and writes it.
 bool reduces_in_place(uint32_t local_workers, Dtype dtype) {
   return local_workers == 1 && dtype == Dtype::kFp32;
+}
+
+Status over_cap(const std::string& tensor, size_t wanted, size_t in_use, size_t cap) {
+  return Status(ErrorCode::kResourceExhausted,
+                "tensor \"" + tensor + "\" needs " + std::to_string(wanted) +
+                    " bytes of stream state; with the " + std::to_string(in_use) +
+                    " bytes in use that passes streams.residual_memory_cap_bytes (" +
+                    std::to_string(cap) + ")");
 }
 
 }  // namespace
@@ -65,13 +67,13 @@ Gateway::Gateway(GatewayConfig config, Transport& transport)
 Gateway::~Gateway() { stop(); }
 
 Status Gateway::start() {
-  auto codec = make_codec(config_.codec);
-  if (!codec.ok())
-    return Status(codec.status().code(), "compression.codec: " + codec.status().message());
-  codec_ = std::move(codec).value();
-  auto small = make_codec("none");
-  if (!small.ok()) return small.status();
-  small_codec_ = std::move(small).value();
+  {
+    std::lock_guard lock(mutex_);
+    auto codec = codec_for_locked(config_.codec);
+    if (!codec.ok()) {
+      return Status(codec.status().code(), "compression.codec: " + codec.status().message());
+    }
+  }
   Transport::Handlers handlers;
   handlers.on_message = [this](uint32_t from, MessageBytes&& message) {
     Status filed = mailbox_.deliver(from, std::move(message));
@@ -156,6 +158,101 @@ Result<JobInfo> Gateway::on_worker_joined(uint32_t local_rank) {
   return JobInfo{config_.node_rank, nodes, config_.local_workers, nodes * config_.local_workers};
 }
 
+Result<const kernels::Codec*> Gateway::codec_for_locked(const std::string& spec) {
+  auto params = kernels::parse_codec_spec(spec);
+  if (!params.ok()) return params.status();
+  const std::string canonical = kernels::format_codec_spec(*params);
+  auto found = codecs_.find(canonical);
+  if (found != codecs_.end()) return found->second.get();
+  auto codec = kernels::make_cpu_codec(*params);
+  if (!codec.ok()) return codec.status();
+  return codecs_.emplace(canonical, std::move(codec).value()).first->second.get();
+}
+
+std::string Gateway::configured_codec(const TensorSpec& tensor) const {
+  return tensor.elements < config_.min_compress_elements ? "none" : config_.codec;
+}
+
+Result<TensorStreams> Gateway::make_streams_locked(const TensorSpec& spec, uint32_t id,
+                                                   const kernels::Codec& codec, size_t freed) {
+  const auto nodes = static_cast<uint32_t>(config_.nodes.size());
+  auto algorithm = choose_algorithm(codec, config_.collective, nodes, spec.elements);
+  if (!algorithm.ok()) {
+    return Status(algorithm.status().code(),
+                  "tensor \"" + spec.name + "\": " + algorithm.status().message());
+  }
+  kernels::TensorDesc desc;
+  desc.job_id = static_cast<uint32_t>(config_.job_id);
+  desc.tensor_id = id;
+  desc.elements = spec.elements;
+  desc.rows = spec.rows;
+  desc.cols = spec.cols;
+  auto streams = make_tensor_streams(codec, desc, *algorithm, nodes, config_.node_rank);
+  if (!streams.ok()) {
+    return Status(streams.status().code(),
+                  "tensor \"" + spec.name + "\": " + streams.status().message());
+  }
+  const size_t in_use = stats_.residual_bytes - freed;
+  if (in_use + streams->memory_bytes() > config_.residual_memory_cap_bytes) {
+    return over_cap(spec.name, streams->memory_bytes(), in_use, config_.residual_memory_cap_bytes);
+  }
+  return streams;
+}
+
+Status Gateway::set_policy(CodecPolicy policy) {
+  std::lock_guard lock(mutex_);
+  for (const auto& [tensor, spec] : policy.codec_by_tensor) {
+    auto codec = codec_for_locked(spec);
+    if (!codec.ok()) {
+      return Status(codec.status().code(), "policy version " + std::to_string(policy.version) +
+                                               ", tensor \"" + tensor +
+                                               "\": " + codec.status().message());
+    }
+  }
+  const uint32_t version = policy.version;
+  const uint64_t step = policy.effective_step;
+  if (policies_.add(std::move(policy))) {
+    stats_.policy_version = version;
+    spdlog::info("policy version {} takes effect at step {}", version, step);
+  }
+  return {};
+}
+
+Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, std::span<float> data) {
+  const CodecPolicy* policy = policies_.in_effect(seq);
+  const uint32_t version = policy == nullptr ? 0 : policy->version;
+  if (version == tensor.policy_version) return {};
+  std::string wanted = configured_codec(tensor.spec);
+  if (policy != nullptr) {
+    if (auto named = policy->codec_by_tensor.find(tensor.spec.name);
+        named != policy->codec_by_tensor.end()) {
+      wanted = named->second;
+    }
+  }
+  auto codec = codec_for_locked(wanted);
+  if (!codec.ok()) return codec.status();
+  if (*codec != tensor.codec) {
+    // As counted against the cap when made (streams may have grown since: scratch space).
+    const size_t old_bytes = tensor.memory_bytes - tensor.node_sum.size() * sizeof(float);
+    auto streams = make_streams_locked(tensor.spec, tensor.id, **codec, old_bytes);
+    if (!streams.ok()) {
+      return Status(streams.status().code(), "cannot follow policy version " +
+                                                 std::to_string(version) + ": " +
+                                                 streams.status().message());
+    }
+    fold_residuals(tensor.streams, config_.node_rank, data);
+    stats_.residual_bytes = stats_.residual_bytes - old_bytes + streams->memory_bytes();
+    tensor.memory_bytes = tensor.memory_bytes - old_bytes + streams->memory_bytes();
+    tensor.streams = std::move(streams).value();
+    tensor.codec = *codec;
+    spdlog::info("tensor \"{}\": codec {} ({}) from step {}, policy version {}", tensor.spec.name,
+                 tensor.codec->spec(), algorithm_name(tensor.streams.algorithm), seq, version);
+  }
+  tensor.policy_version = version;
+  stats_.applied_policy_version = std::max(stats_.applied_policy_version, version);
+  return {};
+}
+
 Status Gateway::check_spec(const TensorSpec& spec) const {
   if (spec.elements == 0 || spec.elements > kernels::kMaxFrameElements) {
     return Status(ErrorCode::kInvalidArgument, "tensor \"" + spec.name +
@@ -198,36 +295,23 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
     return id;
   }
 
-  const kernels::Codec& codec =
-      spec.elements < config_.min_compress_elements ? *small_codec_ : *codec_;
-  const auto nodes = static_cast<uint32_t>(config_.nodes.size());
-  auto algorithm = choose_algorithm(codec, config_.collective, nodes, spec.elements);
-  if (!algorithm.ok()) return algorithm.status();
-  kernels::TensorDesc desc;
-  desc.job_id = static_cast<uint32_t>(config_.job_id);
-  desc.tensor_id = id;
-  desc.elements = spec.elements;
-  desc.rows = spec.rows;
-  desc.cols = spec.cols;
-  auto streams = make_tensor_streams(codec, desc, *algorithm, nodes, config_.node_rank);
-  if (!streams.ok()) {
-    return Status(streams.status().code(),
-                  "tensor \"" + spec.name + "\": " + streams.status().message());
-  }
+  auto codec = codec_for_locked(configured_codec(spec));
+  if (!codec.ok()) return codec.status();
   const size_t node_sum_bytes =
       reduces_in_place(config_.local_workers, spec.dtype) ? 0 : spec.elements * sizeof(float);
-  const size_t memory = streams->memory_bytes() + node_sum_bytes;
-  if (stats_.residual_bytes + memory > config_.residual_memory_cap_bytes) {
-    return Status(ErrorCode::kResourceExhausted,
-                  "tensor \"" + spec.name + "\" needs " + std::to_string(memory) +
-                      " bytes of stream state; with the " + std::to_string(stats_.residual_bytes) +
-                      " bytes in use that passes streams.residual_memory_cap_bytes (" +
-                      std::to_string(config_.residual_memory_cap_bytes) + ")");
+  if (stats_.residual_bytes + node_sum_bytes > config_.residual_memory_cap_bytes) {
+    return over_cap(spec.name, node_sum_bytes, stats_.residual_bytes,
+                    config_.residual_memory_cap_bytes);
   }
+  stats_.residual_bytes += node_sum_bytes;  // counted first, so that the streams fit beside it
+  auto streams = make_streams_locked(spec, id, **codec, 0);
+  stats_.residual_bytes -= node_sum_bytes;
+  if (!streams.ok()) return streams.status();
+  const size_t memory = streams->memory_bytes() + node_sum_bytes;
   Tensor tensor;
   tensor.spec = spec;
   tensor.id = id;
-  tensor.codec = &codec;
+  tensor.codec = *codec;
   tensor.streams = std::move(streams).value();
   tensor.buffers.assign(config_.local_workers, WorkerBuffer{});
   tensor.buffers[local_rank] = buffer;
@@ -238,7 +322,7 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
   stats_.residual_bytes += memory;
   ++stats_.tensors;
   spdlog::debug("tensor \"{}\" (id {}): {} elements, codec {}, {}", spec.name, id, spec.elements,
-                codec.spec(), algorithm_name(*algorithm));
+                tensor.codec->spec(), algorithm_name(tensor.streams.algorithm));
   tensors_.emplace(id, std::move(tensor));
   return id;
 }
@@ -310,15 +394,20 @@ void Gateway::run(uint32_t id) {
   } else {
     sum_worker_buffers(tensor.buffers, tensor.spec.dtype, tensor.node_sum);
   }
-  AllreduceOp op{id, seq, 0, data, tensor.codec, &tensor.streams};
-  lock.unlock();
   Result<AllreduceReport> report = Status(ErrorCode::kInternal, "no result");
-  try {
-    report = engine_.allreduce(op);
-  } catch (const std::exception& error) {  // bad_alloc: fail the step, keep the daemon
-    report = Status(ErrorCode::kResourceExhausted, std::string("all-reduce: ") + error.what());
+  if (Status followed = follow_policy_locked(tensor, seq, data); !followed.ok()) {
+    report = followed;
+    engine_.abort({id, seq, tensor.policy_version, data, tensor.codec, &tensor.streams}, followed);
+  } else {
+    AllreduceOp op{id, seq, tensor.policy_version, data, tensor.codec, &tensor.streams};
+    lock.unlock();
+    try {
+      report = engine_.allreduce(op);
+    } catch (const std::exception& error) {  // bad_alloc: fail the step, keep the daemon
+      report = Status(ErrorCode::kResourceExhausted, std::string("all-reduce: ") + error.what());
+    }
+    lock.lock();
   }
-  lock.lock();
   finish(tensor, report, seq, lock);
 }
 

@@ -7,6 +7,10 @@
 // (local reduce), runs the collective on that node sum on a thread of its own, writes the
 // aggregate back into every worker's buffer and completes their requests. A tensor and its
 // streams are released when its last worker leaves.
+//
+// Codecs follow the control plane's policies (policy_table.h): when a tensor's step reaches a
+// version's effective step, the tensor changes codec (and algorithm) and its old residuals are
+// folded into that step's data, so error feedback loses nothing across the switch.
 #pragma once
 
 #include <chrono>
@@ -23,6 +27,7 @@
 #include "gateway/collective/collective_engine.h"
 #include "gateway/collective/mailbox.h"
 #include "gateway/config/gateway_config.h"
+#include "gateway/core/policy_table.h"
 #include "gateway/ingress/ingress.h"
 #include "gateway/transport/tcp/log_throttle.h"
 #include "gateway/transport/transport.h"
@@ -32,14 +37,16 @@ namespace gradgate::gateway {
 
 /// Counters of the core, for logs and metrics.
 struct GatewayStats {
-  uint64_t allreduces = 0;        // completed
-  uint64_t allreduce_errors = 0;  // failed (each counted once per node, not per worker)
-  uint64_t raw_bytes = 0;         // fp32 bytes of the node sums all-reduced
-  uint64_t wire_bytes = 0;        // bytes sent to other gateways for them
-  uint64_t union_elements = 0;    // aggregator mode: elements of the aggregated sums
-  uint64_t residual_bytes = 0;    // gauge: codec stream memory
-  uint32_t tensors = 0;           // gauge
-  uint32_t workers = 0;           // gauge: local workers connected
+  uint64_t allreduces = 0;              // completed
+  uint64_t allreduce_errors = 0;        // failed (each counted once per node, not per worker)
+  uint64_t raw_bytes = 0;               // fp32 bytes of the node sums all-reduced
+  uint64_t wire_bytes = 0;              // bytes sent to other gateways for them
+  uint64_t union_elements = 0;          // aggregator mode: elements of the aggregated sums
+  uint64_t residual_bytes = 0;          // gauge: codec stream memory
+  uint32_t tensors = 0;                 // gauge
+  uint32_t workers = 0;                 // gauge: local workers connected
+  uint32_t policy_version = 0;          // gauge: the newest policy version received
+  uint32_t applied_policy_version = 0;  // gauge: the newest version a step has run under
 };
 
 /// The stable id of a tensor name on the wire (FNV-1a, 32 bits).
@@ -65,6 +72,9 @@ class Gateway final : public IngressHandler {
   void on_worker_left(uint32_t local_rank) override;
 
   GatewayStats stats() const;
+  /// Takes a policy from the control plane (see policy_table.h). kInvalidArgument for a codec
+  /// spec that does not parse; an old version is ignored (ok).
+  Status set_policy(CodecPolicy policy);
   MailboxStats mailbox_stats() const { return mailbox_.stats(); }
 
  private:
@@ -73,6 +83,7 @@ class Gateway final : public IngressHandler {
     TensorSpec spec;
     uint32_t id = 0;
     const kernels::Codec* codec = nullptr;
+    uint32_t policy_version = 0;  // the version its streams were made for
     TensorStreams streams;
     std::vector<WorkerBuffer> buffers;  // by local rank; data == nullptr: not declared (any more)
     std::vector<Done> waiting;          // by local rank: asked for the next step
@@ -87,6 +98,15 @@ class Gateway final : public IngressHandler {
   };
 
   Status check_spec(const TensorSpec& spec) const;
+  /// The codec of `spec` (canonical spec text), made once and kept.
+  Result<const kernels::Codec*> codec_for_locked(const std::string& spec);
+  /// What the config says `tensor` runs with: its codec, or none below min_compress_elements.
+  std::string configured_codec(const TensorSpec& tensor) const;
+  /// Streams of `codec` for the tensor, within the memory cap (`freed`: bytes given back first).
+  Result<TensorStreams> make_streams_locked(const TensorSpec& spec, uint32_t id,
+                                            const kernels::Codec& codec, size_t freed);
+  /// Puts `tensor` under the policy in effect at `seq` before that step runs on `data`.
+  Status follow_policy_locked(Tensor& tensor, uint64_t seq, std::span<float> data);
   /// Starts the step when every local worker asked; `calls` gets the completions to make once
   /// the lock is released (when the step cannot start).
   void start_if_ready_locked(Tensor& tensor, std::vector<std::function<void()>>& calls);
@@ -103,9 +123,9 @@ class Gateway final : public IngressHandler {
   Transport& transport_;
   Mailbox mailbox_;
   CollectiveEngine engine_;
-  std::unique_ptr<kernels::Codec> codec_;
-  std::unique_ptr<kernels::Codec> small_codec_;  // tensors under min_compress_elements
-  tcp::LogThrottle refused_log_;                 // used on the transport's thread only
+  std::map<std::string, std::unique_ptr<kernels::Codec>> codecs_;  // by canonical spec
+  PolicyTable policies_;
+  tcp::LogThrottle refused_log_;  // used on the transport's thread only
 
   mutable std::mutex mutex_;
   std::condition_variable idle_;

@@ -83,10 +83,9 @@ size_t gg_tensor_bytes(const gg_tensor* tensor);
  * returns GG_OK or an error other than GG_TIMEOUT. */
 gg_status gg_allreduce(gg_tensor* tensor, gg_request** out);
 /* Waits up to timeout_ms (negative: no limit) for the request. On GG_OK the buffer holds the sum
- * and `info` (may be null) how it went. On another error the buffer holds the worker's values or,
- * when the error came while the result was being written (a peer's frame that decodes to
- * non-finite values), part of the result: the gateway reduces a single worker's fp32 buffer in
- * place. The request is freed unless GG_TIMEOUT is returned. */
+ * and `info` (may be null) how it went. On another error the buffer's contents are unspecified:
+ * the gateway reduces a single worker's fp32 buffer in place. The request is freed unless
+ * GG_TIMEOUT is returned. */
 gg_status gg_wait(gg_request* request, int64_t timeout_ms, gg_allreduce_info* info);
 
 #ifdef __cplusplus

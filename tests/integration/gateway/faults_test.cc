@@ -117,7 +117,7 @@ TEST(GatewayFaults, TenThousandCorruptedFramesAreCountedAndTheDaemonStaysUp) {
   std::mt19937 random(5);
   int sent = 0;
   for (int i = 0; i < 10000; ++i) {
-    std::vector<std::byte> message(24 + random() % 200);
+    std::vector<std::byte> message(kEnvelopeBytes + random() % 200);
     for (auto& byte : message) byte = std::byte(random());
     if (i % 2 == 0) {
       // A well-formed envelope of an unknown kind: the envelope check must catch it.

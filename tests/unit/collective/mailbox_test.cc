@@ -7,8 +7,7 @@
 namespace gradgate::gateway {
 namespace {
 
-MessageBytes message(MessageKind kind, uint32_t tensor, uint64_t seq,
-                               size_t payload = 4) {
+MessageBytes message(MessageKind kind, uint32_t tensor, uint64_t seq, size_t payload = 4) {
   return make_message({kind, 0, tensor, 0, seq}, std::vector<std::byte>(payload, std::byte{1}));
 }
 
@@ -17,17 +16,17 @@ Clock::time_point soon() { return Clock::now() + std::chrono::milliseconds(50); 
 TEST(Mailbox, FilesAndTakesByKey) {
   Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
   ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 5, 3)).ok());
-  EXPECT_EQ(mailbox.take({5, 3, MessageKind::kGather, 0, 0, 0}, soon(), 0).status().code(),
+  EXPECT_EQ(mailbox.take({5, 3, MessageKind::kGather, 0, 0, 0}, soon(), 0, 0).status().code(),
             ErrorCode::kTimeout);  // wrong sender
-  auto mail = mailbox.take({5, 3, MessageKind::kGather, 0, 0, 1}, soon(), 0);
+  auto mail = mailbox.take({5, 3, MessageKind::kGather, 0, 0, 1}, soon(), 0, 0);
   ASSERT_TRUE(mail.ok());
   EXPECT_EQ(mail->payload().size(), 4u);
   EXPECT_EQ(mailbox.stats().stored_bytes, 0u);
 }
 
 TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
-  // Each message costs its bytes and a fixed overhead: the first (28 bytes) fits, a second of
-  // 124 bytes would not.
+  // Each message costs its bytes and a fixed overhead: the first (36 bytes) fits, a second of
+  // 132 bytes would not.
   Mailbox mailbox(2, 400, std::chrono::seconds(60));
   EXPECT_EQ(mailbox.deliver(1, MessageBytes(10)).code(), ErrorCode::kMalformedFrame);
   EXPECT_EQ(mailbox.deliver(7, message(MessageKind::kGather, 1, 0)).code(),
@@ -44,7 +43,7 @@ TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
   for (uint64_t seq = 0; seq < 100; ++seq) {
     filed += small.deliver(1, message(MessageKind::kGather, 1, seq, 0)).ok() ? 1 : 0;
   }
-  EXPECT_EQ(filed, 6);  // 1000 / (24 + 128)
+  EXPECT_EQ(filed, 6);  // 1000 / (32 + 128)
 }
 
 TEST(Mailbox, DropsMessagesOfFinishedOperations) {
@@ -68,10 +67,27 @@ TEST(Mailbox, AbortEndsTheWaitWithTheReason) {
                                           std::as_bytes(std::span(reason.data(), reason.size()))));
   });
   auto mail = mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1},
-                           Clock::now() + std::chrono::seconds(30), 0);
+                           Clock::now() + std::chrono::seconds(30), 0, 0);
   aborter.join();
   EXPECT_EQ(mail.status().code(), ErrorCode::kAborted);
   EXPECT_NE(mail.status().message().find("bad gradient"), std::string::npos);
+}
+
+TEST(Mailbox, AMessageUnderAnotherPolicyVersionEndsTheWaitAtOnce) {
+  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  // Gateway 1 runs tensor 3 step 8 under policy version 2 (a ring message); this gateway waits
+  // for a gather message of it under version 1: they will never match.
+  ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kRingReduce, 0, 3, 0, 8, 2}, {})).ok());
+  const auto start = Clock::now();
+  auto mail =
+      mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1}, start + std::chrono::seconds(30), 0, 1);
+  EXPECT_EQ(mail.status().code(), ErrorCode::kIncompatible);
+  EXPECT_NE(mail.status().message().find("policy version 2"), std::string::npos)
+      << mail.status().to_string();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  // The same operation under the same version is taken as usual.
+  ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kGather, 0, 4, 0, 8, 1}, {})).ok());
+  EXPECT_TRUE(mailbox.take({4, 8, MessageKind::kGather, 0, 0, 1}, soon(), 0, 1).ok());
 }
 
 TEST(Mailbox, LostSenderAndShutdownEndTheWait) {
@@ -80,7 +96,7 @@ TEST(Mailbox, LostSenderAndShutdownEndTheWait) {
   const uint64_t before = mailbox.down_count(1);
   std::thread dropper([&] { mailbox.set_peer_up(1, false); });
   auto mail = mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1},
-                           Clock::now() + std::chrono::seconds(30), before);
+                           Clock::now() + std::chrono::seconds(30), before, 0);
   dropper.join();
   EXPECT_EQ(mail.status().code(), ErrorCode::kUnavailable);
 

@@ -1,0 +1,174 @@
+// Policies from the control plane, as two in-process gateways over loopback follow them: both
+// switch codec at the agreed step, error feedback carries its residual across the switch, and a
+// gateway that missed a version fails that step on both sides with a clear error.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "gateway/core/gateway.h"
+#include "gateway/transport/tcp_transport.h"
+
+namespace gradgate::gateway {
+namespace {
+
+constexpr size_t kElements = 50000;
+const TensorSpec kSpec{"layer.weight", kElements, Dtype::kFp32, 0, 0, 0.0};
+
+// One gateway with its transport and its single local worker's buffer.
+struct Node {
+  std::unique_ptr<TcpTransport> transport;
+  std::unique_ptr<Gateway> gateway;
+  std::vector<float> buffer = std::vector<float>(kElements);
+  uint32_t key = 0;
+};
+
+// Two gateways of one job on loopback, codec none unless a policy says otherwise.
+class TwoGateways {
+ public:
+  TwoGateways() {
+    GatewayConfig config;
+    config.nodes = {{"127.0.0.1", 0}, {"127.0.0.1", 0}};
+    config.local_workers = 1;
+    config.codec = "none";
+    config.min_compress_elements = 16;
+    config.timeout = std::chrono::milliseconds(5000);
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      config.node_rank = rank;
+      TcpTransportOptions options;
+      options.rank = rank;
+      options.peers = config.nodes;
+      options.listen = {"127.0.0.1", 0};
+      options.probe_interval = std::chrono::milliseconds(0);
+      nodes_[rank].transport = std::make_unique<TcpTransport>(options);
+      nodes_[rank].gateway = std::make_unique<Gateway>(config, *nodes_[rank].transport);
+      EXPECT_TRUE(nodes_[rank].gateway->start().ok());
+      config.nodes[0].port = nodes_[0].transport->listen_port();
+    }
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      Node& node = nodes_[rank];
+      EXPECT_TRUE(node.gateway->on_worker_joined(0).ok());
+      auto key = node.gateway->on_declare(
+          0, kSpec,
+          {reinterpret_cast<std::byte*>(node.buffer.data()), kElements * sizeof(float), {}});
+      EXPECT_TRUE(key.ok()) << key.status().to_string();
+      node.key = key.ok() ? *key : 0;
+    }
+  }
+  ~TwoGateways() {
+    for (Node& node : nodes_) node.gateway->stop();
+  }
+
+  Gateway& gateway(uint32_t rank) { return *nodes_[rank].gateway; }
+
+  // One step: each gateway's worker all-reduces `inputs[rank]`; returns both outcomes and leaves
+  // the results in result(rank).
+  std::array<AllreduceOutcome, 2> step(const std::array<std::vector<float>, 2>& inputs) {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::array<std::optional<AllreduceOutcome>, 2> outcomes;
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      nodes_[rank].buffer = inputs[rank];
+      nodes_[rank].gateway->on_allreduce(0, nodes_[rank].key, [&, rank](AllreduceOutcome outcome) {
+        std::lock_guard lock(mutex);
+        outcomes[rank] = std::move(outcome);
+        done.notify_all();
+      });
+    }
+    std::unique_lock lock(mutex);
+    const bool finished = done.wait_for(lock, std::chrono::seconds(20), [&] {
+      return outcomes[0].has_value() && outcomes[1].has_value();
+    });
+    EXPECT_TRUE(finished);
+    if (!finished) return {};
+    return {*outcomes[0], *outcomes[1]};
+  }
+  const std::vector<float>& result(uint32_t rank) const { return nodes_[rank].buffer; }
+
+ private:
+  std::array<Node, 2> nodes_;
+};
+
+std::array<std::vector<float>, 2> random_inputs(std::mt19937& random) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::array<std::vector<float>, 2> inputs{std::vector<float>(kElements),
+                                           std::vector<float>(kElements)};
+  for (auto& input : inputs) {
+    for (float& v : input) v = normal(random);
+  }
+  return inputs;
+}
+
+TEST(PolicySwitch, BothGatewaysSwitchAtTheAgreedStepAndLoseNoResidual) {
+  TwoGateways job;
+  // Top-k from step 2, back to none from step 5: what top-k held back in its residuals goes out
+  // at step 5, so over the six steps the results add up to the inputs.
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(job.gateway(rank).set_policy({1, 2, {{kSpec.name, "topk:density=0.05"}}}).ok());
+    ASSERT_TRUE(job.gateway(rank).set_policy({2, 5, {}}).ok());
+  }
+  std::mt19937 random(3);
+  std::vector<double> inputs_sum(kElements, 0.0), results_sum(kElements, 0.0);
+  for (uint64_t step = 0; step < 6; ++step) {
+    const auto inputs = random_inputs(random);
+    const auto outcomes = job.step(inputs);
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      ASSERT_TRUE(outcomes[rank].status.ok()) << outcomes[rank].status.to_string();
+      EXPECT_EQ(outcomes[rank].step, step);
+    }
+    ASSERT_EQ(job.result(0), job.result(1)) << "gateways differ at step " << step;
+    const bool compressed = step >= 2 && step < 5;
+    EXPECT_EQ(outcomes[0].wire_bytes < outcomes[0].raw_bytes / 4, compressed)
+        << "step " << step << ": " << outcomes[0].wire_bytes << " wire bytes";
+    for (size_t i = 0; i < kElements; ++i) {
+      inputs_sum[i] += static_cast<double>(inputs[0][i]) + inputs[1][i];
+      results_sum[i] += job.result(0)[i];
+    }
+  }
+  double worst = 0.0;
+  for (size_t i = 0; i < kElements; ++i) {
+    worst =
+        std::max(worst, std::abs(results_sum[i] - inputs_sum[i]) / (1.0 + std::abs(inputs_sum[i])));
+  }
+  EXPECT_LT(worst, 1e-4) << "residuals were lost in the switches";
+  EXPECT_EQ(job.gateway(0).stats().applied_policy_version, 2u);
+  EXPECT_EQ(job.gateway(0).stats().policy_version, 2u);
+}
+
+TEST(PolicySwitch, AGatewayThatMissedAVersionFailsTheStepOnBothSidesWithAClearError) {
+  TwoGateways job;
+  ASSERT_TRUE(job.gateway(0).set_policy({1, 0, {{kSpec.name, "topk:density=0.05"}}}).ok());
+  std::mt19937 random(4);
+  const auto failed = job.step(random_inputs(random));
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_FALSE(failed[rank].status.ok());
+  }
+  EXPECT_NE(failed[0].status.message().find("policy version"), std::string::npos)
+      << failed[0].status.to_string();
+  // Once the late gateway has the version too, the job goes on.
+  ASSERT_TRUE(job.gateway(1).set_policy({1, 0, {{kSpec.name, "topk:density=0.05"}}}).ok());
+  const auto recovered = job.step(random_inputs(random));
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(recovered[rank].status.ok()) << recovered[rank].status.to_string();
+  }
+  EXPECT_EQ(job.result(0), job.result(1));
+}
+
+TEST(PolicySwitch, BadSpecsAndOldVersionsAreRefusedOrIgnored) {
+  TwoGateways job;
+  const Status bad = job.gateway(0).set_policy({1, 0, {{kSpec.name, "zstd"}}});
+  EXPECT_EQ(bad.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find(kSpec.name), std::string::npos) << bad.to_string();
+  ASSERT_TRUE(job.gateway(0).set_policy({3, 0, {}}).ok());
+  ASSERT_TRUE(job.gateway(0).set_policy({2, 0, {{kSpec.name, "fp16"}}}).ok());  // older: ignored
+  EXPECT_EQ(job.gateway(0).stats().policy_version, 3u);
+}
+
+}  // namespace
+}  // namespace gradgate::gateway
