@@ -33,7 +33,7 @@ nlohmann::json wait_for_ready_file(const std::string& path, ChildProcess& proces
 }  // namespace
 
 LocalJob::LocalJob(LocalJobOptions options)
-    : options_(std::move(options)), ports_(options_.nodes, 0) {
+    : options_(std::move(options)), ports_(options_.nodes, 0), admin_ports_(options_.nodes, 0) {
   std::string pattern = (std::filesystem::temp_directory_path() / "gradgate-job-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = pattern;
@@ -74,6 +74,8 @@ std::string LocalJob::write_config(uint32_t rank) const {
       << "transport:\n  reconnect_min_ms: 10\n  reconnect_max_ms: 200\n"
       << "collective:\n  timeout_ms: " << options_.timeout_ms << "\n"
       << "streams:\n  residual_memory_cap_bytes: " << options_.residual_memory_cap_bytes << "\n"
+      << "control:\n  url: \"" << options_.control_url
+      << "\"\n  report_interval_ms: " << options_.report_interval_ms << "\n"
       << "logging:\n  level: " << options_.log_level << "\n";
   return path;
 }
@@ -88,6 +90,7 @@ void LocalJob::start_gateway(uint32_t rank) {
       dir_ + "/gateway" + std::to_string(rank) + ".log");
   const auto json = wait_for_ready_file(ready, *gateways_[rank]);
   ports_[rank] = json.at("port").get<uint16_t>();
+  admin_ports_[rank] = json.at("admin_port").get<uint16_t>();
 }
 
 int LocalJob::stop_gateway(uint32_t rank) {

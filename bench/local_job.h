@@ -22,6 +22,9 @@ struct LocalJobOptions {
   uint64_t min_compress_elements = 1024;
   uint64_t residual_memory_cap_bytes = uint64_t{8} << 30;
   std::string log_level = "info";
+  /// The controller (host:port) the gateways report to; "" for none.
+  std::string control_url;
+  uint32_t report_interval_ms = 1000;
   /// Gateways started by the constructor (ranks 0..n-1); the others wait for start_gateway().
   uint32_t started = ~0u;
 };
@@ -38,6 +41,8 @@ class LocalJob {
   const std::string& dir() const { return dir_; }
   ChildProcess& gateway(uint32_t rank) { return *gateways_[rank]; }
   uint16_t port(uint32_t rank) const { return ports_[rank]; }
+  /// Where gateway `rank` serves its admin HTTP API (/metrics, /v1/status).
+  uint16_t admin_port(uint32_t rank) const { return admin_ports_[rank]; }
   std::string socket(uint32_t rank) const;
 
   /// (Re)starts gateway `rank` on its known port (port 0 the first time); waits until ready.
@@ -52,6 +57,7 @@ class LocalJob {
   std::string dir_;
   std::vector<std::unique_ptr<ChildProcess>> gateways_;
   std::vector<uint16_t> ports_;
+  std::vector<uint16_t> admin_ports_;
 };
 
 }  // namespace gradgate::bench

@@ -4,7 +4,7 @@
 #include "commands.h"
 #include "config_options.h"
 #include "gateway/config/gateway_config.h"
-#include "gateway/core/daemon.h"
+#include "gateway/telemetry/daemon.h"
 
 namespace gradgate::cli {
 

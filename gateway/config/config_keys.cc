@@ -53,10 +53,11 @@ Status store_collective(GatewayConfig& config, std::string_view text) {
   return {};
 }
 
-Status store_listen(GatewayConfig& config, std::string_view text) {
-  auto listen = parse_endpoint(text);
-  if (!listen.ok()) return listen.status();
-  config.listen = *std::move(listen);
+template <auto Field>
+Status store_endpoint(GatewayConfig& config, std::string_view text) {
+  auto endpoint = parse_endpoint(text);
+  if (!endpoint.ok()) return endpoint.status();
+  config.*Field = *std::move(endpoint);
   return {};
 }
 
@@ -72,13 +73,19 @@ constexpr ConfigKey kKeys[] = {
     {"compression.collective", false, store_collective, nullptr},
     {"compression.min_compress_elements", false, store_unsigned<&C::min_compress_elements, kU64Max>,
      nullptr},
-    {"transport.listen", false, store_listen, nullptr},
+    {"transport.listen", false, store_endpoint<&C::listen>, nullptr},
     {"transport.connect_timeout_ms", false, store_milliseconds<&C::connect_timeout>, nullptr},
     {"transport.reconnect_min_ms", false, store_milliseconds<&C::reconnect_min>, nullptr},
     {"transport.reconnect_max_ms", false, store_milliseconds<&C::reconnect_max>, nullptr},
     {"transport.send_queue_bytes", false, store_unsigned<&C::send_queue_bytes, kU64Max>, nullptr},
     {"transport.max_message_bytes", false, store_unsigned<&C::max_message_bytes, kU64Max>, nullptr},
     {"transport.probe_interval_ms", false, store_milliseconds<&C::probe_interval>, nullptr},
+    {"admin.listen", false, store_endpoint<&C::admin_listen>, nullptr},
+    {"control.url", false, store_string<&C::control_url>, nullptr},
+    {"control.token_file", false, store_string<&C::control_token_file>, nullptr},
+    {"control.token_env", false, store_string<&C::control_token_env>, nullptr},
+    {"control.report_interval_ms", false, store_milliseconds<&C::control_report_interval>, nullptr},
+    {"control.poll_wait_ms", false, store_milliseconds<&C::control_poll_wait>, nullptr},
     {"collective.timeout_ms", false, store_milliseconds<&C::timeout>, nullptr},
     {"streams.residual_memory_cap_bytes", false,
      store_unsigned<&C::residual_memory_cap_bytes, kU64Max>, nullptr},

@@ -27,6 +27,7 @@ class Checker {
     check_ingress(config);
     check_compression(config);
     check_transport(config);
+    check_control(config);
     check_positive("collective.timeout_ms", config.timeout.count());
     check_positive("streams.residual_memory_cap_bytes", config.residual_memory_cap_bytes);
     check_one_of("logging.level", config.log_level, kLogLevels);
@@ -94,6 +95,13 @@ class Checker {
             "ring needs a summable codec, and \"" + config.codec +
                 "\" is not (use auto, allgather or aggregator)",
             {"compression.codec", "compression.collective"});
+    }
+  }
+
+  void check_control(const GatewayConfig& config) {
+    check_positive("control.report_interval_ms", config.control_report_interval.count());
+    if (!config.control_url.empty() && config.control_url.find(':') == std::string::npos) {
+      issue("control.url", "\"" + config.control_url + "\" is not host:port", {"control.url"});
     }
   }
 

@@ -53,6 +53,16 @@ struct GatewayConfig {
   // streams: error-feedback residuals per (job, tensor)
   uint64_t residual_memory_cap_bytes = uint64_t{8} << 30;
 
+  // admin: the gateway's own HTTP API (/livez, /readyz, /metrics, /v1/status)
+  Endpoint admin_listen{"127.0.0.1", 0};  // port 0: any free port (the ready file tells which)
+
+  // control: the controller this gateway reports to and takes policies from ("" url: none)
+  std::string control_url;         // host:port
+  std::string control_token_file;  // bearer token; wins over the variable
+  std::string control_token_env = "GRADGATE_CONTROL_TOKEN";
+  std::chrono::milliseconds control_report_interval{1000};  // reports and metric refreshes
+  std::chrono::milliseconds control_poll_wait{2000};        // one long poll for a new policy
+
   // logging
   std::string log_level = "info";   // trace, debug, info, warn, error
   std::string log_format = "text";  // text, json

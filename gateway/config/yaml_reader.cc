@@ -39,10 +39,11 @@ class Reader {
   void read_root(const YAML::Node& root) {
     if (root.IsNull()) return;
     if (!root.IsMap()) {
-      errors_.add_unreadable(origin_,
-                             "the top level must be a mapping of sections (job, ingress, "
-                             "compression, transport, collective, streams, logging), not " +
-                                 shape_name(root) + location(root.Mark()));
+      errors_.add_unreadable(
+          origin_,
+          "the top level must be a mapping of sections (job, ingress, "
+          "compression, transport, collective, streams, admin, control, logging), not " +
+              shape_name(root) + location(root.Mark()));
       return;
     }
     for (const auto& entry : root) {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -62,7 +63,8 @@ Gateway::Gateway(GatewayConfig config, Transport& transport)
       engine_({config_.node_rank, static_cast<uint32_t>(config_.nodes.size()), config_.job_id,
                config_.timeout},
               transport_, mailbox_),
-      connected_(config_.local_workers, false) {}
+      connected_(config_.local_workers, false),
+      data_volumes_(config_.local_workers, 0.0) {}
 
 Gateway::~Gateway() { stop(); }
 
@@ -276,6 +278,9 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
   if (local_rank >= connected_.size() || !connected_[local_rank]) {
     return Status(ErrorCode::kInvalidArgument, "declare before hello");
   }
+  if (std::isfinite(spec.data_volume) && spec.data_volume > data_volumes_[local_rank]) {
+    data_volumes_[local_rank] = spec.data_volume;
+  }
   auto found = tensors_.find(id);
   if (found != tensors_.end()) {
     const TensorSpec& known = found->second.spec;
@@ -429,6 +434,11 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
     spdlog::warn("tensor \"{}\": {}", tensor.spec.name, report.status().to_string());
   }
   const AllreduceOutcome outcome = outcome_of(report, seq, tensor.spec.elements);
+  StepRecord record{outcome.status,         seq,
+                    tensor.policy_version,  std::string(kernels::codec_name(tensor.codec->id())),
+                    outcome.raw_bytes,      outcome.wire_bytes,
+                    outcome.encode_seconds, outcome.communicate_seconds,
+                    outcome.decode_seconds, report.ok() ? report->union_elements : 0};
   std::vector<Done> done;
   for (auto& in_flight : tensor.in_flight) {
     if (in_flight) done.push_back(std::exchange(in_flight, nullptr));
@@ -438,6 +448,7 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
   const uint32_t id = tensor.id;
   lock.unlock();
   for (auto& call : done) call(outcome);
+  if (step_observer_) step_observer_(record);
   lock.lock();
   std::vector<std::function<void()>> calls;
   release_if_unused_locked(id);
@@ -505,6 +516,25 @@ void Gateway::release_if_unused_locked(uint32_t id) {
 GatewayStats Gateway::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
+}
+
+std::vector<TensorInfo> Gateway::tensors() const {
+  std::lock_guard lock(mutex_);
+  std::vector<TensorInfo> infos;
+  for (const auto& [id, tensor] : tensors_) {
+    infos.push_back({tensor.spec.name, tensor.spec.elements, tensor.spec.rows, tensor.spec.cols,
+                     tensor.codec->spec(), tensor.next_seq});
+  }
+  return infos;
+}
+
+std::vector<double> Gateway::worker_data_volumes() const {
+  std::lock_guard lock(mutex_);
+  return data_volumes_;
+}
+
+void Gateway::set_step_observer(std::function<void(const StepRecord&)> observer) {
+  step_observer_ = std::move(observer);
 }
 
 }  // namespace gradgate::gateway

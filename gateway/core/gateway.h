@@ -49,6 +49,26 @@ struct GatewayStats {
   uint32_t applied_policy_version = 0;  // gauge: the newest version a step has run under
 };
 
+/// One tensor's step as this gateway ran it, for metrics and telemetry.
+struct StepRecord {
+  Status status;
+  uint64_t step = 0;
+  uint32_t policy_version = 0;
+  std::string codec;       // the codec's name ("topk"): bounded, fit for a metric label
+  uint64_t raw_bytes = 0;  // fp32 bytes of the node sum
+  uint64_t wire_bytes = 0;
+  double encode_seconds = 0.0, communicate_seconds = 0.0, decode_seconds = 0.0;
+  uint64_t union_elements = 0;
+};
+
+/// A declared tensor, for telemetry and the admin API.
+struct TensorInfo {
+  std::string name;
+  uint64_t elements = 0, rows = 0, cols = 0;
+  std::string codec;  // its codec spec now
+  uint64_t steps = 0;
+};
+
 /// The stable id of a tensor name on the wire (FNV-1a, 32 bits).
 uint32_t tensor_id_of(const std::string& name);
 
@@ -72,6 +92,12 @@ class Gateway final : public IngressHandler {
   void on_worker_left(uint32_t local_rank) override;
 
   GatewayStats stats() const;
+  std::vector<TensorInfo> tensors() const;
+  /// The data volume each local worker declared (its largest), by local rank; 0 if none.
+  std::vector<double> worker_data_volumes() const;
+  /// Called once per tensor step after it ends, outside the gateway's lock, on the step's
+  /// thread. Set before start().
+  void set_step_observer(std::function<void(const StepRecord&)> observer);
   /// Takes a policy from the control plane (see policy_table.h). kInvalidArgument for a codec
   /// spec that does not parse; an old version is ignored (ok).
   Status set_policy(CodecPolicy policy);
@@ -133,6 +159,8 @@ class Gateway final : public IngressHandler {
   std::thread watchdog_;
   std::map<uint32_t, Tensor> tensors_;
   std::vector<bool> connected_;
+  std::vector<double> data_volumes_;  // by local rank
+  std::function<void(const StepRecord&)> step_observer_;
   size_t running_ = 0;
   bool stopping_ = false;
   GatewayStats stats_;

@@ -35,7 +35,8 @@ TEST(ValidateConfig, PortZeroIsAllowedFromTheOwnRankUp) {
 }
 
 TEST(ValidateConfig, DefaultStructLacksNodes) {
-  EXPECT_THAT(validate_gateway_config(GatewayConfig{}),
+  const GatewayConfig defaults;
+  EXPECT_THAT(validate_gateway_config(defaults),
               ElementsAre(StartsWith("job.nodes: is missing")));
 }
 

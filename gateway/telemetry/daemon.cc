@@ -1,4 +1,4 @@
-#include "gateway/core/daemon.h"
+#include "gateway/telemetry/daemon.h"
 
 #include <malloc.h>
 #include <signal.h>
@@ -14,6 +14,7 @@
 
 #include "gateway/core/gateway.h"
 #include "gateway/ingress/ingress.h"
+#include "gateway/telemetry/telemetry.h"
 #include "gateway/transport/tcp_transport.h"
 
 namespace gradgate::gateway {
@@ -34,9 +35,12 @@ TcpTransportOptions transport_options(const GatewayConfig& config) {
   return options;
 }
 
-Status write_ready_file(const std::string& path, uint16_t port, const GatewayConfig& config) {
-  const nlohmann::json ready = {
-      {"port", port}, {"socket", config.socket_path}, {"rank", config.node_rank}};
+Status write_ready_file(const std::string& path, uint16_t port, uint16_t admin_port,
+                        const GatewayConfig& config) {
+  const nlohmann::json ready = {{"port", port},
+                                {"admin_port", admin_port},
+                                {"socket", config.socket_path},
+                                {"rank", config.node_rank}};
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::trunc);
@@ -121,10 +125,13 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
 
   TcpTransport transport(transport_options(config));
   Gateway gateway(config, transport);
+  Telemetry telemetry(config, gateway, transport);
   GRADGATE_RETURN_IF_ERROR(gateway.start());
   auto ingress = make_unix_ingress_server(config.socket_path);
   Status serving = ingress->start(gateway);
+  if (serving.ok()) serving = telemetry.start(transport.listen_port());
   if (!serving.ok()) {
+    ingress->stop();
     gateway.stop();
     return serving;
   }
@@ -132,10 +139,12 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
                config.node_rank, config.nodes.size(), config.job_id, transport.listen_port(),
                config.socket_path, config.codec);
   if (!options.ready_file.empty()) {
-    Status ready = write_ready_file(options.ready_file, transport.listen_port(), config);
+    Status ready = write_ready_file(options.ready_file, transport.listen_port(),
+                                    telemetry.admin_port(), config);
     if (!ready.ok()) spdlog::error("{}", ready.to_string());
   }
   wait_for_stop_signal(gateway, transport, options.stats_interval_seconds);
+  telemetry.stop();
   ingress->stop();
   gateway.stop();
   log_summary(gateway, transport);

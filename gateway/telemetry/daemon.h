@@ -11,7 +11,8 @@ namespace gradgate::gateway {
 
 struct DaemonOptions {
   /// When set, written once the daemon accepts peers and workers: a JSON object with the bound
-  /// TCP "port", the "socket" path and the "rank" (written to PATH.tmp, then renamed).
+  /// TCP "port", the "admin_port" of its HTTP API, the "socket" path and the "rank" (written to
+  /// PATH.tmp, then renamed).
   std::string ready_file;
   /// Seconds between the summary lines in the log; 0 turns them off.
   double stats_interval_seconds = 10.0;

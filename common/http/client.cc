@@ -1,0 +1,85 @@
+#include "common/http/client.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <charconv>
+
+namespace gradgate::http {
+
+namespace beast = boost::beast;
+namespace asio = boost::asio;
+
+namespace {
+
+Status failure(const beast::error_code& ec, const std::string& what, const ClientOptions& options) {
+  const std::string where = options.host + ":" + std::to_string(options.port);
+  const bool not_http =
+      ec.category() == beast::http::make_error_code(beast::http::error::bad_version).category();
+  const ErrorCode code = ec == beast::error::timeout ? ErrorCode::kTimeout
+                         : not_http                  ? ErrorCode::kMalformedFrame
+                                                     : ErrorCode::kUnavailable;
+  return Status(code, what + " " + where + ": " + ec.message());
+}
+
+}  // namespace
+
+Result<ClientResponse> send_request(const ClientOptions& options, verb method,
+                                    const std::string& target, const std::string& body) {
+  asio::io_context io;
+  beast::tcp_stream stream(io);
+  beast::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  const auto addresses = resolver.resolve(options.host, std::to_string(options.port), ec);
+  if (ec) return failure(ec, "resolving", options);
+  stream.expires_after(options.timeout);  // one deadline for the whole exchange
+  stream.connect(addresses, ec);
+  if (ec) return failure(ec, "connecting to", options);
+
+  beast::http::request<beast::http::string_body> request(method, target, 11);
+  request.set(beast::http::field::host, options.host);
+  request.set(beast::http::field::user_agent, "gradgate");
+  if (!options.token.empty()) {
+    request.set(beast::http::field::authorization, "Bearer " + options.token);
+  }
+  if (!body.empty()) {
+    request.set(beast::http::field::content_type, "application/json");
+    request.body() = body;
+  }
+  request.prepare_payload();
+  beast::http::write(stream, request, ec);
+  if (ec) return failure(ec, "sending to", options);
+
+  beast::flat_buffer buffer;
+  beast::http::response_parser<beast::http::string_body> parser;
+  parser.body_limit(options.max_body_bytes);
+  beast::http::read(stream, buffer, parser, ec);
+  if (ec) return failure(ec, "reading the answer of", options);
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);  // the answer is in
+
+  const auto& response = parser.get();
+  return ClientResponse{response.result_int(),
+                        std::string(response[beast::http::field::content_type]), response.body()};
+}
+
+Status parse_host_port(const std::string& text, const std::string& what, ClientOptions& options) {
+  const auto colon = text.rfind(':');
+  unsigned port = 0;
+  const char* end = text.data() + text.size();
+  if (colon == std::string::npos || colon == 0 ||
+      std::from_chars(text.data() + colon + 1, end, port).ptr != end || port == 0 || port > 65535) {
+    return Status(ErrorCode::kInvalidArgument,
+                  what + ": expected host:port with a port in 1..65535, got \"" + text + "\"");
+  }
+  options.host = text.substr(0, colon);
+  options.port = static_cast<uint16_t>(port);
+  return {};
+}
+
+}  // namespace gradgate::http

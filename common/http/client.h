@@ -1,0 +1,38 @@
+// A small synchronous HTTP/1.1 client for our own REST APIs (a gateway talking to the
+// controller): one request per connection, every step bounded by one deadline, JSON bodies,
+// an optional bearer token. Not for the open internet: no TLS, no redirects, no proxies.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/http/message.h"
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::http {
+
+struct ClientOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  std::string token;  // sent as "Authorization: Bearer <token>" when not empty
+  std::chrono::milliseconds timeout{5000};  // connect, send and receive together
+  std::size_t max_body_bytes = std::size_t{8} << 20;
+};
+
+struct ClientResponse {
+  unsigned status = 0;
+  std::string content_type;
+  std::string body;
+};
+
+/// Sends `method target` with `body` (as application/json when not empty) and reads the answer.
+/// kUnavailable when the server cannot be reached or the connection breaks, kTimeout past the
+/// deadline, kMalformedFrame for an answer that is not HTTP. Any status code is a response.
+Result<ClientResponse> send_request(const ClientOptions& options, verb method,
+                                    const std::string& target, const std::string& body = {});
+
+/// "host:port" into the options' host and port; kInvalidArgument naming `what` otherwise.
+Status parse_host_port(const std::string& text, const std::string& what, ClientOptions& options);
+
+}  // namespace gradgate::http

@@ -1,0 +1,99 @@
+// The HTTP server of our REST APIs (controller and gateway admin): Boost.Beast on one I/O thread
+// of its own, routing to handlers by method and path, with the limits, timeouts, bearer-token
+// check and problem+json errors that every API shares (see docs/http.md).
+//
+//   HttpServer server({.port = 8080, .token = TokenCheck(token)});
+//   server.add_route(verb::put, "/v1/policy", put_policy,
+//                    {.requires_token = true, .json_body = true});
+//   GRADGATE_RETURN_IF_ERROR(server.start());
+//
+// Built-in answers, all application/problem+json: 400 malformed request, 401/403 bearer token,
+// 404 unknown path, 405 (with Allow) known path and another method, 408 request not received
+// within the timeout, 413 body over the limit (refused from its Content-Length, not read),
+// 415 non-JSON body on a json_body route, 431 headers over the limit, 500 handler threw.
+// Keep-alive is supported. Errors found while reading a request (400 malformed HTTP, 408, 413,
+// 431) close the connection after the answer; the others leave it open.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "common/http/message.h"
+#include "common/http/responder.h"
+#include "common/http/router.h"
+#include "common/http/token.h"
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::http {
+
+class AnswerGate;
+
+struct ServerOptions {
+  std::string bind_address = "127.0.0.1";
+  uint16_t port = 0;  // 0: the system picks one; HttpServer::port() tells which
+  std::size_t max_body_bytes = std::size_t{1} << 20;
+  uint32_t max_header_bytes = 16 * 1024;
+  /// Time to receive a whole request (headers and body), counted from when the server starts
+  /// waiting for it: the connection was accepted or the previous response sent. An idle
+  /// connection is closed after it. Also bounds writing a response.
+  std::chrono::milliseconds request_timeout = std::chrono::seconds(10);
+  /// Routes with `requires_token` need this token; an empty one disables the check.
+  TokenCheck token{};
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerOptions options);
+  ~HttpServer();  // stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  /// Adds a route (see router.h for patterns). Call before start(); later calls are logged and
+  /// ignored. A bad or duplicate route is reported by start(), so that a table of routes reads
+  /// without error handling on each line.
+  void add_route(verb method, std::string_view pattern, Handler handler, RouteOptions options = {});
+  /// Adds a deferred route, which answers through a Responder (responder.h), later and from any
+  /// thread; the same rules as add_route. While it has not answered, the request timeout does
+  /// not apply: the handler bounds the wait.
+  void add_async_route(verb method, std::string_view pattern, AsyncHandler handler,
+                       RouteOptions options = {});
+
+  /// Binds, listens and starts the I/O thread. Errors: a bad route (kInvalidArgument), a bad
+  /// bind address (kInvalidArgument), the address in use (kUnavailable), a second start
+  /// (kInternal).
+  Status start();
+  /// Closes the listener and every connection and joins the I/O thread; pending Responders then
+  /// do nothing. Idempotent; not from a handler (it would join its own thread).
+  void stop();
+
+  /// The bound port, once started.
+  uint16_t port() const { return port_; }
+
+ private:
+  void accept();
+  /// Whether routes may still be added (before start()); logs the refused `pattern` otherwise.
+  bool accepts_routes(std::string_view pattern) const;
+  void keep_first_error(Status added);
+
+  const ServerOptions options_;
+  Router router_;
+  Status routes_status_;
+  std::shared_ptr<AnswerGate> answers_;  // open while the server runs
+  bool started_ = false;
+  uint16_t port_ = 0;
+  std::unique_ptr<boost::asio::io_context> io_;
+  std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::optional<boost::asio::steady_timer> accept_backoff_;
+  std::thread io_thread_;
+};
+
+}  // namespace gradgate::http

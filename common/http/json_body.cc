@@ -1,0 +1,305 @@
+#include "common/http/json_body.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "common/http/problem.h"
+
+namespace gradgate::http {
+namespace {
+
+const nlohmann::json& empty_object() {
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  return kEmpty;
+}
+
+// RFC 6901: '~' and '/' in a key are written "~0" and "~1".
+std::string escape_pointer_token(std::string_view key) {
+  std::string escaped;
+  for (char c : key) {
+    if (c == '~') {
+      escaped += "~0";
+    } else if (c == '/') {
+      escaped += "~1";
+    } else {
+      escaped += c;
+    }
+  }
+  return escaped;
+}
+
+std::string format_number(double value) {
+  char text[32];
+  const auto result = std::to_chars(std::begin(text), std::end(text), value);
+  return std::string(text, result.ptr);
+}
+
+std::string number_rule(const NumberRange& range) {
+  const std::string low = range.min ? format_number(*range.min) : "";
+  const std::string high = range.max ? format_number(*range.max) : "";
+  if (range.min && range.max) {
+    return "must be in " + std::string(range.exclusive_min ? "(" : "[") + low + ", " + high +
+           (range.exclusive_max ? ")" : "]");
+  }
+  if (range.min) return std::string("must be ") + (range.exclusive_min ? "> " : ">= ") + low;
+  if (range.max) return std::string("must be ") + (range.exclusive_max ? "< " : "<= ") + high;
+  return "must be a finite number";
+}
+
+bool in_range(double value, const NumberRange& range) {
+  if (!std::isfinite(value)) return false;
+  if (range.min && (range.exclusive_min ? value <= *range.min : value < *range.min)) return false;
+  if (range.max && (range.exclusive_max ? value >= *range.max : value > *range.max)) return false;
+  return true;
+}
+
+std::string integer_rule(const IntegerRange& range) {
+  if (range.min && range.max) {
+    return "must be an integer in [" + std::to_string(*range.min) + ", " +
+           std::to_string(*range.max) + "]";
+  }
+  if (range.min) return "must be an integer >= " + std::to_string(*range.min);
+  if (range.max) return "must be an integer <= " + std::to_string(*range.max);
+  return "must be an integer that fits in 64 bits";
+}
+
+std::string one_of_rule(std::initializer_list<std::string_view> one_of) {
+  std::string quoted;
+  for (std::string_view allowed : one_of) {
+    if (!quoted.empty()) quoted += ", ";
+    quoted += nlohmann::json(allowed).dump();
+  }
+  return "must be one of " + quoted;
+}
+
+}  // namespace
+
+Response BodyError::response() const { return problem(code, {}, detail, field); }
+
+JsonBody::JsonBody(std::string_view text) {
+  if (text.empty()) {
+    fail(status::bad_request, "", "is empty; it must be a JSON object");
+    return;
+  }
+  try {
+    document_ = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& error) {
+    std::string_view message = error.what();
+    message.remove_prefix(std::min(message.find("] ") + 2, message.size()));
+    fail(status::bad_request, "", "is not valid JSON: " + std::string(message));
+  }
+}
+
+JsonObject JsonBody::root() {
+  if (document_.is_object()) return open(document_, "");
+  fail(status::bad_request, "", "must be a JSON object");  // unless the text was no JSON at all
+  return open(empty_object(), "");
+}
+
+JsonObject JsonBody::open(const nlohmann::json& json, std::string pointer) {
+  objects_.push_back(ReadObject{&json, std::move(pointer), {}});
+  return JsonObject(*this, objects_.size() - 1);
+}
+
+void JsonBody::fail(status code, std::string pointer, std::string_view rule) {
+  if (error_) return;
+  std::string detail = (pointer.empty() ? "the body" : pointer) + ": " + std::string(rule);
+  error_ = BodyError{code, std::move(pointer), std::move(detail)};
+}
+
+std::optional<BodyError> JsonBody::finish() const {
+  if (error_) return error_;
+  std::vector<std::string> unknown;
+  for (const ReadObject& object : objects_) {
+    for (const auto& [key, value] : object.json->items()) {
+      if (!object.known.contains(key)) {
+        unknown.push_back(object.pointer + "/" + escape_pointer_token(key));
+      }
+    }
+  }
+  if (unknown.empty()) return std::nullopt;
+  std::string detail = unknown.size() == 1 ? unknown.front() + ": unknown field"
+                                           : "unknown fields: " + unknown.front();
+  for (std::size_t i = 1; i < unknown.size(); ++i) detail += ", " + unknown[i];
+  return BodyError{status::bad_request, unknown.front(), std::move(detail)};
+}
+
+const std::string& JsonObject::pointer() const { return body_->objects_[index_].pointer; }
+
+std::string JsonObject::pointer_to(std::string_view key) const {
+  return pointer() + "/" + escape_pointer_token(key);
+}
+
+const nlohmann::json* JsonObject::member(std::string_view key, Presence presence) const {
+  JsonBody::ReadObject& object = body_->objects_[index_];
+  object.known.emplace(key);
+  const auto found = object.json->find(key);
+  if (found != object.json->end()) return &*found;
+  if (presence == Presence::kRequired)
+    body_->fail(status::bad_request, pointer_to(key), "is required");
+  return nullptr;
+}
+
+void JsonObject::reject(std::string_view key, std::string rule) const {
+  body_->fail(status::unprocessable_entity, pointer_to(key), rule);
+}
+
+std::optional<double> JsonObject::read_number(std::string_view key, Presence presence,
+                                              const NumberRange& range) const {
+  const nlohmann::json* value = member(key, presence);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_number()) {
+    body_->fail(status::bad_request, pointer_to(key), "must be a number");
+    return std::nullopt;
+  }
+  const double number = value->get<double>();
+  if (!in_range(number, range)) {
+    body_->fail(status::unprocessable_entity, pointer_to(key), number_rule(range));
+    return std::nullopt;
+  }
+  return number;
+}
+
+std::optional<int64_t> JsonObject::read_integer(std::string_view key, Presence presence,
+                                                const IntegerRange& range) const {
+  const nlohmann::json* value = member(key, presence);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_number_integer()) {
+    body_->fail(status::bad_request, pointer_to(key), "must be an integer");
+    return std::nullopt;
+  }
+  const bool fits = !value->is_number_unsigned() ||
+                    value->get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()};
+  const int64_t integer = fits ? value->get<int64_t>() : 0;
+  if (!fits || (range.min && integer < *range.min) || (range.max && integer > *range.max)) {
+    body_->fail(status::unprocessable_entity, pointer_to(key), integer_rule(range));
+    return std::nullopt;
+  }
+  return integer;
+}
+
+std::optional<std::string> JsonObject::read_string(
+    std::string_view key, Presence presence, std::initializer_list<std::string_view> one_of) const {
+  const nlohmann::json* value = member(key, presence);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_string()) {
+    body_->fail(status::bad_request, pointer_to(key), "must be a string");
+    return std::nullopt;
+  }
+  const auto& text = value->get_ref<const std::string&>();
+  if (one_of.size() != 0 && std::find(one_of.begin(), one_of.end(), text) == one_of.end()) {
+    body_->fail(status::unprocessable_entity, pointer_to(key), one_of_rule(one_of));
+    return std::nullopt;
+  }
+  return text;
+}
+
+std::optional<bool> JsonObject::read_boolean(std::string_view key, Presence presence) const {
+  const nlohmann::json* value = member(key, presence);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_boolean()) {
+    body_->fail(status::bad_request, pointer_to(key), "must be true or false");
+    return std::nullopt;
+  }
+  return value->get<bool>();
+}
+
+std::optional<JsonObject> JsonObject::read_object(std::string_view key, Presence presence) const {
+  const nlohmann::json* value = member(key, presence);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_object()) {
+    body_->fail(status::bad_request, pointer_to(key), "must be an object");
+    return std::nullopt;
+  }
+  return body_->open(*value, pointer_to(key));
+}
+
+std::optional<std::vector<JsonObject>> JsonObject::read_objects(std::string_view key,
+                                                                Presence presence) const {
+  const nlohmann::json* value = member(key, presence);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_array()) {
+    body_->fail(status::bad_request, pointer_to(key), "must be an array of objects");
+    return std::nullopt;
+  }
+  std::vector<JsonObject> objects;
+  const std::string array_pointer = pointer_to(key);
+  for (std::size_t i = 0; i < value->size(); ++i) {
+    const std::string element_pointer = array_pointer + "/" + std::to_string(i);
+    if (!(*value)[i].is_object()) {
+      body_->fail(status::bad_request, element_pointer, "must be an object");
+      return std::nullopt;
+    }
+    objects.push_back(body_->open((*value)[i], element_pointer));
+  }
+  return objects;
+}
+
+std::optional<std::vector<std::string>> JsonObject::optional_strings(std::string_view key) const {
+  const nlohmann::json* value = member(key, Presence::kOptional);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_array()) {
+    body_->fail(status::bad_request, pointer_to(key), "must be an array of strings");
+    return std::nullopt;
+  }
+  std::vector<std::string> strings;
+  for (std::size_t i = 0; i < value->size(); ++i) {
+    if (!(*value)[i].is_string()) {
+      body_->fail(status::bad_request, pointer_to(key) + "/" + std::to_string(i),
+                  "must be a string");
+      return std::nullopt;
+    }
+    strings.push_back((*value)[i].get<std::string>());
+  }
+  return strings;
+}
+
+bool JsonObject::is_null(std::string_view key) const {
+  const nlohmann::json* value = member(key, Presence::kOptional);
+  return value != nullptr && value->is_null();
+}
+
+std::optional<double> JsonObject::number(std::string_view key, const NumberRange& range) const {
+  return read_number(key, Presence::kRequired, range);
+}
+std::optional<double> JsonObject::optional_number(std::string_view key,
+                                                  const NumberRange& range) const {
+  return read_number(key, Presence::kOptional, range);
+}
+std::optional<int64_t> JsonObject::integer(std::string_view key, const IntegerRange& range) const {
+  return read_integer(key, Presence::kRequired, range);
+}
+std::optional<int64_t> JsonObject::optional_integer(std::string_view key,
+                                                    const IntegerRange& range) const {
+  return read_integer(key, Presence::kOptional, range);
+}
+std::optional<std::string> JsonObject::string(
+    std::string_view key, std::initializer_list<std::string_view> one_of) const {
+  return read_string(key, Presence::kRequired, one_of);
+}
+std::optional<std::string> JsonObject::optional_string(
+    std::string_view key, std::initializer_list<std::string_view> one_of) const {
+  return read_string(key, Presence::kOptional, one_of);
+}
+std::optional<bool> JsonObject::boolean(std::string_view key) const {
+  return read_boolean(key, Presence::kRequired);
+}
+std::optional<bool> JsonObject::optional_boolean(std::string_view key) const {
+  return read_boolean(key, Presence::kOptional);
+}
+std::optional<JsonObject> JsonObject::object(std::string_view key) const {
+  return read_object(key, Presence::kRequired);
+}
+std::optional<JsonObject> JsonObject::optional_object(std::string_view key) const {
+  return read_object(key, Presence::kOptional);
+}
+std::optional<std::vector<JsonObject>> JsonObject::objects(std::string_view key) const {
+  return read_objects(key, Presence::kRequired);
+}
+std::optional<std::vector<JsonObject>> JsonObject::optional_objects(std::string_view key) const {
+  return read_objects(key, Presence::kOptional);
+}
+
+}  // namespace gradgate::http

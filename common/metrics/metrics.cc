@@ -1,0 +1,30 @@
+#include "common/metrics/metrics.h"
+
+#include <prometheus/gauge.h>
+#include <prometheus/text_serializer.h>
+#include <string>
+
+#include "gradgate/config.h"
+
+namespace gradgate::metrics {
+
+std::shared_ptr<prometheus::Registry> make_registry(std::string_view component) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  prometheus::BuildGauge()
+      .Name("gradgate_build_info")
+      .Help("Always 1; the labels say which version of which gradgate component runs")
+      .Register(*registry)
+      .Add({{"version", GRADGATE_VERSION}, {"component", std::string(component)}})
+      .Set(1);
+  return registry;
+}
+
+void serve_metrics(http::HttpServer& server, std::shared_ptr<prometheus::Registry> registry) {
+  server.add_route(
+      http::verb::get, "/metrics", [registry = std::move(registry)](const http::Request&) {
+        return http::Response{.content_type = std::string(kTextFormatContentType),
+                              .body = prometheus::TextSerializer().Serialize(registry->Collect())};
+      });
+}
+
+}  // namespace gradgate::metrics

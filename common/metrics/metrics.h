@@ -1,0 +1,26 @@
+// The Prometheus metrics of a gradgate component (gateway or controller): one registry per
+// process, created with gradgate_build_info, and the GET /metrics route that serves it from our
+// own HTTP server in the text exposition format. Only prometheus-cpp's core library is used: the
+// pull Exposer would embed a second web server.
+#pragma once
+
+#include <prometheus/registry.h>
+#include <memory>
+#include <string_view>
+
+#include "common/http/http_server.h"
+
+namespace gradgate::metrics {
+
+/// The content type of the text exposition format served on /metrics.
+inline constexpr std::string_view kTextFormatContentType =
+    "text/plain; version=0.0.4; charset=utf-8";
+
+/// A registry holding `gradgate_build_info{version="<project version>",component="<component>"} 1`.
+/// Register the component's metrics in it; prometheus::Registry is thread-safe.
+std::shared_ptr<prometheus::Registry> make_registry(std::string_view component);
+
+/// Adds GET /metrics to `server` (before start()), serving everything in `registry`.
+void serve_metrics(http::HttpServer& server, std::shared_ptr<prometheus::Registry> registry);
+
+}  // namespace gradgate::metrics

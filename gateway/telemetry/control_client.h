@@ -1,0 +1,68 @@
+// The gateway's side of the control plane (docs/control.md): it reports to the controller
+// (POST /v1/nodes, called by the telemetry loop) and follows its policies (a thread that
+// long-polls GET /v1/policy and hands each new version to the gateway).
+//
+// Fail-static: when the controller cannot be reached the gateway keeps the policy it has (or its
+// config, before any), says so in fail_static(), and keeps trying; it registers again and follows
+// new versions as soon as the controller answers.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/http/client.h"
+#include "gateway/core/gateway.h"
+
+namespace gradgate::gateway {
+
+struct ControlClientOptions {
+  http::ClientOptions server;  // the controller; its timeout bounds each report
+  uint64_t job_id = 0;
+  uint32_t node = 0;
+  /// How long one policy request may wait for a new version on the controller.
+  std::chrono::milliseconds poll_wait{2000};
+  /// Pause before asking again after a failure.
+  std::chrono::milliseconds retry_delay{1000};
+};
+
+class ControlClient {
+ public:
+  ControlClient(ControlClientOptions options, Gateway& gateway);
+  ~ControlClient();  // stop()
+  ControlClient(const ControlClient&) = delete;
+  ControlClient& operator=(const ControlClient&) = delete;
+
+  /// Starts following the controller's policies.
+  void start();
+  /// Ends the policy thread (within one poll wait). Idempotent.
+  void stop();
+
+  /// Sends one report; an error (and fail_static) when the controller did not take it.
+  Status report(const nlohmann::json& body);
+  /// True while the last exchange with the controller failed.
+  bool fail_static() const { return fail_static_.load(); }
+  /// The ratio of raw to wire bytes the current policy aims at (0: none yet).
+  double target_ratio() const { return target_ratio_.load(); }
+
+ private:
+  void follow_policies();
+  /// One policy request; the version the gateway now knows.
+  Status poll_once(uint32_t& known_version);
+  Status take_policy(const nlohmann::json& policy, uint32_t& known_version);
+  void record(const Status& exchange);
+
+  const ControlClientOptions options_;
+  Gateway& gateway_;
+  std::atomic<bool> fail_static_{false};
+  std::atomic<double> target_ratio_{0.0};
+  std::mutex mutex_;
+  std::condition_variable stopping_changed_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gradgate::gateway

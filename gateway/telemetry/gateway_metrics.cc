@@ -1,0 +1,192 @@
+#include "gateway/telemetry/gateway_metrics.h"
+
+#include <string>
+
+namespace gradgate::gateway {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+// 100 µs to ~52 s in factors of 2: a small tensor's encode to a slow link's step.
+prometheus::Histogram::BucketBoundaries seconds_buckets() {
+  prometheus::Histogram::BucketBoundaries bounds;
+  for (double b = 1e-4; b < 60.0; b *= 2.0) bounds.push_back(b);
+  return bounds;
+}
+
+}  // namespace
+
+GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
+    : registry_(std::move(registry)),
+      raw_bytes_(BuildCounter()
+                     .Name("gradgate_raw_bytes_total")
+                     .Help("fp32 bytes of the node sums all-reduced, by codec")
+                     .Register(*registry_)),
+      wire_bytes_(
+          BuildCounter()
+              .Name("gradgate_wire_bytes_total")
+              .Help("Bytes this gateway sent to other gateways for its all-reduces, by codec")
+              .Register(*registry_)),
+      steps_(BuildCounter()
+                 .Name("gradgate_allreduces_total")
+                 .Help("Tensor all-reduces completed, by codec")
+                 .Register(*registry_)),
+      errors_(BuildCounter()
+                  .Name("gradgate_errors_total")
+                  .Help("Errors by kind: failed all-reduces by error code, rejected and foreign "
+                        "transport messages, messages the mailbox refused")
+                  .Register(*registry_)),
+      encode_seconds_(BuildHistogram()
+                          .Name("gradgate_encode_seconds")
+                          .Help("Encode time of one tensor all-reduce on this gateway, by codec")
+                          .Register(*registry_)),
+      communicate_seconds_(BuildHistogram()
+                               .Name("gradgate_communicate_seconds")
+                               .Help("Time one tensor all-reduce spent sending and waiting, by "
+                                     "codec")
+                               .Register(*registry_)),
+      decode_seconds_(BuildHistogram()
+                          .Name("gradgate_decode_seconds")
+                          .Help("Decode and add time of one tensor all-reduce, by codec")
+                          .Register(*registry_)),
+      union_elements_(BuildCounter()
+                          .Name("gradgate_aggregator_union_elements_total")
+                          .Help("Aggregator mode: nonzero elements of the sums this gateway "
+                                "aggregated (the union of the workers' indices)")
+                          .Register(*registry_)
+                          .Add({})),
+      ratio_(BuildGauge()
+                 .Name("gradgate_compression_ratio")
+                 .Help("Raw bytes over wire bytes of the all-reduces since the last refresh")
+                 .Register(*registry_)
+                 .Add({})),
+      target_ratio_(BuildGauge()
+                        .Name("gradgate_target_ratio")
+                        .Help("Raw over wire bytes the controller's policy aims at (0: no policy)")
+                        .Register(*registry_)
+                        .Add({})),
+      link_bandwidth_(BuildGauge()
+                          .Name("gradgate_link_bandwidth_bytes_per_second")
+                          .Help("Goodput estimate of the link from each peer to this gateway")
+                          .Register(*registry_)),
+      link_rtt_(BuildGauge()
+                    .Name("gradgate_link_rtt_seconds")
+                    .Help("Smoothed round-trip time of the connection to each peer")
+                    .Register(*registry_)),
+      residual_bytes_(BuildGauge()
+                          .Name("gradgate_residual_memory_bytes")
+                          .Help("Memory held by error-feedback residuals and node sums")
+                          .Register(*registry_)
+                          .Add({})),
+      policy_version_(BuildGauge()
+                          .Name("gradgate_policy_version")
+                          .Help("Newest policy version a step has run under (0: the config)")
+                          .Register(*registry_)
+                          .Add({})),
+      policy_version_received_(BuildGauge()
+                                   .Name("gradgate_policy_version_received")
+                                   .Help("Newest policy version received from the controller")
+                                   .Register(*registry_)
+                                   .Add({})),
+      peers_up_(BuildGauge()
+                    .Name("gradgate_peers_up")
+                    .Help("Other gateways of the job connected now")
+                    .Register(*registry_)
+                    .Add({})),
+      fail_static_(BuildGauge()
+                       .Name("gradgate_fail_static")
+                       .Help("1 while the controller is unreachable and the last policy stays")
+                       .Register(*registry_)
+                       .Add({})),
+      workers_(BuildGauge()
+                   .Name("gradgate_local_workers")
+                   .Help("Local workers connected")
+                   .Register(*registry_)
+                   .Add({})),
+      tensors_(BuildGauge()
+                   .Name("gradgate_tensors")
+                   .Help("Tensors declared")
+                   .Register(*registry_)
+                   .Add({})),
+      transport_bytes_sent_(
+          BuildCounter()
+              .Name("gradgate_transport_sent_bytes_total")
+              .Help("Bytes written to other gateways, framing and probes included")
+              .Register(*registry_)
+              .Add({})),
+      transport_bytes_received_(BuildCounter()
+                                    .Name("gradgate_transport_received_bytes_total")
+                                    .Help("Bytes read from other gateways, framing and probes "
+                                          "included")
+                                    .Register(*registry_)
+                                    .Add({})),
+      probes_sent_(BuildCounter()
+                       .Name("gradgate_link_probes_total")
+                       .Help("Probes sent to measure idle links")
+                       .Register(*registry_)
+                       .Add({})) {}
+
+GatewayMetrics::PerCodec& GatewayMetrics::codec_locked(const std::string& codec) {
+  auto found = codecs_.find(codec);
+  if (found != codecs_.end()) return found->second;
+  const prometheus::Labels labels{{"codec", codec}};
+  PerCodec metrics{&raw_bytes_.Add(labels),
+                   &wire_bytes_.Add(labels),
+                   &steps_.Add(labels),
+                   &encode_seconds_.Add(labels, seconds_buckets()),
+                   &communicate_seconds_.Add(labels, seconds_buckets()),
+                   &decode_seconds_.Add(labels, seconds_buckets())};
+  return codecs_.emplace(codec, metrics).first->second;
+}
+
+void GatewayMetrics::observe(const StepRecord& step) {
+  std::lock_guard lock(mutex_);
+  if (!step.status.ok()) {
+    errors_.Add({{"kind", std::string(error_code_name(step.status.code()))}}).Increment();
+    return;
+  }
+  PerCodec& metrics = codec_locked(step.codec);
+  metrics.raw_bytes->Increment(static_cast<double>(step.raw_bytes));
+  metrics.wire_bytes->Increment(static_cast<double>(step.wire_bytes));
+  metrics.steps->Increment();
+  metrics.encode->Observe(step.encode_seconds);
+  metrics.communicate->Observe(step.communicate_seconds);
+  metrics.decode->Observe(step.decode_seconds);
+  union_elements_.Increment(static_cast<double>(step.union_elements));
+}
+
+void GatewayMetrics::advance(prometheus::Counter& counter, uint64_t total, uint64_t& last) {
+  if (total > last) counter.Increment(static_cast<double>(total - last));
+  last = total;
+}
+
+void GatewayMetrics::refresh(const GatewaySnapshot& now) {
+  std::lock_guard lock(mutex_);
+  const uint64_t raw = now.core.raw_bytes - last_raw_, wire = now.core.wire_bytes - last_wire_;
+  if (wire > 0) ratio_.Set(static_cast<double>(raw) / static_cast<double>(wire));
+  last_raw_ = now.core.raw_bytes;
+  last_wire_ = now.core.wire_bytes;
+  target_ratio_.Set(now.target_ratio);
+  for (const LinkEstimate& link : now.links) {
+    const prometheus::Labels labels{{"peer", std::to_string(link.peer)}};
+    link_bandwidth_.Add(labels).Set(link.goodput_bytes_per_second);
+    link_rtt_.Add(labels).Set(link.rtt_seconds);
+  }
+  residual_bytes_.Set(static_cast<double>(now.core.residual_bytes));
+  policy_version_.Set(now.core.applied_policy_version);
+  policy_version_received_.Set(now.core.policy_version);
+  peers_up_.Set(now.transport.peers_up);
+  fail_static_.Set(now.fail_static ? 1.0 : 0.0);
+  workers_.Set(now.core.workers);
+  tensors_.Set(now.core.tensors);
+  advance(transport_bytes_sent_, now.transport.bytes_sent, last_bytes_sent_);
+  advance(transport_bytes_received_, now.transport.bytes_received, last_bytes_received_);
+  advance(probes_sent_, now.transport.probes_sent, last_probes_);
+  advance(errors_.Add({{"kind", "rejected_message"}}), now.transport.rejected, last_rejected_);
+  advance(errors_.Add({{"kind", "foreign_connection"}}), now.transport.foreign, last_foreign_);
+  advance(errors_.Add({{"kind", "refused_message"}}), now.mailbox.refused, last_refused_);
+}
+
+}  // namespace gradgate::gateway

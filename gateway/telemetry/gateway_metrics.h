@@ -1,0 +1,92 @@
+// The gateway's Prometheus metrics (docs/metrics.md lists each): what every step moved and how
+// long it took, as the steps end (observe), and the gauges and counters that mirror the core's,
+// the transport's and the mailbox's own counts (refresh, called every report interval and
+// before each scrape would be too often to matter). Labels are bounded: codec name, peer rank,
+// error kind — never a tensor name or a step.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gateway/collective/mailbox.h"
+#include "gateway/core/gateway.h"
+#include "gateway/transport/transport.h"
+
+namespace gradgate::gateway {
+
+/// What the metrics mirror, read from the gateway's parts at one moment.
+struct GatewaySnapshot {
+  GatewayStats core;
+  TransportStats transport;
+  MailboxStats mailbox;
+  std::vector<LinkEstimate> links;
+  bool fail_static = false;
+  double target_ratio = 0.0;  // from the controller's policy; 0: none
+};
+
+class GatewayMetrics {
+ public:
+  explicit GatewayMetrics(std::shared_ptr<prometheus::Registry> registry);
+
+  /// One tensor step ended. Thread-safe.
+  void observe(const StepRecord& step);
+  /// Brings the mirrored gauges and counters up to `now`. Thread-safe.
+  void refresh(const GatewaySnapshot& now);
+
+ private:
+  struct PerCodec {
+    prometheus::Counter* raw_bytes;
+    prometheus::Counter* wire_bytes;
+    prometheus::Counter* steps;
+    prometheus::Histogram* encode;
+    prometheus::Histogram* communicate;
+    prometheus::Histogram* decode;
+  };
+  PerCodec& codec_locked(const std::string& codec);
+  /// Adds what `total` grew by since the last refresh to `counter`.
+  static void advance(prometheus::Counter& counter, uint64_t total, uint64_t& last);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& raw_bytes_;
+  prometheus::Family<prometheus::Counter>& wire_bytes_;
+  prometheus::Family<prometheus::Counter>& steps_;
+  prometheus::Family<prometheus::Counter>& errors_;
+  prometheus::Family<prometheus::Histogram>& encode_seconds_;
+  prometheus::Family<prometheus::Histogram>& communicate_seconds_;
+  prometheus::Family<prometheus::Histogram>& decode_seconds_;
+  prometheus::Counter& union_elements_;
+  prometheus::Gauge& ratio_;
+  prometheus::Gauge& target_ratio_;
+  prometheus::Family<prometheus::Gauge>& link_bandwidth_;
+  prometheus::Family<prometheus::Gauge>& link_rtt_;
+  prometheus::Gauge& residual_bytes_;
+  prometheus::Gauge& policy_version_;
+  prometheus::Gauge& policy_version_received_;
+  prometheus::Gauge& peers_up_;
+  prometheus::Gauge& fail_static_;
+  prometheus::Gauge& workers_;
+  prometheus::Gauge& tensors_;
+  prometheus::Counter& transport_bytes_sent_;
+  prometheus::Counter& transport_bytes_received_;
+  prometheus::Counter& probes_sent_;
+
+  std::mutex mutex_;
+  std::map<std::string, PerCodec> codecs_;
+  // Totals at the last refresh, for counters mirrored from cumulative counts.
+  uint64_t last_bytes_sent_ = 0, last_bytes_received_ = 0, last_probes_ = 0;
+  uint64_t last_rejected_ = 0, last_foreign_ = 0, last_refused_ = 0;
+  // Raw and wire bytes at the last refresh: the achieved ratio is over the interval since.
+  uint64_t last_raw_ = 0, last_wire_ = 0;
+};
+
+}  // namespace gradgate::gateway

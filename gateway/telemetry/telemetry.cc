@@ -1,0 +1,133 @@
+#include "gateway/telemetry/telemetry.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+
+#include "common/http/health.h"
+#include "common/http/token.h"
+#include "common/metrics/metrics.h"
+
+namespace gradgate::gateway {
+
+Telemetry::Telemetry(const GatewayConfig& config, Gateway& gateway, Transport& transport)
+    : config_(config),
+      gateway_(gateway),
+      transport_(transport),
+      registry_(metrics::make_registry("gateway")),
+      metrics_(registry_) {
+  gateway_.set_step_observer([this](const StepRecord& step) {
+    metrics_.observe(step);
+    if (report_) report_->observe(step);
+  });
+}
+
+Telemetry::~Telemetry() { stop(); }
+
+Status Telemetry::start(uint16_t transport_port) {
+  if (!config_.admin_listen.host.empty()) {
+    http::ServerOptions options;
+    options.bind_address = config_.admin_listen.host;
+    options.port = config_.admin_listen.port;
+    admin_ = std::make_unique<http::HttpServer>(options);
+    http::serve_health(*admin_, {});
+    metrics::serve_metrics(*admin_, registry_);
+    admin_->add_route(http::verb::get, "/v1/status",
+                      [this](const http::Request&) { return http::json_response(status_body()); });
+    Status started = admin_->start();
+    if (!started.ok()) {
+      return Status(started.code(), "admin.listen: " + started.message());
+    }
+    spdlog::info("admin API on {}:{}", config_.admin_listen.host, admin_->port());
+  }
+  if (!config_.control_url.empty()) {
+    const Endpoint& self = config_.nodes.at(config_.node_rank);
+    NodeIdentity identity{
+        config_.job_id, config_.node_rank, static_cast<uint32_t>(config_.nodes.size()),
+        self.host + ":" + std::to_string(transport_port),
+        admin_ ? config_.admin_listen.host + ":" + std::to_string(admin_->port()) : ""};
+    report_ = std::make_unique<NodeReport>(std::move(identity));
+    ControlClientOptions options;
+    GRADGATE_RETURN_IF_ERROR(
+        http::parse_host_port(config_.control_url, "control.url", options.server));
+    if (!config_.control_token_file.empty() || std::getenv(config_.control_token_env.c_str())) {
+      auto token = http::load_token(config_.control_token_file, config_.control_token_env);
+      if (!token.ok()) return Status(token.status().code(), "control: " + token.status().message());
+      options.server.token = *token;
+    }
+    options.server.timeout = config_.control_report_interval;
+    options.job_id = config_.job_id;
+    options.node = config_.node_rank;
+    options.poll_wait = config_.control_poll_wait;
+    options.retry_delay = config_.control_report_interval;
+    control_ = std::make_unique<ControlClient>(options, gateway_);
+    control_->start();
+  }
+  loop_ = std::thread([this] { run_loop(); });
+  return {};
+}
+
+void Telemetry::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  stopping_changed_.notify_all();
+  if (loop_.joinable()) loop_.join();
+  if (control_) control_->stop();
+  if (admin_) admin_->stop();
+}
+
+uint16_t Telemetry::admin_port() const { return admin_ ? admin_->port() : 0; }
+
+void Telemetry::run_loop() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    tick();
+    lock.lock();
+    stopping_changed_.wait_for(lock, config_.control_report_interval, [this] { return stopping_; });
+  }
+}
+
+void Telemetry::tick() {
+  if (control_) {
+    (void)control_->report(
+        report_->take(gateway_, transport_, control_->fail_static(), NodeReport::Clock::now()));
+  }
+  metrics_.refresh(snapshot());
+}
+
+GatewaySnapshot Telemetry::snapshot() const {
+  GatewaySnapshot now;
+  now.core = gateway_.stats();
+  now.transport = transport_.stats();
+  now.mailbox = gateway_.mailbox_stats();
+  now.links = transport_.links();
+  now.fail_static = control_ && control_->fail_static();
+  now.target_ratio = control_ ? control_->target_ratio() : 0.0;
+  return now;
+}
+
+nlohmann::json Telemetry::status_body() const {
+  const GatewayStats stats = gateway_.stats();
+  nlohmann::json peers_up = nlohmann::json::array();
+  for (uint32_t rank = 0; rank < config_.nodes.size(); ++rank) {
+    if (rank != config_.node_rank && transport_.peer_up(rank)) peers_up.push_back(rank);
+  }
+  return {{"job_id", config_.job_id},
+          {"node", config_.node_rank},
+          {"nodes", config_.nodes.size()},
+          {"peers_up", peers_up},
+          {"policy_version", stats.applied_policy_version},
+          {"fail_static", control_ && control_->fail_static()},
+          {"controller", config_.control_url},
+          {"tensors", stats.tensors},
+          {"allreduces", stats.allreduces},
+          {"allreduce_errors", stats.allreduce_errors},
+          {"raw_bytes", stats.raw_bytes},
+          {"wire_bytes", stats.wire_bytes}};
+}
+
+}  // namespace gradgate::gateway

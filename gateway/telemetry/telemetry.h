@@ -1,0 +1,60 @@
+// Everything a running gateway tells the outside world: its Prometheus metrics, its admin HTTP
+// server (GET /livez, /readyz, /metrics, /v1/status; docs/openapi.yaml), and, when a controller
+// is configured, its reports to it and the policies it follows (control_client.h). One thread
+// refreshes the metrics and sends a report every report interval.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "common/http/http_server.h"
+#include "gateway/config/gateway_config.h"
+#include "gateway/core/gateway.h"
+#include "gateway/telemetry/control_client.h"
+#include "gateway/telemetry/gateway_metrics.h"
+#include "gateway/telemetry/node_report.h"
+#include "gateway/transport/transport.h"
+
+namespace gradgate::gateway {
+
+class Telemetry {
+ public:
+  /// `gateway` and `transport` must outlive it. Installs the gateway's step observer: make it
+  /// before gateway.start().
+  Telemetry(const GatewayConfig& config, Gateway& gateway, Transport& transport);
+  ~Telemetry();  // stop()
+  Telemetry(const Telemetry&) = delete;
+  Telemetry& operator=(const Telemetry&) = delete;
+
+  /// Starts the admin server (if configured), the policy thread (if a controller is) and the
+  /// report loop. `transport_port` is where peers reach this gateway, for the reports.
+  Status start(uint16_t transport_port);
+  void stop();
+
+  /// The admin server's port once started (0: none).
+  uint16_t admin_port() const;
+
+ private:
+  void run_loop();
+  void tick();
+  GatewaySnapshot snapshot() const;
+  nlohmann::json status_body() const;
+
+  const GatewayConfig& config_;
+  Gateway& gateway_;
+  Transport& transport_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  GatewayMetrics metrics_;
+  std::unique_ptr<NodeReport> report_;
+  std::unique_ptr<ControlClient> control_;
+  std::unique_ptr<http::HttpServer> admin_;
+  std::mutex mutex_;
+  std::condition_variable stopping_changed_;
+  bool stopping_ = false;
+  std::thread loop_;
+};
+
+}  // namespace gradgate::gateway

@@ -1,0 +1,119 @@
+// What a running gateway shows: its admin API and Prometheus metrics, read over real HTTP from
+// gateway processes while worker processes all-reduce through them.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "common/http/client.h"
+#include "gradgate/config.h"
+#include "job.h"
+
+namespace gradgate::gateway::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+const std::vector<TensorArg> kTensors = {{"conv.weight", 40000}, {"conv.bias", 64}};
+
+Result<http::ClientResponse> get(uint16_t port, const std::string& target) {
+  http::ClientOptions options;
+  options.port = port;
+  return http::send_request(options, http::verb::get, target);
+}
+
+// The value of the sample `name{labels}` in a text exposition, or -1 if it is not there.
+double sample(const std::string& exposition, const std::string& series) {
+  std::istringstream lines(exposition);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1.0;
+}
+
+// Reads /metrics until `done` holds for it (bounded: 20 s), and returns the last exposition.
+std::string metrics_once(uint16_t port, const std::function<bool(const std::string&)>& done) {
+  std::string last;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto answer = get(port, "/metrics");
+    if (answer.ok() && answer->status == 200) {
+      last = answer->body;
+      if (done(last)) break;
+    }
+    std::this_thread::sleep_for(milliseconds(50));  // polling a process we do not control
+  }
+  return last;
+}
+
+TEST(GatewayTelemetry, MetricsAndStatusFollowTheAllreduces) {
+  bench::LocalJob job(job_options(2, 1, "topk:density=0.01"));
+  constexpr int kSteps = 5;
+  auto w0 = start_worker(job, 0, 0, kTensors, kSteps, 1, job.dir() + "/o0");
+  auto w1 = start_worker(job, 1, 0, kTensors, kSteps, 1, job.dir() + "/o1");
+  ASSERT_EQ(w0->wait_exit(milliseconds(60000)), 0) << w0->log();
+  ASSERT_EQ(w1->wait_exit(milliseconds(60000)), 0) << w1->log();
+
+  // conv.weight goes through topk, conv.bias (under min_compress_elements) through none.
+  const std::string text = metrics_once(job.admin_port(0), [&](const std::string& m) {
+    return sample(m, "gradgate_allreduces_total{codec=\"topk\"}") == kSteps &&
+           sample(m, "gradgate_allreduces_total{codec=\"none\"}") == kSteps;
+  });
+  EXPECT_EQ(sample(text, "gradgate_allreduces_total{codec=\"topk\"}"), kSteps) << text;
+  const double raw = sample(text, "gradgate_raw_bytes_total{codec=\"topk\"}");
+  const double wire = sample(text, "gradgate_wire_bytes_total{codec=\"topk\"}");
+  EXPECT_EQ(raw, kSteps * 40000.0 * 4);
+  EXPECT_GT(wire, 0.0);
+  EXPECT_LT(wire, raw * 0.05) << "topk at 1% sends a few percent of the raw bytes";
+  EXPECT_EQ(sample(text, "gradgate_encode_seconds_count{codec=\"topk\"}"), kSteps);
+  EXPECT_EQ(sample(text, "gradgate_build_info{component=\"gateway\",version=\"" +
+                             std::string(GRADGATE_VERSION) + "\"}"),
+            1.0);
+
+  auto status = get(job.admin_port(0), "/v1/status");
+  ASSERT_TRUE(status.ok()) << status.status().to_string();
+  ASSERT_EQ(status->status, 200u);
+  const auto body = nlohmann::json::parse(status->body);
+  EXPECT_EQ(body.at("node"), 0);
+  EXPECT_EQ(body.at("nodes"), 2);
+  EXPECT_EQ(body.at("peers_up"), nlohmann::json::array({1}));
+  EXPECT_EQ(body.at("allreduces"), 2 * kSteps);
+  EXPECT_EQ(body.at("fail_static"), false);
+
+  for (const char* probe : {"/livez", "/readyz"}) {
+    auto answer = get(job.admin_port(1), probe);
+    ASSERT_TRUE(answer.ok());
+    EXPECT_EQ(answer->status, 200u) << probe;
+  }
+  // Gauges follow within a refresh interval; the workers are gone, and so are their tensors.
+  const std::string gauges = metrics_once(job.admin_port(1), [](const std::string& m) {
+    return sample(m, "gradgate_peers_up") == 1.0 && sample(m, "gradgate_local_workers") == 0.0;
+  });
+  EXPECT_EQ(sample(gauges, "gradgate_peers_up"), 1.0);
+  EXPECT_EQ(sample(gauges, "gradgate_tensors"), 0.0);
+  EXPECT_EQ(sample(gauges, "gradgate_residual_memory_bytes"), 0.0);
+}
+
+TEST(GatewayTelemetry, AnUnreachableControllerIsFailStaticAndAllreducesGoOn) {
+  auto options = job_options(2, 1, "topk:density=0.01");
+  options.control_url = "127.0.0.1:1";  // nothing listens there
+  options.report_interval_ms = 100;
+  bench::LocalJob job(options);
+  auto w0 = start_worker(job, 0, 0, kTensors, 3, 2, job.dir() + "/o0");
+  auto w1 = start_worker(job, 1, 0, kTensors, 3, 2, job.dir() + "/o1");
+  EXPECT_EQ(w0->wait_exit(milliseconds(60000)), 0) << w0->log();
+  EXPECT_EQ(w1->wait_exit(milliseconds(60000)), 0) << w1->log();
+  const std::string text = metrics_once(job.admin_port(0), [](const std::string& m) {
+    return sample(m, "gradgate_fail_static") == 1.0;
+  });
+  EXPECT_EQ(sample(text, "gradgate_fail_static"), 1.0);
+  EXPECT_TRUE(wait_for_log(job.gateway(0), "fail-static", milliseconds(5000)));
+}
+
+}  // namespace
+}  // namespace gradgate::gateway::testing
