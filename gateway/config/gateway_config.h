@@ -59,7 +59,7 @@ struct GatewayConfig {
   // control: the controller this gateway reports to and takes policies from ("" url: none)
   std::string control_url;         // host:port
   std::string control_token_file;  // bearer token; wins over the variable
-  std::string control_token_env = "GRADGATE_CONTROL_TOKEN";
+  std::string control_token_env = "GRADGATE_API_TOKEN";
   std::chrono::milliseconds control_report_interval{1000};  // reports and metric refreshes
   std::chrono::milliseconds control_poll_wait{2000};        // one long poll for a new policy
 

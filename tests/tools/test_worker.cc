@@ -1,11 +1,15 @@
 // gradgate_test_worker: a training process reduced to its use of the C API, for tests. For each
 // step it fills every tensor with test_value(...), all-reduces all of them, waits, and appends
-// the results (as fp32, in tensor order) to the output file. Exit code 0 on success, 10 + the
-// gg_status of the first failed call otherwise (with its name and message on stderr).
+// the results (as fp32, in tensor order) to the output file. With --seconds it keeps stepping
+// until that much time has passed, and --step-log records each step's wall time (for tests that
+// watch the time per all-reduce change). Exit code 0 on success, 10 + the gg_status of the first
+// failed call otherwise (with its name and message on stderr).
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <string>
 #include <vector>
 
@@ -111,13 +115,18 @@ int main(int argc, char** argv) {
   std::vector<std::string> tensor_args;
   uint64_t steps = 1, seed = 0;
   int64_t timeout_ms = -1;
+  double seconds = 0.0;
+  std::string step_log_path;
   bool hang = false;
   app.add_option("--socket", socket_path, "the gateway's ingress socket")->required();
   app.add_option("--local-rank", local_rank, "this worker's rank on its node")->required();
   app.add_option("--tensor", tensor_args, "NAME:ELEMENTS[:DTYPE[:ROWS:COLS]]")->required();
   app.add_option("--steps", steps, "all-reduces per tensor");
   app.add_option("--seed", seed, "seed of the test values");
-  app.add_option("--out", out_path, "file the results are appended to")->required();
+  app.add_option("--out", out_path, "file the results are appended to (\"\": none)")->required();
+  app.add_option("--seconds", seconds, "keep stepping until this much time passed (0: --steps)");
+  app.add_option("--step-log", step_log_path,
+                 "appends 'unix_time step seconds_of_the_step' per step");
   app.add_option("--timeout-ms", timeout_ms, "gg_wait timeout (negative: none)");
   app.add_flag("--hang-after-allreduce", hang, "start the first step, print 'started', block");
   CLI11_PARSE(app, argc, argv);
@@ -129,8 +138,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::ofstream out(out_path, std::ios::binary | std::ios::app);
-  if (!out) {
+  std::ofstream out;
+  if (!out_path.empty()) out.open(out_path, std::ios::binary | std::ios::app);
+  std::ofstream step_log;
+  if (!step_log_path.empty()) step_log.open(step_log_path, std::ios::app);
+  if ((!out_path.empty() && !out) || (!step_log_path.empty() && !step_log)) {
     std::fprintf(stderr, "gradgate_test_worker: cannot open \"%s\"\n", out_path.c_str());
     return 2;
   }
@@ -146,7 +158,12 @@ int main(int argc, char** argv) {
     check(gg_declare(client, s.name.c_str(), s.elements, s.dtype, s.rows, s.cols, 1.0, &tensors[t]),
           "gg_declare");
   }
-  for (uint64_t step = 0; step < steps; ++step) {
+  const auto begin = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  };
+  for (uint64_t step = 0; seconds > 0 ? elapsed() < seconds : step < steps; ++step) {
+    const auto step_start = std::chrono::steady_clock::now();
     std::vector<gg_request*> requests(tensors.size());
     for (size_t t = 0; t < tensors.size(); ++t) {
       fill(tensors[t], specs[t].dtype, seed, static_cast<uint32_t>(t), step, worker);
@@ -159,10 +176,17 @@ int main(int argc, char** argv) {
     }
     for (size_t t = 0; t < tensors.size(); ++t) {
       check(gg_wait(requests[t], timeout_ms, nullptr), "gg_wait");
-      append_as_fp32(out, tensors[t], specs[t].dtype);
+      if (out.is_open()) append_as_fp32(out, tensors[t], specs[t].dtype);
+    }
+    if (step_log.is_open()) {
+      const auto now = std::chrono::system_clock::now().time_since_epoch();
+      const double seconds_of_step =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+      step_log << std::fixed << std::setprecision(6) << std::chrono::duration<double>(now).count()
+               << " " << step << " " << seconds_of_step << std::endl;
     }
   }
   out.flush();
   check(gg_close(client), "gg_close");
-  return out ? 0 : 3;
+  return !out_path.empty() && !out ? 3 : 0;
 }
