@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 
 readonly PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev nlohmann-json3-dev
                    libcli11-dev libyaml-cpp-dev libboost-dev libspdlog-dev prometheus-cpp-dev
-                   prometheus
+                   prometheus iproute2
                    python3-torch python3-numpy python3-setuptools python3-pip libopenblas0-pthread
                    dataset-fashion-mnist)
 JOBS=${JOBS:-$(nproc)}

@@ -9,6 +9,7 @@ namespace gradgate::cli {
 void add_version_command(CLI::App& app);
 void add_bench_command(CLI::App& app, int& exit_code);
 void add_gateway_command(CLI::App& app, int& exit_code);
+void add_control_command(CLI::App& app, int& exit_code);
 void add_validate_command(CLI::App& app, int& exit_code);
 
 }  // namespace gradgate::cli

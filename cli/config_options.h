@@ -1,4 +1,4 @@
-// The options that name a gateway configuration, shared by `gateway` and `validate`:
+// The options that name a configuration, shared by `gateway`, `control` and `validate`:
 // -c FILE and any number of --set section.key=value.
 #pragma once
 
@@ -12,8 +12,8 @@ struct ConfigOptions {
   std::string path;
   std::vector<std::string> overrides;
 
-  void add_to(CLI::App& command) {
-    command.add_option("-c,--config", path, "Gateway configuration (YAML)")->required();
+  void add_to(CLI::App& command, const std::string& description = "Gateway configuration (YAML)") {
+    command.add_option("-c,--config", path, description)->required();
     command.add_option("--set", overrides,
                        "Override a key: section.key=value (after GRADGATE_* variables)");
   }

@@ -1,5 +1,6 @@
 // gradgate: one binary, one subcommand per job.
 //   gradgate gateway -c gateway.yaml [--set section.key=value ...] [--ready-file PATH]
+//   gradgate control -c control.yaml [--set section.key=value ...] [--ready-file PATH]
 //   gradgate validate -c gateway.yaml [--set section.key=value ...]
 //   gradgate bench codecs [--codecs SPEC...] [--sizes N...] [--dists KIND...] [--json]
 //   gradgate bench allreduce [--sizes BYTES...] [--codecs SPEC...] [--gateways P...] [--json]
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   gradgate::cli::add_gateway_command(app, exit_code);
+  gradgate::cli::add_control_command(app, exit_code);
   gradgate::cli::add_validate_command(app, exit_code);
   gradgate::cli::add_bench_command(app, exit_code);
   gradgate::cli::add_version_command(app);

@@ -40,6 +40,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         gate_(std::move(gate)) {}
 
   void read_request() {
+    route_ = {};
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
     parser_->header_limit(options_.max_header_bytes);
@@ -92,9 +93,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (error) return;  // the client went away, or the server stops: dropping `this` closes
     const Request::Message& request = parser_->get();
-    std::optional<Response> response = dispatch(router_, options_.token, request, responder());
-    if (!response) return await_answer();
-    write(std::move(*response), request.version(), request.keep_alive());
+    Dispatched dispatched = dispatch(router_, options_.token, request, responder());
+    route_ = dispatched.route;
+    if (!dispatched.response) return await_answer();
+    write(std::move(*dispatched.response), request.version(), request.keep_alive());
   }
 
   // The Responder of the current request: it posts the response to this connection's strand,
@@ -152,6 +154,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void refuse(Response response) { write(std::move(response), 11, false); }
 
   void write(Response response, unsigned version, bool keep_alive) {
+    if (options_.on_response) options_.on_response(route_, response.code);
     response_ = {};
     response_.version(version);
     response_.result(response.code);
@@ -206,6 +209,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t reads_finished_ = 0;
   bool timed_out_ = false;
   bool awaiting_answer_ = false;
+  std::string_view route_;  // the pattern of the current request's route (owned by the router)
 };
 
 }  // namespace

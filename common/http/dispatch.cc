@@ -92,34 +92,37 @@ std::optional<Response> call_handler(const Route& route, const Request& request,
 
 }  // namespace
 
-std::optional<Response> dispatch(const Router& router, const TokenCheck& token,
-                                 const Request::Message& message, const Responder& respond) {
+Dispatched dispatch(const Router& router, const TokenCheck& token, const Request::Message& message,
+                    const Responder& respond) {
   const Result<Target> target = parse_target(message.target());
-  if (!target.ok()) return problem(status::bad_request, {}, target.status().message());
+  if (!target.ok()) return {{}, problem(status::bad_request, {}, target.status().message())};
   const Router::Match match = router.match(message.method(), target->segments);
   if (match.route == nullptr) {
     if (match.allowed.empty()) {
-      return problem(status::not_found, {}, "no resource at " + std::string(target->path));
+      return {{}, problem(status::not_found, {}, "no resource at " + std::string(target->path))};
     }
-    return method_not_allowed(message.method(), target->path, match.allowed);
+    return {match.pattern, method_not_allowed(message.method(), target->path, match.allowed)};
   }
   const RouteOptions& options = match.route->options;
   if (options.requires_token) {
     const auto authorization = message.find(beast_http::field::authorization);
     auto refusal = refuse_by_token(
         token.check(authorization == message.end() ? std::string_view{} : authorization->value()));
-    if (refusal) return std::move(*refusal);
+    if (refusal) return {match.pattern, std::move(*refusal)};
   }
   if (options.json_body && !message.body().empty()) {
     const auto content_type = message.find(beast_http::field::content_type);
     if (content_type == message.end() || !is_json_media_type(content_type->value())) {
-      return problem(status::unsupported_media_type, {},
-                     "the body must be JSON, sent with 'Content-Type: application/json'",
-                     "Content-Type");
+      return {match.pattern,
+              problem(status::unsupported_media_type, {},
+                      "the body must be JSON, sent with 'Content-Type: application/json'",
+                      "Content-Type")};
     }
   }
-  return call_handler(
-      *match.route, Request(message, target->path, target->query, match.path_parameters), respond);
+  return {
+      match.pattern,
+      call_handler(*match.route,
+                   Request(message, target->path, target->query, match.path_parameters), respond)};
 }
 
 }  // namespace gradgate::http

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,10 @@ struct ServerOptions {
   std::chrono::milliseconds request_timeout = std::chrono::seconds(10);
   /// Routes with `requires_token` need this token; an empty one disables the check.
   TokenCheck token{};
+  /// When set, called for every response sent, on the I/O thread, with the pattern of the route
+  /// the request matched ("" when none: an unknown path, or a request refused before routing)
+  /// and the status: for request counters. Must be quick.
+  std::function<void(std::string_view route, status code)> on_response{};
 };
 
 class HttpServer {

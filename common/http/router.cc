@@ -56,6 +56,7 @@ Status Router::add_route(std::string_view pattern, Route route) {
                       parsed.segments.end(), same_paths);
   });
   if (existing == patterns_.end()) {
+    parsed.text = std::string(pattern);
     patterns_.push_back(std::move(parsed));
     existing = std::prev(patterns_.end());
   } else if (!std::equal(existing->segments.begin(), existing->segments.end(),
@@ -86,6 +87,7 @@ Router::Match Router::match(verb method, const std::vector<std::string>& segment
   }
   Match found;
   if (best == nullptr) return found;
+  found.pattern = best->text;
   for (const Route& route : best->routes) {
     found.allowed.push_back(route.method);
     if (route.method == method) found.route = &route;

@@ -42,6 +42,7 @@ class Router {
     const Route* route = nullptr;  // null when the path is unknown or lacks this method
     Parameters path_parameters;    // values of the pattern's {name} segments
     std::vector<verb> allowed;     // the methods the path has (for 405); empty: unknown path
+    std::string_view pattern;      // the pattern the path matched, as added; empty: none
   };
   /// The route for `method` on a path of decoded `segments`.
   Match match(verb method, const std::vector<std::string>& segments) const;
@@ -52,6 +53,7 @@ class Router {
     bool is_parameter = false;
   };
   struct Pattern {
+    std::string text;
     std::vector<Segment> segments;
     bool has_parameters = false;
     std::vector<Route> routes;

@@ -30,7 +30,17 @@ Status Telemetry::start(uint16_t transport_port) {
     options.bind_address = config_.admin_listen.host;
     options.port = config_.admin_listen.port;
     admin_ = std::make_unique<http::HttpServer>(options);
-    http::serve_health(*admin_, {});
+    // Ready once every other gateway of the job is connected: before that no all-reduce can run.
+    http::serve_health(*admin_, [this]() -> Status {
+      std::string missing;
+      for (uint32_t rank = 0; rank < config_.nodes.size(); ++rank) {
+        if (rank != config_.node_rank && !transport_.peer_up(rank)) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
+        }
+      }
+      if (missing.empty()) return {};
+      return Status(ErrorCode::kUnavailable, "waiting for gateways " + missing);
+    });
     metrics::serve_metrics(*admin_, registry_);
     admin_->add_route(http::verb::get, "/v1/status",
                       [this](const http::Request&) { return http::json_response(status_body()); });

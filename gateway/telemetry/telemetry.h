@@ -1,5 +1,6 @@
 // Everything a running gateway tells the outside world: its Prometheus metrics, its admin HTTP
-// server (GET /livez, /readyz, /metrics, /v1/status; docs/openapi.yaml), and, when a controller
+// server (GET /livez, /readyz — ready once every peer is connected —, /metrics, /v1/status;
+// docs/openapi.yaml), and, when a controller
 // is configured, its reports to it and the policies it follows (control_client.h). One thread
 // refreshes the metrics and sends a report every report interval.
 #pragma once

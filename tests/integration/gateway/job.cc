@@ -1,5 +1,6 @@
 #include "job.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -24,12 +25,14 @@ std::unique_ptr<ChildProcess> start_worker(const bench::LocalJob& job, uint32_t 
                                            const std::vector<TensorArg>& tensors, int steps,
                                            uint64_t seed, const std::string& output,
                                            const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"--socket",     job.socket(rank),
-                                   "--local-rank", std::to_string(local_rank),
-                                   "--steps",      std::to_string(steps),
-                                   "--seed",       std::to_string(seed),
-                                   "--out",        output,
-                                   "--timeout-ms", "60000"};
+  const bool keeps_results = std::find(extra.begin(), extra.end(), "--out") == extra.end();
+  std::vector<std::string> args = {
+      "--socket", job.socket(rank),      "--local-rank", std::to_string(local_rank),
+      "--steps",  std::to_string(steps), "--seed",       std::to_string(seed)};
+  if (keeps_results) args.insert(args.end(), {"--out", output});
+  if (std::find(extra.begin(), extra.end(), "--timeout-ms") == extra.end()) {
+    args.insert(args.end(), {"--timeout-ms", "60000"});
+  }
   for (const auto& tensor : tensors) {
     args.push_back("--tensor");
     args.push_back(tensor.text());

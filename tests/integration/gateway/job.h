@@ -25,7 +25,8 @@ bench::LocalJobOptions job_options(uint32_t nodes, uint32_t local_workers, std::
                                    std::string collective = "auto", uint32_t timeout_ms = 20000);
 
 /// Starts gradgate_test_worker as local worker `local_rank` of gateway `rank`; it writes the
-/// results of every step to `output` (fp32, tensor after tensor) and logs to output + ".log".
+/// results of every step to `output` (fp32, tensor after tensor; not when `extra` has its own
+/// --out) and logs to output + ".log". `extra` may also set its own --timeout-ms.
 std::unique_ptr<ChildProcess> start_worker(const bench::LocalJob& job, uint32_t rank,
                                            uint32_t local_rank,
                                            const std::vector<TensorArg>& tensors, int steps,

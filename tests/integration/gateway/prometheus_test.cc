@@ -1,5 +1,6 @@
-// A real Prometheus server (Debian's `prometheus`) scrapes the gateways' /metrics while worker
-// processes all-reduce through them; its HTTP query API shows the traffic and ratio series move.
+// A real Prometheus server (Debian's `prometheus`) scrapes the gateways' and the controller's
+// /metrics while worker processes all-reduce through the gateways; its HTTP query API shows the
+// traffic, ratio and report series move.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "common/http/client.h"
+#include "controller_process.h"
 #include "job.h"
 
 namespace gradgate::gateway::testing {
@@ -109,16 +111,23 @@ void run_workers(bench::LocalJob& job, int steps, uint64_t seed, const std::stri
   ASSERT_EQ(w1->wait_exit(milliseconds(60000)), 0) << w1->log();
 }
 
-TEST(Prometheus, ScrapesTheGatewaysAndSeesTrafficAndRatioMove) {
+TEST(Prometheus, ScrapesGatewaysAndControllerAndSeesTrafficAndRatioMove) {
   ASSERT_TRUE(std::filesystem::exists("/usr/bin/prometheus"))
       << "Debian's prometheus package is needed (./gradgate.sh installs it)";
+  ControllerProcess controller;
+  controller.start("topk:density=0.01");
   auto options = job_options(2, 1, "topk:density=0.01");
   options.report_interval_ms = 200;
+  options.control_url = controller.url();
   bench::LocalJob job(options);
-  PrometheusServer prometheus(job.dir(), {job.admin_port(0), job.admin_port(1)});
+  PrometheusServer prometheus(job.dir(), {job.admin_port(0), job.admin_port(1), controller.port()});
   ASSERT_TRUE(prometheus.wait_for("count(up{job=\"gradgate\"} == 1)", [](double v) {
-    return v == 2;
+    return v == 3;
   })) << prometheus.log();
+  ASSERT_TRUE(prometheus.wait_for("count(gradgate_build_info)", [](double v) { return v == 3; }));
+  const std::string reports = "sum(gradgate_controller_reports_total)";
+  const auto reports_before = prometheus.wait_for(reports, [](double v) { return v > 0; });
+  ASSERT_TRUE(reports_before) << "the controller's report counter must reach Prometheus";
 
   run_workers(job, 10, 1, "a");
   const std::string raw = "sum(gradgate_raw_bytes_total{codec=\"topk\"})";
@@ -142,6 +151,8 @@ TEST(Prometheus, ScrapesTheGatewaysAndSeesTrafficAndRatioMove) {
                       << prometheus.query(raw).value_or(-1);
   EXPECT_TRUE(prometheus.wait_for("sum(gradgate_allreduces_total)",
                                   [](double v) { return v == 2 * 2 * 2 * 10; }));
+  EXPECT_TRUE(prometheus.wait_for(reports, [&](double v) { return v > *reports_before; }))
+      << "the controller's series must move as the gateways report";
 }
 
 }  // namespace

@@ -2,12 +2,16 @@
 // gateway processes while worker processes all-reduce through them.
 #include <gtest/gtest.h>
 
+#include <yaml-cpp/yaml.h>
+
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "common/http/client.h"
 #include "gradgate/config.h"
@@ -113,6 +117,48 @@ TEST(GatewayTelemetry, AnUnreachableControllerIsFailStaticAndAllreducesGoOn) {
   });
   EXPECT_EQ(sample(text, "gradgate_fail_static"), 1.0);
   EXPECT_TRUE(wait_for_log(job.gateway(0), "fail-static", milliseconds(5000)));
+}
+
+// The gateway's admin API against docs/openapi.yaml: every (path, method, status) documented for
+// the gateway is answered by a real gateway process, and it answers nothing undocumented.
+TEST(GatewayTelemetry, AdminApiMatchesTheOpenApiDocument) {
+  auto options = job_options(2, 1, "none");
+  options.started = 1;  // gateway 1 comes later: gateway 0 is not ready until then
+  bench::LocalJob job(options);
+  std::set<std::tuple<std::string, std::string, unsigned>> seen;
+  auto call = [&](const std::string& path) {
+    auto answer = get(job.admin_port(0), path);
+    EXPECT_TRUE(answer.ok()) << path;
+    if (!answer.ok()) return 0u;
+    seen.insert({path, "get", answer->status});
+    return answer->status;
+  };
+  EXPECT_EQ(call("/readyz"), 503u);
+  job.start_gateway(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (call("/readyz") != 200 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));  // until gateway 1 has connected
+  }
+  for (const char* path : {"/livez", "/metrics", "/v1/status"}) EXPECT_EQ(call(path), 200u);
+
+  std::set<std::tuple<std::string, std::string, unsigned>> documented;
+  const YAML::Node document =
+      YAML::LoadFile(std::string(GRADGATE_SOURCE_DIR) + "/docs/openapi.yaml");
+  for (const auto& path : document["paths"]) {
+    for (const auto& operation : path.second) {
+      bool for_gateway = false;
+      for (const auto& tag : operation.second["tags"])
+        for_gateway |= tag.as<std::string>() == "gateway";
+      if (!for_gateway) continue;
+      for (const auto& response : operation.second["responses"]) {
+        const auto component = response.second["x-gradgate-component"];
+        if (component && component.as<std::string>() != "gateway") continue;
+        documented.insert({path.first.as<std::string>(), operation.first.as<std::string>(),
+                           response.first.as<unsigned>()});
+      }
+    }
+  }
+  EXPECT_EQ(seen, documented);
 }
 
 }  // namespace

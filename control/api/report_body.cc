@@ -1,0 +1,135 @@
+#include "control/api/report_body.h"
+
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string>
+
+namespace gradgate::control {
+namespace {
+
+using http::IntegerRange;
+using http::JsonObject;
+using http::NumberRange;
+
+constexpr int64_t kMaxNodes = std::numeric_limits<uint32_t>::max();
+constexpr int64_t kMaxElements = std::numeric_limits<uint32_t>::max();
+constexpr NumberRange kPositive{.min = 0, .exclusive_min = true};
+constexpr NumberRange kNonNegative{.min = 0};
+
+void read_links(const JsonObject& root, NodeReport& report) {
+  std::set<uint32_t> peers;
+  for (const JsonObject& link :
+       root.optional_objects("links").value_or(std::vector<JsonObject>{})) {
+    const auto peer = link.integer("peer", {.min = 0, .max = kMaxNodes});
+    const auto goodput = link.number("goodput_bytes_per_second", kPositive);
+    const auto rtt = link.number("rtt_seconds", kNonNegative);
+    const auto age = link.number("age_seconds", kNonNegative);
+    if (!peer || !goodput || !rtt || !age) continue;
+    const auto index = static_cast<uint32_t>(*peer);
+    if (index >= report.nodes) {
+      link.reject("peer", "must be below /nodes (" + std::to_string(report.nodes) + ")");
+    } else if (index == report.node) {
+      link.reject("peer", "must be another node than /node");
+    } else if (!peers.insert(index).second) {
+      link.reject("peer", "appears twice");
+    }
+    report.links.push_back({index, *goodput, *rtt, *age});
+  }
+}
+
+void read_workers(const JsonObject& root, NodeReport& report) {
+  for (const JsonObject& worker :
+       root.optional_objects("workers").value_or(std::vector<JsonObject>{})) {
+    const auto local_rank = worker.integer("local_rank", {.min = 0, .max = kMaxNodes});
+    const auto volume = worker.number("data_volume", kNonNegative);
+    if (local_rank && volume) {
+      report.workers.push_back({static_cast<uint32_t>(*local_rank), *volume});
+    }
+  }
+}
+
+void read_tensors(const JsonObject& root, NodeReport& report) {
+  std::set<std::string> names;
+  for (const JsonObject& tensor :
+       root.optional_objects("tensors").value_or(std::vector<JsonObject>{})) {
+    const auto name = tensor.string("name");
+    const auto elements = tensor.integer("elements", {.min = 1, .max = kMaxElements});
+    const auto rows = tensor.optional_integer("rows", {.min = 0, .max = kMaxElements});
+    const auto cols = tensor.optional_integer("cols", {.min = 0, .max = kMaxElements});
+    if (!name || !elements) continue;
+    if (name->empty()) tensor.reject("name", "must not be empty");
+    if (!names.insert(*name).second) tensor.reject("name", "appears twice");
+    const int64_t shape_rows = rows.value_or(0);
+    const int64_t shape_cols = cols.value_or(0);
+    if ((shape_rows != 0 || shape_cols != 0) && shape_rows * shape_cols != *elements) {
+      tensor.reject("rows", "rows * cols must equal elements (or both be 0)");
+    }
+    report.tensors.push_back({*name, static_cast<uint64_t>(*elements),
+                              static_cast<uint64_t>(shape_rows),
+                              static_cast<uint64_t>(shape_cols)});
+  }
+}
+
+void read_codec_speeds(const JsonObject& root, NodeReport& report) {
+  std::set<std::string> codecs;
+  for (const JsonObject& speed :
+       root.optional_objects("codec_speeds").value_or(std::vector<JsonObject>{})) {
+    const auto codec = speed.string("codec");
+    const auto encode = speed.number("encode_bytes_per_second", kPositive);
+    const auto decode = speed.number("decode_bytes_per_second", kPositive);
+    if (!codec || !encode || !decode) continue;
+    if (!codecs.insert(*codec).second) speed.reject("codec", "appears twice");
+    report.codec_speeds.push_back({*codec, *encode, *decode});
+  }
+}
+
+void read_timings(const JsonObject& root, NodeReport& report) {
+  const auto timings = root.optional_object("timings");
+  if (!timings) return;
+  report.timings.steps =
+      static_cast<uint64_t>(timings->optional_integer("steps", {.min = 0}).value_or(0));
+  report.timings.compute_seconds =
+      timings->optional_number("compute_seconds", kNonNegative).value_or(0);
+  report.timings.encode_seconds =
+      timings->optional_number("encode_seconds", kNonNegative).value_or(0);
+  report.timings.communicate_seconds =
+      timings->optional_number("communicate_seconds", kNonNegative).value_or(0);
+  report.timings.decode_seconds =
+      timings->optional_number("decode_seconds", kNonNegative).value_or(0);
+}
+
+}  // namespace
+
+std::optional<http::BodyError> read_report(std::string_view body, NodeReport& report) {
+  http::JsonBody json(body);
+  const JsonObject root = json.root();
+  const auto job_id = root.integer("job_id", {.min = 0});
+  const auto nodes = root.integer("nodes", {.min = 1, .max = kMaxNodes});
+  const auto node = root.integer("node", {.min = 0, .max = kMaxNodes});
+  const auto address = root.string("address");
+  const auto admin = root.optional_string("admin");
+  const auto step = root.integer("step", {.min = 0});
+  const auto policy_version = root.integer("policy_version", {.min = 0});
+  const auto fail_static = root.optional_boolean("fail_static");
+  if (job_id && nodes && node && address && step && policy_version) {
+    report.job_id = static_cast<uint64_t>(*job_id);
+    report.nodes = static_cast<uint32_t>(*nodes);
+    report.node = static_cast<uint32_t>(*node);
+    if (report.node >= report.nodes) root.reject("node", "must be below /nodes");
+    report.address = *address;
+    if (address->empty()) root.reject("address", "must not be empty");
+    report.admin = admin.value_or("");
+    report.step = static_cast<uint64_t>(*step);
+    report.policy_version = static_cast<uint64_t>(*policy_version);
+    report.fail_static = fail_static.value_or(false);
+  }
+  read_links(root, report);
+  read_workers(root, report);
+  read_tensors(root, report);
+  read_codec_speeds(root, report);
+  read_timings(root, report);
+  return json.finish();
+}
+
+}  // namespace gradgate::control

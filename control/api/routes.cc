@@ -1,0 +1,214 @@
+#include "control/api/routes.h"
+
+#include <charconv>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "common/http/problem.h"
+#include "control/api/report_body.h"
+#include "control/api/settings_json.h"
+#include "control/api/views.h"
+
+namespace gradgate::control {
+namespace {
+
+using http::Request;
+using http::Responder;
+using http::Response;
+using http::status;
+using http::verb;
+
+constexpr int64_t kMaxWaitMs = 60000;
+
+// An unsigned query parameter: nullopt when absent, a 400 (not a number) or 422 (above `max`)
+// problem naming it when bad.
+struct QueryNumber {
+  std::optional<uint64_t> value;
+  std::optional<Response> problem;
+};
+
+QueryNumber query_number(const Request& request, std::string_view name,
+                         uint64_t max = std::numeric_limits<uint64_t>::max()) {
+  const auto found = request.query().find(name);
+  if (found == request.query().end()) return {};
+  const std::string& text = found->second;
+  uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+    return {.value = std::nullopt,
+            .problem = http::problem(
+                status::bad_request, {},
+                std::string(name) + ": must be an unsigned integer, got \"" + text + "\"",
+                std::string(name))};
+  }
+  if (value > max) {
+    return {.value = std::nullopt,
+            .problem = http::problem(status::unprocessable_entity, {},
+                                     std::string(name) + ": must be <= " + std::to_string(max),
+                                     std::string(name))};
+  }
+  return {.value = value, .problem = std::nullopt};
+}
+
+// `field`: the query or path parameter that named the job.
+Response unknown_job(uint64_t job_id, std::string field = "job_id") {
+  return http::problem(status::not_found, {}, "job " + std::to_string(job_id) + " is not known",
+                       std::move(field));
+}
+
+Response missing_job_id() {
+  return http::problem(status::bad_request, {}, "job_id: the query parameter is required",
+                       "job_id");
+}
+
+// The response to a PUT whose settings make_policy refused: 422 naming the body member.
+Response refused_settings(const Status& refusal) {
+  const std::string pointer = settings_pointer(refusal.message());
+  return http::problem(status::unprocessable_entity, {}, pointer + ": " + refusal.message(),
+                       pointer);
+}
+
+class Routes {
+ public:
+  Routes(Controller& controller, ControllerMetrics& metrics, RouteSettings settings)
+      : controller_(controller), metrics_(metrics), settings_(std::move(settings)) {}
+
+  Response post_node(const Request& request) {
+    NodeReport report;
+    if (auto error = read_report(request.body(), report)) {
+      metrics_.count_report_error(error->code == status::bad_request ? "malformed" : "invalid");
+      return error->response();
+    }
+    const uint64_t job_id = report.job_id;
+    const uint32_t node = report.node;
+    const uint64_t latest = controller_.report(std::move(report));
+    return http::json_response({{"job_id", job_id},
+                                {"node", node},
+                                {"policy_version", latest},
+                                {"report_interval_ms", settings_.report_interval.count()}});
+  }
+
+  void get_policy(const Request& request, const Responder& respond) {
+    const QueryNumber job_id = query_number(request, "job_id");
+    if (job_id.problem) return respond(*job_id.problem);
+    if (!job_id.value) {
+      return respond(http::json_response(controller_.read(
+          [](const ControllerView& view) { return settings_json(view.settings); })));
+    }
+    const QueryNumber known = query_number(request, "known_version");
+    if (known.problem) return respond(*known.problem);
+    const QueryNumber wait = query_number(request, "wait_ms", kMaxWaitMs);
+    if (wait.problem) return respond(*wait.problem);
+    const uint64_t job = *job_id.value;
+    Controller& controller = controller_;
+    const Status waiting = controller_.when_version_above(
+        job, known.value.value_or(0),
+        Clock::now() + std::chrono::milliseconds(wait.value.value_or(0)),
+        [&controller, job, respond] {
+          respond(http::json_response(
+              policy_json(job, controller.read([job](const ControllerView& view) {
+                return view.version_of(job);
+              }))));
+        });
+    if (!waiting.ok()) respond(unknown_job(job));
+  }
+
+  Response put_policy(const Request& request) {
+    PolicySettings settings;
+    if (auto error = read_settings(request.body(), settings_.defaults, settings)) {
+      return error->response();
+    }
+    const Status applied = controller_.set_settings(settings);
+    if (!applied.ok()) return refused_settings(applied);
+    return http::json_response(settings_json(settings));
+  }
+
+  Response get_budget(const Request& request) {
+    const QueryNumber job_id = query_number(request, "job_id");
+    if (job_id.problem) return *job_id.problem;
+    if (!job_id.value) return missing_job_id();
+    return controller_.read([&](const ControllerView& view) {
+      if (view.registry.find(*job_id.value) == nullptr) return unknown_job(*job_id.value);
+      return http::json_response(budget_json(view, *job_id.value));
+    });
+  }
+
+  Response put_budget(const Request& request) {
+    std::optional<double> budget;
+    if (auto error = read_budget(request.body(), budget)) return error->response();
+    const Status applied = controller_.set_traffic_budget(budget);
+    if (!applied.ok()) return refused_settings(applied);
+    return http::json_response(
+        {{"traffic_budget", budget ? nlohmann::json(*budget) : nlohmann::json(nullptr)}});
+  }
+
+  Response get_jobs(const Request&) { return http::json_response(controller_.read(jobs_json)); }
+
+  Response get_job(const Request& request) {
+    const std::string_view text = request.path_parameter("id");
+    uint64_t job_id = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), job_id);
+    if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+      return http::problem(
+          status::bad_request, {},
+          "id: the job id must be an unsigned integer, got \"" + std::string(text) + "\"", "id");
+    }
+    auto job =
+        controller_.read([job_id](const ControllerView& view) { return job_json(view, job_id); });
+    if (!job) return unknown_job(job_id, "id");
+    return http::json_response(*job);
+  }
+
+  // GET /v1/nodes and /v1/links: every job's, or one job's with ?job_id=.
+  Response get_filtered(const Request& request,
+                        nlohmann::json (*view_json)(const ControllerView&,
+                                                    std::optional<uint64_t>)) {
+    const QueryNumber job_id = query_number(request, "job_id");
+    if (job_id.problem) return *job_id.problem;
+    return controller_.read([&](const ControllerView& view) {
+      if (job_id.value && view.registry.find(*job_id.value) == nullptr) {
+        return unknown_job(*job_id.value);
+      }
+      return http::json_response(view_json(view, job_id.value));
+    });
+  }
+
+  Response get_nodes(const Request& request) { return get_filtered(request, nodes_json); }
+  Response get_links(const Request& request) { return get_filtered(request, links_json); }
+
+ private:
+  Controller& controller_;
+  ControllerMetrics& metrics_;
+  const RouteSettings settings_;
+};
+
+}  // namespace
+
+void add_control_routes(http::HttpServer& server, Controller& controller,
+                        ControllerMetrics& metrics, RouteSettings settings) {
+  // Shared by the handlers, which the server keeps until it is destroyed.
+  auto routes = std::make_shared<Routes>(controller, metrics, std::move(settings));
+  const http::RouteOptions mutating{.requires_token = true, .json_body = true};
+  auto add = [&](verb method, const char* pattern, Response (Routes::*handler)(const Request&),
+                 http::RouteOptions options = {}) {
+    server.add_route(
+        method, pattern,
+        [routes, handler](const Request& request) { return (routes.get()->*handler)(request); },
+        options);
+  };
+  add(verb::post, "/v1/nodes", &Routes::post_node, mutating);
+  add(verb::put, "/v1/policy", &Routes::put_policy, mutating);
+  add(verb::get, "/v1/budget", &Routes::get_budget);
+  add(verb::put, "/v1/budget", &Routes::put_budget, mutating);
+  add(verb::get, "/v1/jobs", &Routes::get_jobs);
+  add(verb::get, "/v1/jobs/{id}", &Routes::get_job);
+  add(verb::get, "/v1/nodes", &Routes::get_nodes);
+  add(verb::get, "/v1/links", &Routes::get_links);
+  server.add_async_route(verb::get, "/v1/policy",
+                         [routes](const Request& request, Responder respond) {
+                           routes->get_policy(request, respond);
+                         });
+}
+
+}  // namespace gradgate::control

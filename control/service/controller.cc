@@ -1,0 +1,137 @@
+#include "control/service/controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <vector>
+
+namespace gradgate::control {
+
+PolicyVersion ControllerView::version_of(uint64_t job_id) const {
+  const auto found = versions.find(job_id);
+  return found == versions.end() ? PolicyVersion{} : found->second;
+}
+
+Controller::Controller(Decider decider, std::chrono::milliseconds stale_after,
+                       ControllerMetrics& metrics, std::chrono::milliseconds refresh_interval)
+    : registry_(stale_after),
+      decider_(std::move(decider)),
+      metrics_(metrics),
+      long_polls_([this] { refresh_gauges(); }, refresh_interval) {}
+
+uint64_t Controller::report(NodeReport report) {
+  const uint64_t job_id = report.job_id;
+  const uint32_t node = report.node;
+  const std::string address = report.address;
+  bool made = false;
+  uint64_t latest = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const Clock::time_point now = Clock::now();
+    const RecordNotes notes = registry_.record(std::move(report), now);
+    metrics_.count_report();
+    if (notes.new_job) {
+      spdlog::info("job {}: first report, from node {} at {}", job_id, node, address);
+    }
+    if (notes.replaced_address) {
+      spdlog::warn("job {} node {}: now at {} (was {}); the newer gateway wins", job_id, node,
+                   address, *notes.replaced_address);
+    }
+    if (notes.resized_from) {
+      spdlog::warn("job {}: node {} reports {} nodes (was {}); the newer report wins", job_id, node,
+                   registry_.find(job_id)->nodes, *notes.resized_from);
+    }
+    made = decide(job_id, now);
+    latest = versions_[job_id].version;
+  }
+  if (made) long_polls_.wake(job_id);
+  refresh_gauges();
+  return latest;
+}
+
+Status Controller::set_settings(PolicySettings settings) {
+  {
+    std::lock_guard lock(mutex_);
+    GRADGATE_RETURN_IF_ERROR(decider_.set_settings(std::move(settings)));
+    spdlog::info("policy settings replaced: policy {}", decider_.settings().name);
+  }
+  decide_all();
+  return {};
+}
+
+Status Controller::set_traffic_budget(std::optional<double> budget) {
+  {
+    std::lock_guard lock(mutex_);
+    PolicySettings settings = decider_.settings();
+    settings.traffic_budget = budget;
+    GRADGATE_RETURN_IF_ERROR(decider_.set_settings(std::move(settings)));
+    spdlog::info("traffic budget {}", budget ? std::to_string(*budget) : "cleared");
+  }
+  decide_all();
+  return {};
+}
+
+Status Controller::when_version_above(uint64_t job_id, uint64_t known_version,
+                                      Clock::time_point deadline, LongPolls::Answer answer) {
+  {
+    std::lock_guard lock(mutex_);
+    if (registry_.find(job_id) == nullptr) {
+      return Status(ErrorCode::kNotFound, "job " + std::to_string(job_id) + " is not known");
+    }
+    const auto version = versions_.find(job_id);
+    const bool newer = version != versions_.end() && version->second.version > known_version;
+    // Registered under the lock: a version made after this check wakes the waiter.
+    if (!newer && deadline > Clock::now()) {
+      long_polls_.wait(job_id, deadline, std::move(answer));
+      return {};
+    }
+  }
+  answer();
+  return {};
+}
+
+void Controller::refresh_gauges() {
+  std::lock_guard lock(mutex_);
+  const Clock::time_point now = Clock::now();
+  std::size_t live = 0;
+  std::size_t stale = 0;
+  for (const auto& [job_id, job] : registry_.jobs()) {
+    for (const auto& [index, node] : job.members) ++(registry_.is_stale(node, now) ? stale : live);
+  }
+  metrics_.set_membership(registry_.jobs().size(), live, stale);
+}
+
+bool Controller::decide(uint64_t job_id, Clock::time_point now) {
+  const JobState* job = registry_.find(job_id);
+  if (job == nullptr) return false;
+  const Measurements measurements = registry_.measurements(*job, now);
+  metrics_.set_links(job_id, measurements.links);
+  const PolicyVersion& current = versions_[job_id];
+  auto next = decider_.decide(*job, measurements, current, now);
+  if (!next.ok()) {
+    metrics_.count_report_error("policy");
+    spdlog::error("job {}: the policy refused the measurements: {}", job_id,
+                  next.status().message());
+    return false;
+  }
+  if (!next->has_value()) return false;
+  const PolicyVersion& made = **next;
+  spdlog::info("job {}: policy version {} ({}), effective at step {}, predicted ratio {:.1f}",
+               job_id, made.version, made.policy, made.effective_step, made.target_ratio);
+  metrics_.record_version(job_id, made);
+  versions_[job_id] = made;
+  return true;
+}
+
+void Controller::decide_all() {
+  std::vector<uint64_t> woken;
+  {
+    std::lock_guard lock(mutex_);
+    const Clock::time_point now = Clock::now();
+    for (const auto& [job_id, job] : registry_.jobs()) {
+      if (decide(job_id, now)) woken.push_back(job_id);
+    }
+  }
+  for (uint64_t job_id : woken) long_polls_.wake(job_id);
+}
+
+}  // namespace gradgate::control

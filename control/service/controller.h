@@ -1,0 +1,78 @@
+// The controller's state and what changes it: gateway reports, policy settings, the traffic
+// budget. Every change re-decides the jobs it touches (Decider) and answers the long polls of a
+// job that got a new version. Thread-safe: one lock guards the registry, the versions and the
+// decider; HTTP handlers read the state through read().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "control/decider/decider.h"
+#include "control/decider/policy_version.h"
+#include "control/registry/job_registry.h"
+#include "control/registry/node_report.h"
+#include "control/service/controller_metrics.h"
+#include "control/service/long_polls.h"
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::control {
+
+/// The state a reader sees, consistent as of `now`.
+struct ControllerView {
+  const JobRegistry& registry;
+  const std::map<uint64_t, PolicyVersion>& versions;  // by job; version 0: none made yet
+  const PolicySettings& settings;
+  Clock::time_point now;
+
+  /// The job's latest version; version 0 when nothing was decided yet.
+  PolicyVersion version_of(uint64_t job_id) const;
+};
+
+class Controller {
+ public:
+  /// `metrics` must outlive the controller. Gauges are refreshed every `refresh_interval`.
+  Controller(Decider decider, std::chrono::milliseconds stale_after, ControllerMetrics& metrics,
+             std::chrono::milliseconds refresh_interval = std::chrono::seconds(1));
+
+  /// Stores a validated report and re-decides its job. Returns the job's latest version.
+  uint64_t report(NodeReport report);
+
+  /// Replaces the policy settings and re-decides every job; kInvalidArgument naming the setting.
+  Status set_settings(PolicySettings settings);
+  /// Sets (or clears) the traffic budget of the settings, then as set_settings.
+  Status set_traffic_budget(std::optional<double> budget);
+
+  /// Calls `answer` once the job has a version above `known_version`, or at `deadline` (on the
+  /// long polls' thread, or on this one when the answer is known now). kNotFound for an unknown
+  /// job (and `answer` is not called).
+  Status when_version_above(uint64_t job_id, uint64_t known_version, Clock::time_point deadline,
+                            LongPolls::Answer answer);
+
+  /// Runs `reader` under the lock with a view of the state.
+  template <typename Reader>
+  auto read(Reader&& reader) const {
+    std::lock_guard lock(mutex_);
+    return reader(ControllerView{registry_, versions_, decider_.settings(), Clock::now()});
+  }
+
+  /// Sets the job and node gauges from the registry.
+  void refresh_gauges();
+
+ private:
+  /// Re-decides one job (lock held); true when a new version was made.
+  bool decide(uint64_t job_id, Clock::time_point now);
+  /// Re-decides every job and wakes the long polls of those with a new version.
+  void decide_all();
+
+  mutable std::mutex mutex_;
+  JobRegistry registry_;
+  std::map<uint64_t, PolicyVersion> versions_;
+  Decider decider_;
+  ControllerMetrics& metrics_;
+  LongPolls long_polls_;  // last: its thread uses the members above
+};
+
+}  // namespace gradgate::control

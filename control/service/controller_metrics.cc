@@ -1,0 +1,80 @@
+#include "control/service/controller_metrics.h"
+
+#include <string>
+
+namespace gradgate::control {
+namespace {
+
+prometheus::Family<prometheus::Gauge>& gauge(prometheus::Registry& registry, const char* name,
+                                             const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry);
+}
+
+prometheus::Family<prometheus::Counter>& counter(prometheus::Registry& registry, const char* name,
+                                                 const char* help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry);
+}
+
+}  // namespace
+
+ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
+    : jobs_(gauge(registry, "gradgate_controller_jobs", "Jobs known to the controller").Add({})),
+      nodes_(gauge(registry, "gradgate_controller_nodes",
+                   "Registered gateways, live or stale (silent for nodes.stale_after_ms)")),
+      reports_(counter(registry, "gradgate_controller_reports_total",
+                       "Gateway reports accepted (POST /v1/nodes)")
+                   .Add({})),
+      report_errors_(counter(registry, "gradgate_controller_report_errors_total",
+                             "Gateway reports refused or not usable, by kind")),
+      policy_version_(gauge(registry, "gradgate_policy_version", "Latest policy version of a job")),
+      decisions_(counter(registry, "gradgate_policy_decisions_total",
+                         "Policy versions made, by job and policy")),
+      link_bandwidth_(gauge(registry, "gradgate_link_bandwidth_bytes_per_second",
+                            "Measured goodput of the link from one gateway to another")),
+      target_ratio_(gauge(registry, "gradgate_target_ratio",
+                          "Raw over wire bytes per step predicted by a job's policy version")),
+      predicted_communicate_(gauge(registry, "gradgate_predicted_communicate_seconds",
+                                   "Wire seconds per step predicted by a job's policy version")),
+      requests_(counter(registry, "gradgate_http_requests_total",
+                        "Responses of the controller's HTTP server, by route pattern and status")) {
+  nodes_.Add({{"state", "live"}});
+  nodes_.Add({{"state", "stale"}});
+}
+
+void ControllerMetrics::count_report_error(std::string_view kind) {
+  report_errors_.Add({{"kind", std::string(kind)}}).Increment();
+}
+
+void ControllerMetrics::count_request(std::string_view route, int code) {
+  requests_.Add({{"route", std::string(route)}, {"code", std::to_string(code)}}).Increment();
+}
+
+void ControllerMetrics::set_membership(std::size_t jobs, std::size_t live_nodes,
+                                       std::size_t stale_nodes) {
+  jobs_.Set(static_cast<double>(jobs));
+  nodes_.Add({{"state", "live"}}).Set(static_cast<double>(live_nodes));
+  nodes_.Add({{"state", "stale"}}).Set(static_cast<double>(stale_nodes));
+}
+
+void ControllerMetrics::record_version(uint64_t job_id, const PolicyVersion& version) {
+  const std::string job = std::to_string(job_id);
+  policy_version_.Add({{"job", job}}).Set(static_cast<double>(version.version));
+  decisions_.Add({{"job", job}, {"policy", version.policy}}).Increment();
+  target_ratio_.Add({{"job", job}}).Set(version.target_ratio);
+  if (version.predicted_communicate_seconds) {
+    predicted_communicate_.Add({{"job", job}}).Set(*version.predicted_communicate_seconds);
+  }
+}
+
+void ControllerMetrics::set_links(uint64_t job_id, const std::vector<LinkSample>& links) {
+  const std::string job = std::to_string(job_id);
+  for (const LinkSample& link : links) {
+    link_bandwidth_
+        .Add({{"job", job},
+              {"from", std::to_string(link.from_node)},
+              {"to", std::to_string(link.to_node)}})
+        .Set(link.goodput_bytes_per_second);
+  }
+}
+
+}  // namespace gradgate::control

@@ -1,0 +1,50 @@
+// The controller's Prometheus metrics (docs/metrics.md, "Controller"). Labels are bounded: `job`
+// by the number of jobs the controller serves, `from`/`to` by their sizes, `route` by the route
+// table, `kind` and `policy` by fixed sets; never a tensor name or a step. Thread-safe.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "control/decider/policy_version.h"
+#include "control/policy/policy.h"
+
+namespace gradgate::control {
+
+class ControllerMetrics {
+ public:
+  explicit ControllerMetrics(prometheus::Registry& registry);
+
+  void count_report() { reports_.Increment(); }
+  /// `kind`: "malformed" (400), "invalid" (422), "policy" (the policy refused the measurements).
+  void count_report_error(std::string_view kind);
+  /// A response of the controller's HTTP server; `route` is the pattern of the route it matched
+  /// ("/v1/jobs/{id}"), "unmatched" for unknown paths and requests refused before routing.
+  void count_request(std::string_view route, int code);
+
+  void set_membership(std::size_t jobs, std::size_t live_nodes, std::size_t stale_nodes);
+  /// A job's new policy version: its number, ratio and predicted time, one more decision.
+  void record_version(uint64_t job_id, const PolicyVersion& version);
+  /// The link goodputs a job's policy was given.
+  void set_links(uint64_t job_id, const std::vector<LinkSample>& links);
+
+ private:
+  prometheus::Gauge& jobs_;
+  prometheus::Family<prometheus::Gauge>& nodes_;
+  prometheus::Counter& reports_;
+  prometheus::Family<prometheus::Counter>& report_errors_;
+  prometheus::Family<prometheus::Gauge>& policy_version_;
+  prometheus::Family<prometheus::Counter>& decisions_;
+  prometheus::Family<prometheus::Gauge>& link_bandwidth_;
+  prometheus::Family<prometheus::Gauge>& target_ratio_;
+  prometheus::Family<prometheus::Gauge>& predicted_communicate_;
+  prometheus::Family<prometheus::Counter>& requests_;
+};
+
+}  // namespace gradgate::control

@@ -1,0 +1,195 @@
+// The table of REST cases run against the controller: for every route, a success and each way a
+// request can be refused (auth, malformed JSON, wrong type, out of range, unknown member,
+// oversized body, wrong content type, unknown job, wrong method), with the status and the
+// problem's `field` it must get. api_test.cc runs each case on its own server; openapi_test.cc
+// runs them all and compares what it saw with docs/openapi.yaml.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "control_test_support.h"
+
+namespace gradgate::control::testing {
+
+enum class Auth { kBearer, kNone, kWrongToken };
+
+struct ApiCase {
+  std::string name;  // a test name: letters, digits, '_'
+  verb method;
+  std::string pattern;  // the route pattern, as in the OpenAPI document
+  std::string target;   // path and query
+  std::string body;     // sent as it is
+  status expected;
+  /// The problem's `field` for an error ("" for none); ignored for a success.
+  std::string field;
+  Auth auth = Auth::kBearer;
+  std::string content_type = "application/json";
+};
+
+/// Test names and failure messages show a case by its name.
+inline void PrintTo(const ApiCase& api_case, std::ostream* out) { *out << api_case.name; }
+
+/// Job 42 (two nodes, both reported) exists before each case; job 7 does not.
+inline constexpr uint64_t kKnownJob = 42;
+
+/// A body just over the test servers' limit (test_config(): 64 KiB).
+inline std::string oversized_body() {
+  return R"({"pad":")" + std::string(70 * 1024, 'x') + R"("})";
+}
+
+inline std::string with(nlohmann::json body, const std::string& key, nlohmann::json value) {
+  body[key] = std::move(value);
+  return body.dump();
+}
+
+inline std::vector<ApiCase> api_cases() {
+  const nlohmann::json node = report(kKnownJob, 1, 2, 10);
+  nlohmann::json bad_link = node;
+  bad_link["links"] = {
+      {{"peer", 0}, {"goodput_bytes_per_second", 0}, {"rtt_seconds", 0}, {"age_seconds", 0}}};
+  nlohmann::json no_address = node;
+  no_address.erase("address");
+  const std::string settings = R"({"policy":"bandwidth","target_communicate_seconds":0.05})";
+  const std::string budget = R"({"traffic_budget":0.02})";
+  std::vector<ApiCase> cases = {
+      // POST /v1/nodes
+      {"ReportOk", verb::post, "/v1/nodes", "/v1/nodes", node.dump(), status::ok, ""},
+      {"ReportNoToken", verb::post, "/v1/nodes", "/v1/nodes", node.dump(), status::unauthorized,
+       "Authorization", Auth::kNone},
+      {"ReportWrongToken", verb::post, "/v1/nodes", "/v1/nodes", node.dump(), status::forbidden,
+       "Authorization", Auth::kWrongToken},
+      {"ReportMalformedJson", verb::post, "/v1/nodes", "/v1/nodes", R"({"job_id": 42,)",
+       status::bad_request, ""},
+      {"ReportWrongType", verb::post, "/v1/nodes", "/v1/nodes", with(node, "job_id", "42"),
+       status::bad_request, "/job_id"},
+      {"ReportMissingMember", verb::post, "/v1/nodes", "/v1/nodes", no_address.dump(),
+       status::bad_request, "/address"},
+      {"ReportNodeOutOfRange", verb::post, "/v1/nodes", "/v1/nodes", with(node, "node", 2),
+       status::unprocessable_entity, "/node"},
+      {"ReportZeroGoodput", verb::post, "/v1/nodes", "/v1/nodes", bad_link.dump(),
+       status::unprocessable_entity, "/links/0/goodput_bytes_per_second"},
+      {"ReportUnknownMember", verb::post, "/v1/nodes", "/v1/nodes", with(node, "colour", "red"),
+       status::bad_request, "/colour"},
+      {"ReportOversized", verb::post, "/v1/nodes", "/v1/nodes", oversized_body(),
+       status::payload_too_large, ""},
+      {"ReportNotJson", verb::post, "/v1/nodes", "/v1/nodes", "job_id=42",
+       status::unsupported_media_type, "Content-Type", Auth::kBearer, "text/plain"},
+      {"NodesWrongMethod", verb::delete_, "/v1/nodes", "/v1/nodes", "", status::method_not_allowed,
+       ""},
+      // GET /v1/nodes, /v1/links, /v1/jobs, /v1/jobs/{id}
+      {"NodesAll", verb::get, "/v1/nodes", "/v1/nodes", "", status::ok, ""},
+      {"NodesOfJob", verb::get, "/v1/nodes", "/v1/nodes?job_id=42", "", status::ok, ""},
+      {"NodesBadJobId", verb::get, "/v1/nodes", "/v1/nodes?job_id=abc", "", status::bad_request,
+       "job_id"},
+      {"NodesUnknownJob", verb::get, "/v1/nodes", "/v1/nodes?job_id=7", "", status::not_found,
+       "job_id"},
+      {"LinksAll", verb::get, "/v1/links", "/v1/links", "", status::ok, ""},
+      {"LinksBadJobId", verb::get, "/v1/links", "/v1/links?job_id=-1", "", status::bad_request,
+       "job_id"},
+      {"LinksUnknownJob", verb::get, "/v1/links", "/v1/links?job_id=7", "", status::not_found,
+       "job_id"},
+      {"LinksWrongMethod", verb::post, "/v1/links", "/v1/links", "{}", status::method_not_allowed,
+       ""},
+      {"Jobs", verb::get, "/v1/jobs", "/v1/jobs", "", status::ok, ""},
+      {"Job", verb::get, "/v1/jobs/{id}", "/v1/jobs/42", "", status::ok, ""},
+      {"JobBadId", verb::get, "/v1/jobs/{id}", "/v1/jobs/forty-two", "", status::bad_request, "id"},
+      {"JobUnknown", verb::get, "/v1/jobs/{id}", "/v1/jobs/7", "", status::not_found, "id"},
+      // GET and PUT /v1/policy
+      {"PolicySettings", verb::get, "/v1/policy", "/v1/policy", "", status::ok, ""},
+      {"PolicyOfJob", verb::get, "/v1/policy", "/v1/policy?job_id=42", "", status::ok, ""},
+      {"PolicyBadJobId", verb::get, "/v1/policy", "/v1/policy?job_id=4x", "", status::bad_request,
+       "job_id"},
+      {"PolicyUnknownJob", verb::get, "/v1/policy", "/v1/policy?job_id=7", "", status::not_found,
+       "job_id"},
+      {"PolicyWaitTooLong", verb::get, "/v1/policy", "/v1/policy?job_id=42&wait_ms=60001", "",
+       status::unprocessable_entity, "wait_ms"},
+      {"PutPolicyOk", verb::put, "/v1/policy", "/v1/policy", settings, status::ok, ""},
+      {"PutPolicyNoToken", verb::put, "/v1/policy", "/v1/policy", settings, status::unauthorized,
+       "Authorization", Auth::kNone},
+      {"PutPolicyWrongToken", verb::put, "/v1/policy", "/v1/policy", settings, status::forbidden,
+       "Authorization", Auth::kWrongToken},
+      {"PutPolicyMalformedJson", verb::put, "/v1/policy", "/v1/policy", "{policy: static}",
+       status::bad_request, ""},
+      {"PutPolicyWrongType", verb::put, "/v1/policy", "/v1/policy",
+       R"({"policy":"static","warmup_steps":"ten"})", status::bad_request, "/warmup_steps"},
+      {"PutPolicyUnknownName", verb::put, "/v1/policy", "/v1/policy", R"({"policy":"fastest"})",
+       status::unprocessable_entity, "/policy"},
+      {"PutPolicyTargetOutOfRange", verb::put, "/v1/policy", "/v1/policy",
+       R"({"policy":"bandwidth","target_communicate_seconds":0})", status::unprocessable_entity,
+       "/target_communicate_seconds"},
+      {"PutPolicyBadLadderCodec", verb::put, "/v1/policy", "/v1/policy",
+       R"({"policy":"bandwidth","ladder":["none","zip"]})", status::unprocessable_entity,
+       "/ladder/1"},
+      {"PutPolicyRuleDensityOutOfRange", verb::put, "/v1/policy", "/v1/policy",
+       R"({"policy":"static","rules":[{"glob":"fc*","max_density":2}]})",
+       status::unprocessable_entity, "/rules/0/max_density"},
+      {"PutPolicyUnknownMember", verb::put, "/v1/policy", "/v1/policy",
+       R"({"policy":"static","speed":"max"})", status::bad_request, "/speed"},
+      {"PutPolicyOversized", verb::put, "/v1/policy", "/v1/policy", oversized_body(),
+       status::payload_too_large, ""},
+      {"PutPolicyNotJson", verb::put, "/v1/policy", "/v1/policy", "policy=static",
+       status::unsupported_media_type, "Content-Type", Auth::kBearer, "text/plain"},
+      {"PolicyWrongMethod", verb::post, "/v1/policy", "/v1/policy", settings,
+       status::method_not_allowed, ""},
+      // GET and PUT /v1/budget
+      {"Budget", verb::get, "/v1/budget", "/v1/budget?job_id=42", "", status::ok, ""},
+      {"BudgetNoJobId", verb::get, "/v1/budget", "/v1/budget", "", status::bad_request, "job_id"},
+      {"BudgetUnknownJob", verb::get, "/v1/budget", "/v1/budget?job_id=7", "", status::not_found,
+       "job_id"},
+      {"PutBudgetOk", verb::put, "/v1/budget", "/v1/budget", budget, status::ok, ""},
+      {"PutBudgetClear", verb::put, "/v1/budget", "/v1/budget", R"({"traffic_budget":null})",
+       status::ok, ""},
+      {"PutBudgetNoToken", verb::put, "/v1/budget", "/v1/budget", budget, status::unauthorized,
+       "Authorization", Auth::kNone},
+      {"PutBudgetWrongToken", verb::put, "/v1/budget", "/v1/budget", budget, status::forbidden,
+       "Authorization", Auth::kWrongToken},
+      {"PutBudgetMalformedJson", verb::put, "/v1/budget", "/v1/budget", "[1,2", status::bad_request,
+       ""},
+      {"PutBudgetWrongType", verb::put, "/v1/budget", "/v1/budget", R"({"traffic_budget":"low"})",
+       status::bad_request, "/traffic_budget"},
+      {"PutBudgetOutOfRange", verb::put, "/v1/budget", "/v1/budget", R"({"traffic_budget":1.5})",
+       status::unprocessable_entity, "/traffic_budget"},
+      {"PutBudgetUnknownMember", verb::put, "/v1/budget", "/v1/budget",
+       R"({"traffic_budget":0.1,"job_id":42})", status::bad_request, "/job_id"},
+      {"PutBudgetOversized", verb::put, "/v1/budget", "/v1/budget", oversized_body(),
+       status::payload_too_large, ""},
+      {"PutBudgetNotJson", verb::put, "/v1/budget", "/v1/budget", "0.02",
+       status::unsupported_media_type, "Content-Type", Auth::kBearer, "text/plain"},
+      // Probes and metrics
+      {"Livez", verb::get, "/livez", "/livez", "", status::ok, ""},
+      {"Readyz", verb::get, "/readyz", "/readyz", "", status::ok, ""},
+      {"Metrics", verb::get, "/metrics", "/metrics", "", status::ok, ""},
+      {"MetricsWrongMethod", verb::put, "/metrics", "/metrics", "{}", status::method_not_allowed,
+       ""},
+  };
+  return cases;
+}
+
+/// Starts job 42: node 0 reports its link from node 1 and a tensor, node 1 reports too.
+inline void register_known_job(TestClient& client) {
+  nlohmann::json first = report(kKnownJob, 0, 2, 10);
+  first["links"] = {{{"peer", 1},
+                     {"goodput_bytes_per_second", 1.25e8},
+                     {"rtt_seconds", 0.0002},
+                     {"age_seconds", 0.1}}};
+  first["tensors"] = {{{"name", "fc1.weight"}, {"elements", 1 << 20}}};
+  for (const nlohmann::json& body : {first, report(kKnownJob, 1, 2, 10)}) {
+    const Reply reply = client.send_json(verb::post, "/v1/nodes", body.dump(), bearer());
+    ASSERT_EQ(reply.result(), status::ok) << reply.body();
+  }
+}
+
+/// Sends a case's request on `client` and returns the reply.
+inline Reply send_case(TestClient& client, const ApiCase& api_case) {
+  Headers headers;
+  if (api_case.auth == Auth::kBearer) headers = bearer();
+  if (api_case.auth == Auth::kWrongToken) headers = bearer("not-the-token");
+  if (!api_case.body.empty()) {
+    headers.emplace_back(beast_http::field::content_type, api_case.content_type);
+  }
+  return client.send(api_case.method, api_case.target, api_case.body, headers);
+}
+
+}  // namespace gradgate::control::testing

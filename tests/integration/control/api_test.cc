@@ -1,0 +1,39 @@
+// Every case of api_cases.h over real HTTP, each on a fresh controller: the status, the problem
+// body naming the bad input, and a server that still answers afterwards.
+#include "api_cases.h"
+
+namespace gradgate::control::testing {
+namespace {
+
+class ApiTest : public ControlFixture, public ::testing::WithParamInterface<ApiCase> {};
+
+TEST_P(ApiTest, AnswersWithTheDocumentedStatus) {
+  start();
+  const ApiCase& api_case = GetParam();
+  {
+    TestClient setup = connect();
+    register_known_job(setup);
+  }
+  TestClient client = connect();
+  const Reply reply = send_case(client, api_case);
+  if (static_cast<unsigned>(api_case.expected) < 400) {
+    EXPECT_EQ(reply.result(), api_case.expected) << reply.body();
+    EXPECT_NE(reply[beast_http::field::content_type].find(
+                  api_case.pattern == "/metrics" ? "text/plain" : "application/json"),
+              std::string::npos);
+  } else {
+    expect_problem(reply, api_case.expected, api_case.field);
+  }
+  // The server stays up: a new connection is served.
+  TestClient after = connect();
+  EXPECT_EQ(after.send(verb::get, "/livez").result(), status::ok);
+}
+
+std::string case_name(const ::testing::TestParamInfo<ApiCase>& api_case) {
+  return api_case.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Controller, ApiTest, ::testing::ValuesIn(api_cases()), case_name);
+
+}  // namespace
+}  // namespace gradgate::control::testing

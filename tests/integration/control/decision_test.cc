@@ -1,0 +1,188 @@
+// Deciding: measurements from the reports of a job's nodes go through the policy; a changed
+// decision becomes a new version that takes effect ahead of the job's step; on a fast link the
+// bandwidth policy sends dense (break-even); DAGC splits the traffic budget by data volume.
+#include "api_cases.h"
+
+namespace gradgate::control::testing {
+namespace {
+
+constexpr double k50MbitPerSecond = 50e6 / 8;
+constexpr double k10GbitPerSecond = 10e9 / 8;
+
+nlohmann::json with_link(nlohmann::json body, uint32_t peer, double goodput) {
+  body["links"] = {{{"peer", peer},
+                    {"goodput_bytes_per_second", goodput},
+                    {"rtt_seconds", 0.0002},
+                    {"age_seconds", 0.2}}};
+  return body;
+}
+
+nlohmann::json with_tensors(nlohmann::json body) {
+  body["tensors"] = {{{"name", "fc1.weight"}, {"elements", 4 << 20}},
+                     {{"name", "fc1.bias"}, {"elements", 100}}};
+  return body;
+}
+
+class DecisionTest : public ControlFixture {
+ protected:
+  void SetUp() override {
+    ControlConfig config = test_config();
+    config.policy.name = "bandwidth";
+    config.policy.target_communicate_seconds = 0.1;
+    config.min_lead_steps = 4;
+    start(config);
+  }
+};
+
+TEST_F(DecisionTest, SlowLinkCompressesFastLinkSendsDense) {
+  TestClient client = connect();
+  post_report(client, report(1, 1, 2, 120));
+  const nlohmann::json reply =
+      post_report(client, with_tensors(with_link(report(1, 0, 2, 100), 1, k50MbitPerSecond)));
+  EXPECT_EQ(reply["policy_version"], 1);
+  EXPECT_EQ(reply["report_interval_ms"], 1000);
+
+  const nlohmann::json slow = get(client, "/v1/policy?job_id=1");
+  EXPECT_EQ(slow["version"], 1);
+  EXPECT_EQ(slow["policy"], "bandwidth");
+  EXPECT_EQ(slow["effective_step"], 120 + 4);  // max step of the nodes + min_lead_steps
+  ASSERT_EQ(slow["tensors"].size(), 2u);
+  const nlohmann::json& weight = slow["tensors"][0];
+  EXPECT_EQ(weight["name"], "fc1.weight");
+  EXPECT_EQ(weight["codec"].get<std::string>().rfind("topk:", 0), 0u) << weight;
+  EXPECT_EQ(weight["codec_per_node"].size(), 2u);
+  EXPECT_EQ(slow["tensors"][1]["codec"], "none");  // small tensor
+  EXPECT_EQ(slow["tensors"][1]["reason"], "small tensor");
+  EXPECT_GT(slow["target_ratio"].get<double>(), 10.0);
+  EXPECT_LE(slow["predicted_communicate_seconds"].get<double>(), 0.1);
+
+  post_report(client, with_link(report(1, 0, 2, 100), 1, k10GbitPerSecond));
+  const nlohmann::json fast = get(client, "/v1/policy?job_id=1");
+  EXPECT_EQ(fast["version"], 2);
+  EXPECT_EQ(fast["tensors"][0]["codec"], "none");
+  EXPECT_EQ(fast["tensors"][0]["codec_per_node"], nlohmann::json({"none", "none"}));
+  EXPECT_DOUBLE_EQ(fast["target_ratio"].get<double>(), 1.0);
+
+  // The same measurements again: the same decision, no new version.
+  EXPECT_EQ(
+      post_report(client, with_link(report(1, 0, 2, 100), 1, k10GbitPerSecond))["policy_version"],
+      2);
+
+  get(client, "/v1/jobs/1");
+  EXPECT_EQ(client.send_json(verb::post, "/v1/nodes", "{}").result(), status::unauthorized);
+  EXPECT_EQ(client.send(verb::get, "/v1/nowhere").result(), status::not_found);
+  const std::string metrics = client.send(verb::get, "/metrics").body();
+  EXPECT_NE(metrics.find(R"(gradgate_policy_version{job="1"} 2)"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(gradgate_policy_decisions_total{job="1",policy="bandwidth"} 2)"),
+            std::string::npos);
+  EXPECT_NE(metrics.find(
+                R"(gradgate_link_bandwidth_bytes_per_second{from="1",job="1",to="0"} 1250000000)"),
+            std::string::npos);
+  EXPECT_NE(metrics.find(R"(gradgate_target_ratio{job="1"} 1)"), std::string::npos);
+  EXPECT_NE(metrics.find(R"(gradgate_build_info{component="controller")"), std::string::npos);
+  EXPECT_NE(metrics.find(R"(gradgate_http_requests_total{code="200",route="/v1/nodes"} 4)"),
+            std::string::npos);
+  EXPECT_NE(metrics.find(R"(gradgate_http_requests_total{code="200",route="/v1/jobs/{id}"} 1)"),
+            std::string::npos);
+  EXPECT_NE(metrics.find(R"(gradgate_http_requests_total{code="401",route="/v1/nodes"} 1)"),
+            std::string::npos);
+  EXPECT_NE(metrics.find(R"(gradgate_http_requests_total{code="404",route="unmatched"} 1)"),
+            std::string::npos);
+}
+
+TEST_F(DecisionTest, LinksOfAStaleNodeLeaveThePolicyInput) {
+  server_.reset();
+  ControlConfig config = test_config();
+  config.policy.name = "bandwidth";
+  config.policy.default_codec = "fp16";  // the codec without a link sample
+  config.report_interval = std::chrono::milliseconds(20);
+  config.stale_after = std::chrono::milliseconds(100);
+  start(config);
+  TestClient client = connect();
+  post_report(client, with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond)));
+  const nlohmann::json before = get(client, "/v1/policy?job_id=1");
+  ASSERT_NE(before["predicted_communicate_seconds"], nullptr);
+
+  // Node 1 keeps reporting (without links) until node 0 is stale and a decision is made.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  nlohmann::json after = before;
+  while (after["version"] == before["version"] && std::chrono::steady_clock::now() < deadline) {
+    post_report(client, report(1, 1, 2, 10));
+    after = get(client, "/v1/policy?job_id=1");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // poll interval
+  }
+  EXPECT_GT(after["version"], before["version"]);
+  EXPECT_EQ(after["predicted_communicate_seconds"], nullptr);  // no link sample left
+  EXPECT_EQ(after["tensors"][0]["reason"], "no bandwidth sample");
+}
+
+TEST_F(DecisionTest, DagcSplitsTheTrafficBudgetByDataVolume) {
+  TestClient client = connect();
+  const Reply put = client.send_json(
+      verb::put, "/v1/policy", R"({"policy":"dagc-r","ladder":["topk:density=0.01"]})", bearer());
+  ASSERT_EQ(put.result(), status::ok) << put.body();
+  ASSERT_EQ(
+      client.send_json(verb::put, "/v1/budget", R"({"traffic_budget":0.02})", bearer()).result(),
+      status::ok);
+  nlohmann::json big = with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond));
+  big["workers"] = {{{"local_rank", 0}, {"data_volume", 30000}},
+                    {{"local_rank", 1}, {"data_volume", 30000}}};
+  nlohmann::json small = with_link(report(1, 1, 2, 10), 0, k50MbitPerSecond);
+  small["workers"] = {{{"local_rank", 0}, {"data_volume", 20000}}};
+  post_report(client, small);
+  post_report(client, big);
+
+  const nlohmann::json budget = get(client, "/v1/budget?job_id=1");
+  EXPECT_DOUBLE_EQ(budget["traffic_budget"].get<double>(), 0.02);
+  ASSERT_EQ(budget["nodes"].size(), 2u);
+  EXPECT_DOUBLE_EQ(budget["nodes"][0]["data_volume"].get<double>(), 60000);
+  const double big_keep = budget["nodes"][0]["keep_fraction"].get<double>();
+  const double small_keep = budget["nodes"][1]["keep_fraction"].get<double>();
+  EXPECT_GT(big_keep, small_keep);  // more data, milder compression
+  EXPECT_NEAR((big_keep + small_keep) / 2, 0.02, 1e-3);
+
+  const nlohmann::json policy = get(client, "/v1/policy?job_id=1");
+  EXPECT_EQ(policy["policy"], "dagc-r");
+  EXPECT_NE(policy["tensors"][0]["codec_per_node"][0], policy["tensors"][0]["codec_per_node"][1]);
+
+  // The budget is part of the settings; clearing it goes back to the ladder's density.
+  EXPECT_DOUBLE_EQ(get(client, "/v1/policy")["traffic_budget"].get<double>(), 0.02);
+  ASSERT_EQ(
+      client.send_json(verb::put, "/v1/budget", R"({"traffic_budget":null})", bearer()).result(),
+      status::ok);
+  EXPECT_EQ(get(client, "/v1/budget?job_id=1")["traffic_budget"], nullptr);
+}
+
+TEST_F(DecisionTest, PutPolicyStoresTheSettingsAndRedecidesEveryJob) {
+  TestClient client = connect();
+  post_report(client, with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond)));
+  post_report(client, with_tensors(with_link(report(2, 0, 2, 10), 1, k50MbitPerSecond)));
+  const Reply put = client.send_json(
+      verb::put, "/v1/policy",
+      R"({"policy":"static","default_codec":"fp16","rules":[{"glob":"*.bias","codec":"none"}],
+          "warmup_steps":0,"min_compress_elements":0})",
+      bearer());
+  ASSERT_EQ(put.result(), status::ok) << put.body();
+  const nlohmann::json stored = body_of(put);
+  EXPECT_EQ(stored["policy"], "static");
+  EXPECT_EQ(stored["rules"][0]["glob"], "*.bias");
+  EXPECT_EQ(stored["ladder"], get(client, "/v1/policy")["ladder"]);  // from the configuration
+  for (int job : {1, 2}) {
+    const nlohmann::json policy = get(client, "/v1/policy?job_id=" + std::to_string(job));
+    EXPECT_EQ(policy["version"], 2);
+    EXPECT_EQ(policy["default_codec"], "fp16");
+    EXPECT_EQ(policy["tensors"][1]["reason"], "rule *.bias");
+  }
+}
+
+TEST_F(DecisionTest, NumberingContinuesAboveTheVersionsGatewaysApply) {
+  // Gateways that outlived a controller restart report the version they apply.
+  TestClient client = connect();
+  nlohmann::json applying = with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond));
+  applying["policy_version"] = 7;
+  EXPECT_EQ(post_report(client, applying)["policy_version"], 8);
+  EXPECT_EQ(get(client, "/v1/policy?job_id=1")["version"], 8);
+}
+
+}  // namespace
+}  // namespace gradgate::control::testing

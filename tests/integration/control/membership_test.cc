@@ -1,0 +1,119 @@
+// Membership: who reported, where gateways are, which nodes are stale; a restarted gateway
+// replaces its predecessor; a job that changes size.
+#include <thread>
+
+#include "api_cases.h"
+
+namespace gradgate::control::testing {
+namespace {
+
+class MembershipTest : public ControlFixture {};
+
+TEST_F(MembershipTest, JobsNodesAndLinksShowTheReports) {
+  start();
+  TestClient client = connect();
+  register_known_job(client);
+  post_report(client, report(7, 0, 1, 3));
+
+  const nlohmann::json jobs = get(client, "/v1/jobs")["jobs"];
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[1]["job_id"], 42);
+  EXPECT_EQ(jobs[1]["nodes"], 2);
+  EXPECT_EQ(jobs[1]["registered"], 2);
+  EXPECT_EQ(jobs[1]["stale"], 0);
+  EXPECT_EQ(jobs[1]["step"], 10);
+  EXPECT_EQ(jobs[1]["policy_version"], 1);
+
+  const nlohmann::json job = get(client, "/v1/jobs/42");
+  EXPECT_EQ(job["job_id"], 42);
+  ASSERT_EQ(job["nodes"].size(), 2u);
+  EXPECT_EQ(job["nodes"][1]["node"], 1);
+  EXPECT_EQ(job["nodes"][1]["address"], "127.0.0.1:4001");
+  EXPECT_EQ(job["nodes"][1]["admin"], "127.0.0.1:9101");
+  EXPECT_EQ(job["nodes"][1]["stale"], false);
+  EXPECT_GE(job["nodes"][1]["age_seconds"].get<double>(), 0.0);
+
+  EXPECT_EQ(get(client, "/v1/nodes")["nodes"].size(), 3u);
+  const nlohmann::json nodes = get(client, "/v1/nodes?job_id=7")["nodes"];
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0]["job_id"], 7);
+  EXPECT_EQ(nodes[0]["step"], 3);
+  EXPECT_EQ(nodes[0]["policy_version"], 0);
+  EXPECT_EQ(nodes[0]["fail_static"], false);
+
+  const nlohmann::json links = get(client, "/v1/links?job_id=42")["links"];
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[0]["from"], 1);  // measured by node 0 on arrival of node 1's messages
+  EXPECT_EQ(links[0]["to"], 0);
+  EXPECT_DOUBLE_EQ(links[0]["goodput_bytes_per_second"].get<double>(), 1.25e8);
+  EXPECT_GE(links[0]["age_seconds"].get<double>(), 0.1);
+
+  // A job without a decision yet: version 0, no tensors, gateways keep their configuration.
+  const nlohmann::json undecided = get(client, "/v1/policy?job_id=7");
+  EXPECT_EQ(undecided["version"], 0);
+  EXPECT_TRUE(undecided["tensors"].empty());
+}
+
+TEST_F(MembershipTest, SilentNodeBecomesStale) {
+  ControlConfig config = test_config();
+  config.report_interval = std::chrono::milliseconds(20);
+  config.stale_after = std::chrono::milliseconds(150);
+  start(config);
+  TestClient client = connect();
+  post_report(client, report(5, 0, 2));
+  post_report(client, report(5, 1, 2));
+  EXPECT_EQ(get(client, "/v1/nodes?job_id=5")["nodes"][0]["stale"], false);
+
+  // Node 1 keeps reporting; node 0 is silent.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  nlohmann::json nodes;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // poll interval
+    post_report(client, report(5, 1, 2));
+    nodes = get(client, "/v1/nodes?job_id=5")["nodes"];
+  } while (nodes[0]["stale"] == false && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(nodes[0]["stale"], true);
+  EXPECT_GE(nodes[0]["age_seconds"].get<double>(), 0.15);
+  EXPECT_EQ(nodes[1]["stale"], false);
+  EXPECT_EQ(get(client, "/v1/jobs")["jobs"][0]["stale"], 1);
+  // The gauges follow within a refresh interval (the shorter of report interval and staleness).
+  const std::string stale_gauge = R"(gradgate_controller_nodes{state="stale"} 1)";
+  std::string metrics = client.send(verb::get, "/metrics").body();
+  while (metrics.find(stale_gauge) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // poll interval
+    metrics = client.send(verb::get, "/metrics").body();
+  }
+  EXPECT_NE(metrics.find(stale_gauge), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(gradgate_controller_nodes{state="live"} 1)"), std::string::npos);
+  EXPECT_NE(metrics.find("gradgate_controller_jobs 1"), std::string::npos);
+
+  // A report brings it back.
+  post_report(client, report(5, 0, 2));
+  EXPECT_EQ(get(client, "/v1/nodes?job_id=5")["nodes"][0]["stale"], false);
+}
+
+TEST_F(MembershipTest, RestartedGatewayReplacesItsPredecessor) {
+  start();
+  TestClient client = connect();
+  post_report(client, report(3, 0, 2));
+  nlohmann::json restarted = report(3, 0, 2);
+  restarted["address"] = "10.0.0.9:4000";
+  post_report(client, restarted);
+  const nlohmann::json nodes = get(client, "/v1/jobs/3")["nodes"];
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0]["address"], "10.0.0.9:4000");
+}
+
+TEST_F(MembershipTest, ANewJobSizeDropsNodesBeyondIt) {
+  start();
+  TestClient client = connect();
+  for (uint32_t node = 0; node < 3; ++node) post_report(client, report(3, node, 3));
+  post_report(client, report(3, 0, 2));
+  const nlohmann::json jobs = get(client, "/v1/jobs")["jobs"];
+  EXPECT_EQ(jobs[0]["nodes"], 2);
+  EXPECT_EQ(jobs[0]["registered"], 2);
+}
+
+}  // namespace
+}  // namespace gradgate::control::testing

@@ -1,0 +1,71 @@
+// `gradgate control -c FILE` as users run it: the binary of this build with a temporary config,
+// found through its ready file; SIGTERM stops it cleanly; a bad config stops it at start.
+#include <signal.h>
+
+#include <thread>
+
+#include "api_cases.h"
+#include "child_process.h"
+
+namespace gradgate::control::testing {
+namespace {
+
+using bench::ChildProcess;
+
+// The port in the ready file, once it exists (bounded wait); 0 if it never appears.
+uint16_t wait_for_port(const std::string& ready_file, ChildProcess& process) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline && process.running()) {
+    std::ifstream file(ready_file);
+    const nlohmann::json ready = nlohmann::json::parse(file, nullptr, false);
+    if (ready.is_object() && ready.contains("port")) return ready["port"].get<uint16_t>();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // poll interval
+  }
+  return 0;
+}
+
+TEST(ControlProcessTest, ServesFromItsConfigAndStopsOnSigterm) {
+  TempDir dir;
+  const std::string token = dir.write("token", std::string(kToken));
+  const std::string config = dir.write("control.yaml", R"(
+server: {listen: "127.0.0.1:0"}
+auth: {token_file: ")" + token + R"("}
+log: {level: info, format: json}
+)");
+  const std::string ready = (dir.path() / "ready.json").string();
+  ChildProcess process(GRADGATE_BINARY,
+                       {"control", "-c", config, "--ready-file", ready, "--set",
+                        "nodes.report_interval_ms=250", "--set", "policy.policy=bandwidth"},
+                       (dir.path() / "control.log").string());
+  const uint16_t port = wait_for_port(ready, process);
+  ASSERT_NE(port, 0) << process.log();
+
+  TestClient client(port);
+  EXPECT_EQ(client.send(verb::get, "/livez").result(), status::ok);
+  EXPECT_EQ(client.send(verb::get, "/readyz").result(), status::ok);
+  expect_problem(client.send_json(verb::post, "/v1/nodes", report(1, 0, 1).dump()),
+                 status::unauthorized, "Authorization");
+  const Reply reported =
+      client.send_json(verb::post, "/v1/nodes", report(1, 0, 1).dump(), bearer());
+  ASSERT_EQ(reported.result(), status::ok) << reported.body();
+  EXPECT_EQ(body_of(reported)["report_interval_ms"], 250);
+  EXPECT_EQ(body_of(client.send(verb::get, "/v1/policy"))["policy"], "bandwidth");
+  EXPECT_NE(client.send(verb::get, "/metrics").body().find("gradgate_controller_reports_total 1"),
+            std::string::npos);
+
+  process.signal(SIGTERM);
+  EXPECT_EQ(process.wait_exit(std::chrono::seconds(10)), 0) << process.log();
+  EXPECT_NE(process.log().find(R"("component":"controller")"), std::string::npos);
+}
+
+TEST(ControlProcessTest, BadConfigFailsAtStartNamingTheKey) {
+  TempDir dir;
+  const std::string config = dir.write("control.yaml", "nodes: {stale_after_ms: soon}\n");
+  ChildProcess process(GRADGATE_BINARY, {"control", "-c", config},
+                       (dir.path() / "control.log").string());
+  EXPECT_EQ(process.wait_exit(std::chrono::seconds(10)), 1);
+  EXPECT_NE(process.log().find("nodes.stale_after_ms"), std::string::npos) << process.log();
+}
+
+}  // namespace
+}  // namespace gradgate::control::testing

@@ -1,0 +1,59 @@
+#include "controller_process.h"
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+namespace gradgate::gateway::testing {
+
+ControllerProcess::ControllerProcess() {
+  std::string pattern = std::filesystem::temp_directory_path() / "gradgate-control-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = pattern;
+}
+
+ControllerProcess::~ControllerProcess() {
+  stop(SIGTERM);
+  std::filesystem::remove_all(dir_);
+}
+
+void ControllerProcess::start(const std::string& codec) {
+  const std::string config = dir_ + "/control.yaml";
+  std::ofstream out(config, std::ios::trunc);
+  out << "server:\n  listen: \"127.0.0.1:" << port_ << "\"\n"
+      << "nodes:\n  report_interval_ms: 200\n  stale_after_ms: 2000\n"
+      << "policy:\n  policy: static\n  default_codec: \"" << codec << "\"\n"
+      << "  min_interval_ms: 0\n";
+  out.close();
+  const std::string ready = dir_ + "/control.ready";
+  std::filesystem::remove(ready);
+  process_ = std::make_unique<bench::ChildProcess>(
+      GRADGATE_BINARY, std::vector<std::string>{"control", "-c", config, "--ready-file", ready},
+      dir_ + "/control.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!std::filesystem::exists(ready)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("controller not ready within 20 s:\n" + log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a process we do not control
+  }
+  std::ifstream in(ready);
+  port_ = nlohmann::json::parse(in).at("port").get<uint16_t>();
+}
+
+void ControllerProcess::stop(int signal) {
+  if (!process_) return;
+  process_->signal(signal);
+  process_->wait_exit(std::chrono::milliseconds(10000));
+  process_.reset();
+}
+
+std::string ControllerProcess::log() const { return process_ ? process_->log() : ""; }
+
+}  // namespace gradgate::gateway::testing

@@ -1,0 +1,96 @@
+// Gateways and a real controller process: the gateways follow its policies, keep the last one
+// when it is killed (fail-static) while their all-reduces go on, and when it comes back they
+// register again and follow its new policies.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "common/http/client.h"
+#include "controller_process.h"
+#include "job.h"
+
+namespace gradgate::gateway::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+nlohmann::json status_of(const bench::LocalJob& job, uint32_t rank) {
+  http::ClientOptions options;
+  options.port = job.admin_port(rank);
+  auto answer = http::send_request(options, http::verb::get, "/v1/status");
+  if (!answer.ok() || answer->status != 200) return {};
+  return nlohmann::json::parse(answer->body, nullptr, false);
+}
+
+// Polls gateway `rank`'s status (bounded: 30 s) until `done` holds for it.
+bool status_until(const bench::LocalJob& job, uint32_t rank,
+                  const std::function<bool(const nlohmann::json&)>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto status = status_of(job, rank);
+    if (status.is_object() && done(status)) return true;
+    std::this_thread::sleep_for(milliseconds(50));  // polling processes we do not control
+  }
+  return false;
+}
+
+std::string codec_of(const bench::LocalJob& job, uint32_t rank) {
+  http::ClientOptions options;
+  options.port = job.admin_port(rank);
+  auto answer = http::send_request(options, http::verb::get, "/metrics");
+  return answer.ok() ? answer->body : "";
+}
+
+TEST(GatewaysAndController, FollowPoliciesKeepTheLastOneWhileItIsDownAndRejoinWhenItReturns) {
+  auto options = job_options(2, 1, "none");
+  options.report_interval_ms = 200;
+  ControllerProcess controller;
+  controller.start("topk:density=0.01");
+  options.control_url = controller.url();
+  bench::LocalJob job(options);
+  const std::vector<TensorArg> tensors = {{"w", 60000}};
+  const std::vector<std::string> forever = {"--seconds", "120",          "--out",
+                                            "",          "--timeout-ms", "20000"};
+  auto w0 = start_worker(job, 0, 0, tensors, 0, 1, job.dir() + "/w0", forever);
+  auto w1 = start_worker(job, 1, 0, tensors, 0, 1, job.dir() + "/w1", forever);
+
+  // The controller's policy reaches both gateways and their steps run under it.
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(status_until(job, rank, [](const nlohmann::json& s) {
+      return s.at("policy_version").get<uint32_t>() >= 1;
+    })) << controller.log();
+  }
+  const auto before = status_of(job, 0).at("allreduces").get<uint64_t>();
+
+  // Controller killed: fail-static, and the all-reduces go on under the last policy.
+  controller.stop(SIGKILL);
+  ASSERT_TRUE(status_until(job, 0, [](const nlohmann::json& s) { return s.at("fail_static"); }));
+  ASSERT_TRUE(status_until(job, 0, [&](const nlohmann::json& s) {
+    return s.at("allreduces").get<uint64_t>() > before + 20;
+  }));
+  const auto version = status_of(job, 0).at("policy_version").get<uint32_t>();
+  EXPECT_NE(codec_of(job, 0).find("gradgate_allreduces_total{codec=\"topk\"}"), std::string::npos);
+
+  // It comes back with another policy: the gateways register again and follow it.
+  controller.start("fp16");
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(status_until(job, rank, [&](const nlohmann::json& s) {
+      return !s.at("fail_static").get<bool>() && s.at("policy_version").get<uint32_t>() > version;
+    })) << controller.log() << "\n--- gateway " << rank << "\n"
+        << job.gateway(rank).log() << "\n--- worker 0\n" << w0->log();
+  }
+  const auto after = status_of(job, 0).at("allreduces").get<uint64_t>();
+  ASSERT_TRUE(status_until(job, 0, [&](const nlohmann::json& s) {
+    return s.at("allreduces").get<uint64_t>() > after + 5;
+  }));
+  EXPECT_NE(codec_of(job, 0).find("gradgate_allreduces_total{codec=\"fp16\"}"), std::string::npos);
+  w0->signal(SIGTERM);
+  w1->signal(SIGTERM);
+}
+
+}  // namespace
+}  // namespace gradgate::gateway::testing
