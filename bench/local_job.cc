@@ -38,9 +38,13 @@ LocalJob::LocalJob(LocalJobOptions options)
   if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = pattern;
   gateways_.resize(options_.nodes);
-  for (uint32_t rank = 0; rank < std::min(options_.nodes, options_.started); ++rank) {
-    start_gateway(rank);
+  const uint32_t started = std::min(options_.nodes, options_.started);
+  if (options_.membership_from_controller) {
+    for (uint32_t rank = 0; rank < started; ++rank) launch_gateway(rank);
+    for (uint32_t rank = 0; rank < started; ++rank) await_gateway(rank);
+    return;
   }
+  for (uint32_t rank = 0; rank < started; ++rank) start_gateway(rank);
 }
 
 LocalJob::~LocalJob() {
@@ -63,15 +67,21 @@ std::string LocalJob::write_config(uint32_t rank) const {
   const std::string path = dir_ + "/gateway" + std::to_string(rank) + ".yaml";
   std::ofstream out(path, std::ios::trunc);
   out << "job:\n  id: 77\n  node_rank: " << rank << "\n  local_workers: " << options_.local_workers
-      << "\n  nodes:\n";
-  for (uint32_t peer = 0; peer < options_.nodes; ++peer) {
-    out << "    - \"127.0.0.1:" << ports_[peer] << "\"\n";
+      << "\n";
+  if (options_.membership_from_controller) {
+    out << "  size: " << options_.nodes << "\n";
+  } else {
+    out << "  nodes:\n";
+    for (uint32_t peer = 0; peer < options_.nodes; ++peer) {
+      out << "    - \"127.0.0.1:" << ports_[peer] << "\"\n";
+    }
   }
   out << "ingress:\n  socket: " << socket(rank) << "\n"
       << "compression:\n  codec: \"" << options_.codec
       << "\"\n  collective: " << options_.collective
       << "\n  min_compress_elements: " << options_.min_compress_elements << "\n"
       << "transport:\n  reconnect_min_ms: 10\n  reconnect_max_ms: 200\n"
+      << (options_.membership_from_controller ? "  listen: \"127.0.0.1:0\"\n" : "")
       << "collective:\n  timeout_ms: " << options_.timeout_ms << "\n"
       << "streams:\n  residual_memory_cap_bytes: " << options_.residual_memory_cap_bytes << "\n"
       << "control:\n  url: \"" << options_.control_url
@@ -80,17 +90,28 @@ std::string LocalJob::write_config(uint32_t rank) const {
   return path;
 }
 
-void LocalJob::start_gateway(uint32_t rank) {
-  const std::string ready = dir_ + "/gateway" + std::to_string(rank) + ".ready";
-  std::filesystem::remove(ready);
+std::string LocalJob::ready_file(uint32_t rank) const {
+  return dir_ + "/gateway" + std::to_string(rank) + ".ready";
+}
+
+void LocalJob::launch_gateway(uint32_t rank) {
+  std::filesystem::remove(ready_file(rank));
   gateways_[rank] = std::make_unique<ChildProcess>(
       options_.program,
-      std::vector<std::string>{"gateway", "-c", write_config(rank), "--ready-file", ready,
-                               "--stats-interval", "0"},
+      std::vector<std::string>{"gateway", "-c", write_config(rank), "--ready-file",
+                               ready_file(rank), "--stats-interval", "0"},
       dir_ + "/gateway" + std::to_string(rank) + ".log");
-  const auto json = wait_for_ready_file(ready, *gateways_[rank]);
+}
+
+void LocalJob::await_gateway(uint32_t rank) {
+  const auto json = wait_for_ready_file(ready_file(rank), *gateways_[rank]);
   ports_[rank] = json.at("port").get<uint16_t>();
   admin_ports_[rank] = json.at("admin_port").get<uint16_t>();
+}
+
+void LocalJob::start_gateway(uint32_t rank) {
+  launch_gateway(rank);
+  await_gateway(rank);
 }
 
 int LocalJob::stop_gateway(uint32_t rank) {

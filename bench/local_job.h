@@ -24,6 +24,9 @@ struct LocalJobOptions {
   std::string log_level = "info";
   /// The controller (host:port) the gateways report to; "" for none.
   std::string control_url;
+  /// Gateways take each other's addresses from the controller (job.size) instead of their config;
+  /// they are all started together, since none is ready before every one registered.
+  bool membership_from_controller = false;
   uint32_t report_interval_ms = 1000;
   /// Gateways started by the constructor (ranks 0..n-1); the others wait for start_gateway().
   uint32_t started = ~0u;
@@ -52,6 +55,9 @@ class LocalJob {
 
  private:
   std::string write_config(uint32_t rank) const;
+  std::string ready_file(uint32_t rank) const;
+  void launch_gateway(uint32_t rank);
+  void await_gateway(uint32_t rank);
 
   LocalJobOptions options_;
   std::string dir_;

@@ -38,10 +38,16 @@ class Checker {
  private:
   void check_membership(const GatewayConfig& config) {
     const auto& nodes = config.nodes;
+    if (nodes.empty() && config.size > 0) return check_controller_membership(config);
     if (nodes.empty()) {
-      issue("job.nodes", "is missing or empty: list every gateway's host:port, by rank",
+      issue("job.nodes",
+            "is missing or empty: list every gateway's host:port, by rank (or give job.size "
+            "and control.url to take them from the controller)",
             {"job.nodes"});
       return;
+    }
+    if (config.size > 0) {
+      issue("job.size", "give job.nodes or job.size, not both", {"job.nodes", "job.size"});
     }
     if (config.node_rank >= nodes.size()) {
       issue("job.node_rank",
@@ -95,6 +101,26 @@ class Checker {
             "ring needs a summable codec, and \"" + config.codec +
                 "\" is not (use auto, allgather or aggregator)",
             {"compression.codec", "compression.collective"});
+    }
+  }
+
+  // Addresses from the controller: it must be known, and this gateway's own address (the one it
+  // registers) must be one the others can dial.
+  void check_controller_membership(const GatewayConfig& config) {
+    if (config.node_rank >= config.size) {
+      issue("job.node_rank",
+            std::to_string(config.node_rank) + " is out of range: job.size is " +
+                std::to_string(config.size),
+            {"job.size", "job.node_rank"});
+    }
+    if (config.control_url.empty()) {
+      issue("job.size", "takes the gateways' addresses from the controller: set control.url",
+            {"job.size", "control.url"});
+    }
+    if (config.listen.host.empty() || config.listen.host == "0.0.0.0") {
+      issue("transport.listen",
+            "with job.size, give the address the other gateways dial (not 0.0.0.0 or empty)",
+            {"job.size", "transport.listen"});
     }
   }
 

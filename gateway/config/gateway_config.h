@@ -28,7 +28,10 @@ struct GatewayConfig {
   uint64_t job_id = 1;
   std::vector<Endpoint> nodes;  // every gateway's peer address, by rank
   uint32_t node_rank = 0;       // this gateway's index in `nodes`
-  uint32_t local_workers = 1;   // training processes that connect to this gateway
+  /// Instead of `nodes`: the number of gateways, whose addresses come from the controller
+  /// (control.url): each registers its transport.listen address and waits for the others.
+  uint32_t size = 0;
+  uint32_t local_workers = 1;  // training processes that connect to this gateway
 
   // ingress: how local workers reach the gateway.
   std::string socket_path = "/tmp/gradgate.sock";
@@ -62,6 +65,7 @@ struct GatewayConfig {
   std::string control_token_env = "GRADGATE_API_TOKEN";
   std::chrono::milliseconds control_report_interval{1000};  // reports and metric refreshes
   std::chrono::milliseconds control_poll_wait{2000};        // one long poll for a new policy
+  std::chrono::milliseconds control_join_timeout{120000};   // job.size: waiting for the others
 
   // logging
   std::string log_level = "info";   // trace, debug, info, warn, error

@@ -14,11 +14,30 @@
 
 #include "gateway/core/gateway.h"
 #include "gateway/ingress/ingress.h"
+#include "gateway/telemetry/membership.h"
 #include "gateway/telemetry/telemetry.h"
 #include "gateway/transport/tcp_transport.h"
 
 namespace gradgate::gateway {
 namespace {
+
+// SIGINT and SIGTERM: what stops the daemon.
+sigset_t stop_signals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  return signals;
+}
+
+// Waits up to `pause` for a stop signal (blocked in every thread): false once one came.
+bool pause_unless_stopped(std::chrono::milliseconds pause) {
+  const sigset_t signals = stop_signals();
+  timespec timeout{static_cast<time_t>(pause.count() / 1000),
+                   static_cast<long>(pause.count() % 1000) * 1000000L};
+  const int signal = sigtimedwait(&signals, nullptr, &timeout);
+  return signal != SIGINT && signal != SIGTERM;
+}
 
 TcpTransportOptions transport_options(const GatewayConfig& config) {
   TcpTransportOptions options;
@@ -32,6 +51,13 @@ TcpTransportOptions transport_options(const GatewayConfig& config) {
   options.send_queue_bytes = config.send_queue_bytes;
   options.max_message_bytes = config.max_message_bytes;
   options.probe_interval = config.probe_interval;
+  if (config.size > 0) {  // addresses from the controller: registered once the listener is bound
+    options.resolve_peers = [&config](uint16_t port) -> Result<std::vector<Endpoint>> {
+      auto token = control_token(config);
+      if (!token.ok()) return token.status();
+      return join_through_controller(config, port, *token, pause_unless_stopped);
+    };
+  }
   return options;
 }
 
@@ -68,15 +94,6 @@ void log_summary(const Gateway& gateway, const Transport& transport) {
       stats.workers, stats.tensors, stats.allreduces, stats.allreduce_errors, stats.raw_bytes,
       stats.wire_bytes, ratio, stats.union_elements, stats.residual_bytes, link.peers_up,
       link.rejected, link.foreign, mail.late);
-}
-
-// SIGINT and SIGTERM: what stops the daemon.
-sigset_t stop_signals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  return signals;
 }
 
 // Waits for a stop signal (blocked in every thread), logging a summary now and then.
@@ -123,9 +140,13 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   sigaddset(&blocked, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
 
-  TcpTransport transport(transport_options(config));
-  Gateway gateway(config, transport);
-  Telemetry telemetry(config, gateway, transport);
+  // With job.size the addresses come from the controller when the transport starts; until then
+  // the job's gateways are known by number only.
+  GatewayConfig job = config;
+  if (job.nodes.empty()) job.nodes.assign(job.size, Endpoint{});
+  TcpTransport transport(transport_options(job));
+  Gateway gateway(job, transport);
+  Telemetry telemetry(job, gateway, transport);
   GRADGATE_RETURN_IF_ERROR(gateway.start());
   auto ingress = make_unix_ingress_server(config.socket_path);
   Status serving = ingress->start(gateway);
@@ -136,7 +157,7 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
     return serving;
   }
   spdlog::info("gateway {} of {} (job {}): peers on port {}, workers on {}, codec {}",
-               config.node_rank, config.nodes.size(), config.job_id, transport.listen_port(),
+               job.node_rank, job.nodes.size(), config.job_id, transport.listen_port(),
                config.socket_path, config.codec);
   if (!options.ready_file.empty()) {
     Status ready = write_ready_file(options.ready_file, transport.listen_port(),

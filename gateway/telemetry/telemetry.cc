@@ -2,11 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstdlib>
-
 #include "common/http/health.h"
-#include "common/http/token.h"
 #include "common/metrics/metrics.h"
+#include "gateway/telemetry/membership.h"
 
 namespace gradgate::gateway {
 
@@ -51,7 +49,8 @@ Status Telemetry::start(uint16_t transport_port) {
     spdlog::info("admin API on {}:{}", config_.admin_listen.host, admin_->port());
   }
   if (!config_.control_url.empty()) {
-    const Endpoint& self = config_.nodes.at(config_.node_rank);
+    const Endpoint& self =
+        config_.listen.host.empty() ? config_.nodes.at(config_.node_rank) : config_.listen;
     NodeIdentity identity{
         config_.job_id, config_.node_rank, static_cast<uint32_t>(config_.nodes.size()),
         self.host + ":" + std::to_string(transport_port),
@@ -60,11 +59,9 @@ Status Telemetry::start(uint16_t transport_port) {
     ControlClientOptions options;
     GRADGATE_RETURN_IF_ERROR(
         http::parse_host_port(config_.control_url, "control.url", options.server));
-    if (!config_.control_token_file.empty() || std::getenv(config_.control_token_env.c_str())) {
-      auto token = http::load_token(config_.control_token_file, config_.control_token_env);
-      if (!token.ok()) return Status(token.status().code(), "control: " + token.status().message());
-      options.server.token = *token;
-    }
+    auto token = control_token(config_);
+    if (!token.ok()) return token.status();
+    options.server.token = *token;
     options.server.timeout = config_.control_report_interval;
     options.job_id = config_.job_id;
     options.node = config_.node_rank;

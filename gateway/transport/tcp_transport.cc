@@ -79,7 +79,7 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   void log_limited(spdlog::level::level_enum level, LogTopic topic, uint32_t rank,
                    const std::string& message);
 
-  const TcpTransportOptions options_;
+  TcpTransportOptions options_;  // peers filled in by start() when resolve_peers is set
   Handlers handlers_;
   tcp::Counters counters_;
   tcp::LogThrottle throttle_;  // transport thread only
@@ -137,10 +137,21 @@ Status TcpTransport::Mesh::start(Handlers handlers) {
   if (state_ != State::kIdle) {
     return Status(ErrorCode::kAborted, "transport: start() after start() or stop()");
   }
-  GRADGATE_RETURN_IF_ERROR(check_options());
+  if (!options_.resolve_peers) GRADGATE_RETURN_IF_ERROR(check_options());
   handlers_ = std::move(handlers);
   io_ = std::make_unique<asio::io_context>(1);
   GRADGATE_RETURN_IF_ERROR(bind_listener());
+  if (options_.resolve_peers) {
+    auto peers = options_.resolve_peers(listen_port_);
+    if (!peers.ok()) return peers.status();
+    if (peers->size() != options_.peers.size()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "transport: the membership lists " + std::to_string(peers->size()) +
+                        " gateways, the job has " + std::to_string(options_.peers.size()));
+    }
+    options_.peers = std::move(peers).value();
+    GRADGATE_RETURN_IF_ERROR(check_options());
+  }
   {
     std::lock_guard peers_lock(peers_mutex_);
     peers_.assign(options_.peers.size(), nullptr);

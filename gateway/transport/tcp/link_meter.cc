@@ -1,6 +1,7 @@
 #include "gateway/transport/tcp/link_meter.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace gradgate::gateway::tcp {
 
@@ -25,10 +26,12 @@ LinkEstimate LinkMeter::estimate(uint32_t peer, Clock::time_point now) const {
   link.rtt_seconds = rtt_seconds_;
   link.samples = count_;
   if (count_ == 0) return link;
-  std::array<double, kSamples> sorted = samples_;
   const size_t held = std::min(count_, kSamples);
-  std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(held));
-  link.goodput_bytes_per_second = sorted[held / 2];
+  std::vector<double> held_samples(samples_.begin(),
+                                   samples_.begin() + static_cast<std::ptrdiff_t>(held));
+  const auto median = held_samples.begin() + static_cast<std::ptrdiff_t>(held / 2);
+  std::nth_element(held_samples.begin(), median, held_samples.end());
+  link.goodput_bytes_per_second = *median;
   link.age_seconds = std::chrono::duration<double>(now - last_sample_).count();
   return link;
 }

@@ -78,10 +78,14 @@ TEST(GatewaysAndController, FollowPoliciesKeepTheLastOneWhileItIsDownAndRejoinWh
   // It comes back with another policy: the gateways register again and follow it.
   controller.start("fp16");
   for (uint32_t rank = 0; rank < 2; ++rank) {
-    ASSERT_TRUE(status_until(job, rank, [&](const nlohmann::json& s) {
-      return !s.at("fail_static").get<bool>() && s.at("policy_version").get<uint32_t>() > version;
-    })) << controller.log() << "\n--- gateway " << rank << "\n"
-        << job.gateway(rank).log() << "\n--- worker 0\n" << w0->log();
+    ASSERT_TRUE(status_until(job, rank,
+                             [&](const nlohmann::json& s) {
+                               return !s.at("fail_static").get<bool>() &&
+                                      s.at("policy_version").get<uint32_t>() > version;
+                             }))
+        << controller.log() << "\n--- gateway " << rank << "\n"
+        << job.gateway(rank).log() << "\n--- worker 0\n"
+        << w0->log();
   }
   const auto after = status_of(job, 0).at("allreduces").get<uint64_t>();
   ASSERT_TRUE(status_until(job, 0, [&](const nlohmann::json& s) {
@@ -90,6 +94,30 @@ TEST(GatewaysAndController, FollowPoliciesKeepTheLastOneWhileItIsDownAndRejoinWh
   EXPECT_NE(codec_of(job, 0).find("gradgate_allreduces_total{codec=\"fp16\"}"), std::string::npos);
   w0->signal(SIGTERM);
   w1->signal(SIGTERM);
+}
+
+TEST(GatewaysAndController, GatewaysTakeTheirPeersFromTheController) {
+  ControllerProcess controller;
+  controller.start("none");
+  auto options = job_options(3, 1, "none");
+  options.control_url = controller.url();
+  options.report_interval_ms = 100;
+  options.membership_from_controller = true;  // no addresses in their configs
+  bench::LocalJob job(options);
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(status_until(job, rank, [](const nlohmann::json& s) {
+      return s.at("peers_up").size() == 2;
+    })) << job.gateway(rank).log();
+  }
+  const std::vector<TensorArg> tensors = {{"w", 5000}};
+  std::vector<std::unique_ptr<bench::ChildProcess>> workers;
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    workers.push_back(
+        start_worker(job, rank, 0, tensors, 3, 4, job.dir() + "/m" + std::to_string(rank)));
+  }
+  for (auto& worker : workers)
+    EXPECT_EQ(worker->wait_exit(milliseconds(60000)), 0) << worker->log();
+  EXPECT_EQ(read_floats(job.dir() + "/m0"), read_floats(job.dir() + "/m2"));
 }
 
 }  // namespace

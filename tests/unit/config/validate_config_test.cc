@@ -36,8 +36,7 @@ TEST(ValidateConfig, PortZeroIsAllowedFromTheOwnRankUp) {
 
 TEST(ValidateConfig, DefaultStructLacksNodes) {
   const GatewayConfig defaults;
-  EXPECT_THAT(validate_gateway_config(defaults),
-              ElementsAre(StartsWith("job.nodes: is missing")));
+  EXPECT_THAT(validate_gateway_config(defaults), ElementsAre(StartsWith("job.nodes: is missing")));
 }
 
 TEST(ValidateConfig, ListenMustBeResolved) {
@@ -71,6 +70,26 @@ TEST(ValidateConfig, ListsEveryProblem) {
                   "transport.connect_timeout_ms: must be > 0",
                   "transport.reconnect_min_ms: must be > 0", "collective.timeout_ms: must be > 0",
                   "logging.format: \"yaml\" is not one of text, json"));
+}
+
+TEST(ValidateConfig, JobSizeTakesTheAddressesFromTheController) {
+  GatewayConfig config;
+  config.size = 3;
+  config.node_rank = 2;
+  config.control_url = "127.0.0.1:9400";
+  config.listen = {"10.0.0.5", 0};
+  EXPECT_THAT(validate_gateway_config(config), IsEmpty());
+  config.node_rank = 3;
+  config.control_url.clear();
+  config.listen = {"0.0.0.0", 0};
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre(StartsWith("job.node_rank: 3 is out of range: job.size is 3"),
+                          StartsWith("job.size: takes the gateways' addresses from the controller"),
+                          StartsWith("transport.listen: with job.size")));
+  config = usable_config();
+  config.size = 3;
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre(StartsWith("job.size: give job.nodes or job.size, not both")));
 }
 
 }  // namespace
