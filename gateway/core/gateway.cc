@@ -400,9 +400,15 @@ void Gateway::run(uint32_t id) {
     sum_worker_buffers(tensor.buffers, tensor.spec.dtype, tensor.node_sum);
   }
   Result<AllreduceReport> report = Status(ErrorCode::kInternal, "no result");
-  if (Status followed = follow_policy_locked(tensor, seq, data); !followed.ok()) {
-    report = followed;
-    engine_.abort({id, seq, tensor.policy_version, data, tensor.codec, &tensor.streams}, followed);
+  // The only worker may have left between asking and this thread starting: nothing to reduce.
+  const Status prepared =
+      tensor.node_sum.empty() && in_place.data == nullptr
+          ? Status(ErrorCode::kAborted,
+                   "the local worker left before the step of \"" + tensor.spec.name + "\" began")
+          : follow_policy_locked(tensor, seq, data);
+  if (!prepared.ok()) {
+    report = prepared;
+    engine_.abort({id, seq, tensor.policy_version, data, tensor.codec, &tensor.streams}, prepared);
   } else {
     AllreduceOp op{id, seq, tensor.policy_version, data, tensor.codec, &tensor.streams};
     lock.unlock();
