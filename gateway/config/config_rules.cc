@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gateway/transport/tcp/wire.h"
 #include "gradgate/kernels/codec_spec.h"
 
 namespace gradgate::gateway {
@@ -142,14 +143,12 @@ class Checker {
     }
     check_positive("transport.send_queue_bytes", config.send_queue_bytes);
     check_positive("transport.max_message_bytes", config.max_message_bytes);
-    if (config.max_message_bytes > tcp_max_message_bytes) {
+    if (config.max_message_bytes > tcp::kMaxLength) {
       issue("transport.max_message_bytes",
-            "must be <= " + std::to_string(tcp_max_message_bytes) + " (2^31 - 1)",
+            "must be <= " + std::to_string(tcp::kMaxLength) + " (2^31 - 1)",
             {"transport.max_message_bytes"});
     }
   }
-
-  static constexpr uint64_t tcp_max_message_bytes = (uint64_t{1} << 31) - 1;
 
   template <typename Number>
   void check_positive(std::string_view key, Number value) {

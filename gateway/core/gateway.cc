@@ -29,6 +29,12 @@ AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t seq,
   return outcome;
 }
 
+Result<std::unique_ptr<kernels::Codec>> make_codec(const std::string& spec) {
+  auto params = kernels::parse_codec_spec(spec);
+  if (!params.ok()) return params.status();
+  return kernels::make_cpu_codec(*params);
+}
+
 // A single local worker's fp32 buffer needs no node sum: the all-reduce reads and writes it.
 bool reduces_in_place(uint32_t local_workers, Dtype dtype) {
   return local_workers == 1 && dtype == Dtype::kFp32;
@@ -69,12 +75,8 @@ Gateway::Gateway(GatewayConfig config, Transport& transport)
 Gateway::~Gateway() { stop(); }
 
 Status Gateway::start() {
-  {
-    std::lock_guard lock(mutex_);
-    auto codec = codec_for_locked(config_.codec);
-    if (!codec.ok()) {
-      return Status(codec.status().code(), "compression.codec: " + codec.status().message());
-    }
+  if (auto codec = make_codec(config_.codec); !codec.ok()) {
+    return Status(codec.status().code(), "compression.codec: " + codec.status().message());
   }
   Transport::Handlers handlers;
   handlers.on_message = [this](uint32_t from, MessageBytes&& message) {
@@ -160,23 +162,12 @@ Result<JobInfo> Gateway::on_worker_joined(uint32_t local_rank) {
   return JobInfo{config_.node_rank, nodes, config_.local_workers, nodes * config_.local_workers};
 }
 
-Result<const kernels::Codec*> Gateway::codec_for_locked(const std::string& spec) {
-  auto params = kernels::parse_codec_spec(spec);
-  if (!params.ok()) return params.status();
-  const std::string canonical = kernels::format_codec_spec(*params);
-  auto found = codecs_.find(canonical);
-  if (found != codecs_.end()) return found->second.get();
-  auto codec = kernels::make_cpu_codec(*params);
-  if (!codec.ok()) return codec.status();
-  return codecs_.emplace(canonical, std::move(codec).value()).first->second.get();
-}
-
 std::string Gateway::configured_codec(const TensorSpec& tensor) const {
   return tensor.elements < config_.min_compress_elements ? "none" : config_.codec;
 }
 
 Result<TensorStreams> Gateway::make_streams_locked(const TensorSpec& spec, uint32_t id,
-                                                   const kernels::Codec& codec, size_t freed) {
+                                                   const kernels::Codec& codec, size_t in_use) {
   const auto nodes = static_cast<uint32_t>(config_.nodes.size());
   auto algorithm = choose_algorithm(codec, config_.collective, nodes, spec.elements);
   if (!algorithm.ok()) {
@@ -194,7 +185,6 @@ Result<TensorStreams> Gateway::make_streams_locked(const TensorSpec& spec, uint3
     return Status(streams.status().code(),
                   "tensor \"" + spec.name + "\": " + streams.status().message());
   }
-  const size_t in_use = stats_.residual_bytes - freed;
   if (in_use + streams->memory_bytes() > config_.residual_memory_cap_bytes) {
     return over_cap(spec.name, streams->memory_bytes(), in_use, config_.residual_memory_cap_bytes);
   }
@@ -204,11 +194,10 @@ Result<TensorStreams> Gateway::make_streams_locked(const TensorSpec& spec, uint3
 Status Gateway::set_policy(CodecPolicy policy) {
   std::lock_guard lock(mutex_);
   for (const auto& [tensor, spec] : policy.codec_by_tensor) {
-    auto codec = codec_for_locked(spec);
-    if (!codec.ok()) {
-      return Status(codec.status().code(), "policy version " + std::to_string(policy.version) +
-                                               ", tensor \"" + tensor +
-                                               "\": " + codec.status().message());
+    if (auto params = kernels::parse_codec_spec(spec); !params.ok()) {
+      return Status(params.status().code(), "policy version " + std::to_string(policy.version) +
+                                                ", tensor \"" + tensor +
+                                                "\": " + params.status().message());
     }
   }
   const uint32_t version = policy.version;
@@ -231,12 +220,13 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, std::span<flo
       wanted = named->second;
     }
   }
-  auto codec = codec_for_locked(wanted);
+  auto codec = make_codec(wanted);
   if (!codec.ok()) return codec.status();
-  if (*codec != tensor.codec) {
+  if ((*codec)->spec() != tensor.codec->spec()) {
     // As counted against the cap when made (streams may have grown since: scratch space).
     const size_t old_bytes = tensor.memory_bytes - tensor.node_sum.size() * sizeof(float);
-    auto streams = make_streams_locked(tensor.spec, tensor.id, **codec, old_bytes);
+    auto streams =
+        make_streams_locked(tensor.spec, tensor.id, **codec, stats_.residual_bytes - old_bytes);
     if (!streams.ok()) {
       return Status(streams.status().code(), "cannot follow policy version " +
                                                  std::to_string(version) + ": " +
@@ -246,7 +236,7 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, std::span<flo
     stats_.residual_bytes = stats_.residual_bytes - old_bytes + streams->memory_bytes();
     tensor.memory_bytes = tensor.memory_bytes - old_bytes + streams->memory_bytes();
     tensor.streams = std::move(streams).value();
-    tensor.codec = *codec;
+    tensor.codec = std::move(codec).value();
     spdlog::info("tensor \"{}\": codec {} ({}) from step {}, policy version {}", tensor.spec.name,
                  tensor.codec->spec(), algorithm_name(tensor.streams.algorithm), seq, version);
   }
@@ -300,7 +290,7 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
     return id;
   }
 
-  auto codec = codec_for_locked(configured_codec(spec));
+  auto codec = make_codec(configured_codec(spec));
   if (!codec.ok()) return codec.status();
   const size_t node_sum_bytes =
       reduces_in_place(config_.local_workers, spec.dtype) ? 0 : spec.elements * sizeof(float);
@@ -308,15 +298,13 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
     return over_cap(spec.name, node_sum_bytes, stats_.residual_bytes,
                     config_.residual_memory_cap_bytes);
   }
-  stats_.residual_bytes += node_sum_bytes;  // counted first, so that the streams fit beside it
-  auto streams = make_streams_locked(spec, id, **codec, 0);
-  stats_.residual_bytes -= node_sum_bytes;
+  auto streams = make_streams_locked(spec, id, **codec, stats_.residual_bytes + node_sum_bytes);
   if (!streams.ok()) return streams.status();
   const size_t memory = streams->memory_bytes() + node_sum_bytes;
   Tensor tensor;
   tensor.spec = spec;
   tensor.id = id;
-  tensor.codec = *codec;
+  tensor.codec = std::move(codec).value();
   tensor.streams = std::move(streams).value();
   tensor.buffers.assign(config_.local_workers, WorkerBuffer{});
   tensor.buffers[local_rank] = buffer;
@@ -408,9 +396,10 @@ void Gateway::run(uint32_t id) {
           : follow_policy_locked(tensor, seq, data);
   if (!prepared.ok()) {
     report = prepared;
-    engine_.abort({id, seq, tensor.policy_version, data, tensor.codec, &tensor.streams}, prepared);
+    engine_.abort({id, seq, tensor.policy_version, data, tensor.codec.get(), &tensor.streams},
+                  prepared);
   } else {
-    AllreduceOp op{id, seq, tensor.policy_version, data, tensor.codec, &tensor.streams};
+    AllreduceOp op{id, seq, tensor.policy_version, data, tensor.codec.get(), &tensor.streams};
     lock.unlock();
     try {
       report = engine_.allreduce(op);
@@ -441,7 +430,7 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
   }
   const AllreduceOutcome outcome = outcome_of(report, seq, tensor.spec.elements);
   StepRecord record{outcome.status,         seq,
-                    tensor.policy_version,  std::string(kernels::codec_name(tensor.codec->id())),
+                    tensor.policy_version,  kernels::codec_name(tensor.codec->id()),
                     outcome.raw_bytes,      outcome.wire_bytes,
                     outcome.encode_seconds, outcome.communicate_seconds,
                     outcome.decode_seconds, report.ok() ? report->union_elements : 0};

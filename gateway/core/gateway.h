@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -54,7 +55,7 @@ struct StepRecord {
   Status status;
   uint64_t step = 0;
   uint32_t policy_version = 0;
-  std::string codec;       // the codec's name ("topk"): bounded, fit for a metric label
+  std::string_view codec;  // the codec's name ("topk", static): bounded, fit for a metric label
   uint64_t raw_bytes = 0;  // fp32 bytes of the node sum
   uint64_t wire_bytes = 0;
   double encode_seconds = 0.0, communicate_seconds = 0.0, decode_seconds = 0.0;
@@ -108,7 +109,7 @@ class Gateway final : public IngressHandler {
   struct Tensor {
     TensorSpec spec;
     uint32_t id = 0;
-    const kernels::Codec* codec = nullptr;
+    std::unique_ptr<kernels::Codec> codec;
     uint32_t policy_version = 0;  // the version its streams were made for
     TensorStreams streams;
     std::vector<WorkerBuffer> buffers;  // by local rank; data == nullptr: not declared (any more)
@@ -124,13 +125,11 @@ class Gateway final : public IngressHandler {
   };
 
   Status check_spec(const TensorSpec& spec) const;
-  /// The codec of `spec` (canonical spec text), made once and kept.
-  Result<const kernels::Codec*> codec_for_locked(const std::string& spec);
   /// What the config says `tensor` runs with: its codec, or none below min_compress_elements.
   std::string configured_codec(const TensorSpec& tensor) const;
-  /// Streams of `codec` for the tensor, within the memory cap (`freed`: bytes given back first).
+  /// Streams of `codec` for the tensor, within the memory cap beside the `in_use` bytes.
   Result<TensorStreams> make_streams_locked(const TensorSpec& spec, uint32_t id,
-                                            const kernels::Codec& codec, size_t freed);
+                                            const kernels::Codec& codec, size_t in_use);
   /// Puts `tensor` under the policy in effect at `seq` before that step runs on `data`.
   Status follow_policy_locked(Tensor& tensor, uint64_t seq, std::span<float> data);
   /// Starts the step when every local worker asked; `calls` gets the completions to make once
@@ -149,7 +148,6 @@ class Gateway final : public IngressHandler {
   Transport& transport_;
   Mailbox mailbox_;
   CollectiveEngine engine_;
-  std::map<std::string, std::unique_ptr<kernels::Codec>> codecs_;  // by canonical spec
   PolicyTable policies_;
   tcp::LogThrottle refused_log_;  // used on the transport's thread only
 

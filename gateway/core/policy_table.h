@@ -30,8 +30,9 @@ class PolicyTable {
   uint32_t latest_version() const;
 
  private:
-  // The versions a step may still need, oldest first. Old versions go once a newer one is in
-  // effect at every step a tensor can still be at: kept to a bounded count.
+  // The last kKept versions, oldest first. A tensor whose step lags behind more than kKept
+  // versions runs under the oldest one kept (every gateway drops the same versions, so they
+  // still agree).
   static constexpr size_t kKept = 16;
   std::deque<CodecPolicy> versions_;
 };

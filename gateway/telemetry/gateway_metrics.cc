@@ -128,17 +128,17 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                        .Register(*registry_)
                        .Add({})) {}
 
-GatewayMetrics::PerCodec& GatewayMetrics::codec_locked(const std::string& codec) {
+GatewayMetrics::PerCodec& GatewayMetrics::codec_locked(std::string_view codec) {
   auto found = codecs_.find(codec);
   if (found != codecs_.end()) return found->second;
-  const prometheus::Labels labels{{"codec", codec}};
+  const prometheus::Labels labels{{"codec", std::string(codec)}};
   PerCodec metrics{&raw_bytes_.Add(labels),
                    &wire_bytes_.Add(labels),
                    &steps_.Add(labels),
                    &encode_seconds_.Add(labels, seconds_buckets()),
                    &communicate_seconds_.Add(labels, seconds_buckets()),
                    &decode_seconds_.Add(labels, seconds_buckets())};
-  return codecs_.emplace(codec, metrics).first->second;
+  return codecs_.emplace(std::string(codec), metrics).first->second;
 }
 
 void GatewayMetrics::observe(const StepRecord& step) {

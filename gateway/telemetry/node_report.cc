@@ -10,7 +10,7 @@ NodeReport::NodeReport(NodeIdentity identity)
 void NodeReport::observe(const StepRecord& step) {
   if (!step.status.ok()) return;
   std::lock_guard lock(mutex_);
-  CodecTime& time = codec_times_[step.codec];
+  CodecTime& time = codec_times_[std::string(step.codec)];
   time.raw_bytes += static_cast<double>(step.raw_bytes);
   time.encode_seconds += step.encode_seconds;
   time.decode_seconds += step.decode_seconds;

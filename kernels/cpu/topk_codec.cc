@@ -82,7 +82,7 @@ class TopkStream final : public Stream {
   size_t memory_bytes() const override {
     return Stream::memory_bytes() + selector.memory_bytes() +
            (last_support.capacity() + merged_indices.capacity()) * sizeof(uint32_t) +
-           merged_values.capacity() * sizeof(float);
+           merged_values.capacity() * sizeof(float) + picks.capacity() * sizeof(Pick);
   }
 
   mutable TopkSelectorState selector;  // mutable: sync_residual moves fixes into the residual
@@ -91,6 +91,11 @@ class TopkStream final : public Stream {
   std::vector<uint32_t> last_support;
   std::vector<uint32_t> merged_indices;
   std::vector<float> merged_values;
+  struct Pick {
+    uint32_t index;
+    float value;
+  };
+  std::vector<Pick> picks;  // scratch of the overlap picks
 
  private:
   void sync_residual() const override { apply_pending(selector, stored_residual()); }
@@ -194,11 +199,9 @@ class TopkCodec final : public CpuCodec {
                          std::span<const float> selected_values) const {
     const std::span<float> residual = stream.residual();  // exact: pending fixes applied
     const std::span<const float> source = residual.empty() ? grad : residual;
-    struct Pick {
-      uint32_t index;
-      float value;
-    };
-    std::vector<Pick> picks;
+    using Pick = TopkStream::Pick;
+    auto& picks = stream.picks;
+    picks.clear();
     size_t s = 0;
     for (uint32_t i : stream.last_support) {
       while (s < selected.size() && selected[s] < i) ++s;

@@ -25,13 +25,15 @@ Result<size_t> Codec::encode_add(int round, const StepContext& ctx, std::span<co
                                  Stream& stream, const FrameView& other,
                                  std::span<std::byte> out) const {
   if (!summable()) return add_frames(other, other, out);  // kUnsupported, with the codec's name
-  std::vector<std::byte> own(max_frame_bytes(stream.desc()));
+  // Written whole by encode before it is read: not cleared first.
+  const size_t bytes = max_frame_bytes(stream.desc());
+  const auto storage = std::make_unique_for_overwrite<std::byte[]>(bytes);
+  const std::span<std::byte> own(storage.get(), bytes);
   auto size = encode(round, ctx, grad, stream, own);
   if (!size.ok()) return size.status();
   auto header = peek_frame_header(own);  // our own frame: no checksum to verify
   if (!header.ok()) return header.status();
-  const FrameView own_frame{*header,
-                            std::span(own).subspan(kFrameHeaderBytes, *size - kFrameHeaderBytes)};
+  const FrameView own_frame{*header, own.subspan(kFrameHeaderBytes, *size - kFrameHeaderBytes)};
   return add_frames(own_frame, other, out);
 }
 

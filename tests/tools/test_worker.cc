@@ -142,9 +142,11 @@ int main(int argc, char** argv) {
   if (!out_path.empty()) out.open(out_path, std::ios::binary | std::ios::app);
   std::ofstream step_log;
   if (!step_log_path.empty()) step_log.open(step_log_path, std::ios::app);
-  if ((!out_path.empty() && !out) || (!step_log_path.empty() && !step_log)) {
-    std::fprintf(stderr, "gradgate_test_worker: cannot open \"%s\"\n", out_path.c_str());
-    return 2;
+  for (const auto& [path, stream] : {std::pair{&out_path, &out}, {&step_log_path, &step_log}}) {
+    if (!path->empty() && !*stream) {
+      std::fprintf(stderr, "gradgate_test_worker: cannot open \"%s\"\n", path->c_str());
+      return 2;
+    }
   }
 
   gg_client* client = nullptr;

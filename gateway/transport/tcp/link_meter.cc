@@ -36,9 +36,4 @@ LinkEstimate LinkMeter::estimate(uint32_t peer, Clock::time_point now) const {
   return link;
 }
 
-LinkMeter::Clock::time_point LinkMeter::last_sample() const {
-  std::lock_guard lock(mutex_);
-  return last_sample_;
-}
-
 }  // namespace gradgate::gateway::tcp

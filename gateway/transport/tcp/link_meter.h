@@ -31,8 +31,6 @@ class LinkMeter {
 
   /// `peer`'s link as measured by `now`.
   LinkEstimate estimate(uint32_t peer, Clock::time_point now) const;
-  /// When the last goodput sample was taken (epoch: never).
-  Clock::time_point last_sample() const;
 
  private:
   mutable std::mutex mutex_;

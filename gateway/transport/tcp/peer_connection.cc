@@ -95,29 +95,30 @@ Status PeerConnection::enqueue(Message message) {
                       std::to_string(queued_bytes_) + " bytes; " + std::to_string(framed) +
                       " more would exceed the cap of " + std::to_string(limits_.send_queue_bytes));
   }
-  queue_.push_back({std::move(message), false});
+  const auto bytes = static_cast<uint32_t>(message->size());
+  push_locked({std::move(message), bytes, false});
+  return {};
+}
+
+void PeerConnection::push_locked(Outgoing outgoing) {
+  const uint64_t framed = kLengthPrefixBytes + outgoing.bytes;
+  queue_.push_back(std::move(outgoing));
   queued_bytes_ += framed;
   counters_.queued_bytes += framed;
   if (!writing_) {
     writing_ = true;
     asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_next(); });
   }
-  return {};
 }
 
 bool PeerConnection::enqueue_probe(uint32_t bytes) {
-  // Probes are never read: every one is a view of the same zero-filled bytes.
-  static const auto kProbeBody = std::make_shared<const MessageBytes>(kMaxProbeBytes);
+  // Probes are never read: every one is a prefix of the same zeroed bytes (never memory that
+  // held anything else).
+  static const auto kProbeBody = std::make_shared<const MessageBytes>(kMaxProbeBytes, std::byte{0});
   if (bytes == 0 || bytes > kMaxProbeBytes) return false;
-  const uint64_t framed = kLengthPrefixBytes + bytes;
   std::lock_guard lock(mutex_);
   if (closed_ || !queue_.empty()) return false;
-  probe_bytes_ = bytes;
-  queue_.push_back({kProbeBody, true});
-  queued_bytes_ += framed;
-  counters_.queued_bytes += framed;
-  writing_ = true;
-  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_next(); });
+  push_locked({kProbeBody, bytes, true});
   return true;
 }
 
@@ -136,7 +137,6 @@ double PeerConnection::rtt_seconds() const {
 
 void PeerConnection::write_next() {
   Outgoing next;
-  uint32_t body_bytes = 0;
   {
     std::lock_guard lock(mutex_);
     if (closed_ || queue_.empty()) {
@@ -144,12 +144,11 @@ void PeerConnection::write_next() {
       return;
     }
     next = queue_.front();
-    body_bytes = next.probe ? probe_bytes_ : static_cast<uint32_t>(next.message->size());
   }
-  outbound_length_ = encode_length(body_bytes, next.probe);
+  outbound_length_ = encode_length(next.bytes, next.probe);
   const std::array<asio::const_buffer, 2> buffers = {
-      asio::buffer(outbound_length_), asio::buffer(next.message->data(), body_bytes)};
-  const uint64_t framed = kLengthPrefixBytes + body_bytes;
+      asio::buffer(outbound_length_), asio::buffer(next.message->data(), next.bytes)};
+  const uint64_t framed = kLengthPrefixBytes + next.bytes;
   asio::async_write(
       socket_, buffers,
       [framed](const error_code& ec, std::size_t transferred) {

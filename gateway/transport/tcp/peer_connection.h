@@ -86,8 +86,11 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
 
   struct Outgoing {
     Message message;
+    uint32_t bytes = 0;  // of `message` written (a probe uses a prefix of a shared body)
     bool probe = false;
   };
+  /// Queues `outgoing` and starts writing if nothing is being written. Under mutex_.
+  void push_locked(Outgoing outgoing);
 
   LengthPrefix inbound_length_{};
   LinkMeter::Clock::time_point inbound_started_{};  // when the current message's prefix came
@@ -97,7 +100,6 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   mutable std::mutex mutex_;    // guards the members below
   std::deque<Outgoing> queue_;  // the front is being written while writing_
   LinkMeter::Clock::time_point last_measurable_send_{};
-  uint32_t probe_bytes_ = 0;  // of the probe in the queue
   uint64_t queued_bytes_ = 0;
   bool writing_ = false;
   bool closed_ = false;
