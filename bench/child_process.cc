@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -66,6 +67,23 @@ std::string ChildProcess::log() const {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+nlohmann::json wait_for_ready_file(const std::string& path, ChildProcess& process,
+                                   std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::filesystem::exists(path)) {
+      std::ifstream in(path);
+      return nlohmann::json::parse(in);
+    }
+    if (!process.running()) {
+      throw std::runtime_error("process exited before it was ready:\n" + process.log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a file, bounded
+  }
+  throw std::runtime_error("process not ready within " + std::to_string(limit.count()) + " s:\n" +
+                           process.log());
 }
 
 }  // namespace gradgate::bench

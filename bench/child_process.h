@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,11 @@ class ChildProcess {
   int exit_code_ = -1;
   std::string log_path_;
 };
+
+/// The JSON object a daemon writes to its ready file (`gradgate gateway|control --ready-file`),
+/// once `path` exists. Throws std::runtime_error with the process's log if it exits first or
+/// `limit` passes.
+nlohmann::json wait_for_ready_file(const std::string& path, ChildProcess& process,
+                                   std::chrono::seconds limit = std::chrono::seconds(30));
 
 }  // namespace gradgate::bench

@@ -12,25 +12,6 @@
 #include <thread>
 
 namespace gradgate::bench {
-namespace {
-
-// Waits for `path` to appear and hold a whole JSON object (bounded).
-nlohmann::json wait_for_ready_file(const std::string& path, ChildProcess& process) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (std::filesystem::exists(path)) {
-      std::ifstream in(path);
-      return nlohmann::json::parse(in);
-    }
-    if (!process.running()) {
-      throw std::runtime_error("gateway exited before it was ready:\n" + process.log());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a file, bounded
-  }
-  throw std::runtime_error("gateway not ready within 30 s:\n" + process.log());
-}
-
-}  // namespace
 
 LocalJob::LocalJob(LocalJobOptions options)
     : options_(std::move(options)), ports_(options_.nodes, 0), admin_ports_(options_.nodes, 0) {

@@ -9,7 +9,6 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <charconv>
 
 namespace gradgate::http {
 
@@ -68,18 +67,10 @@ Result<ClientResponse> send_request(const ClientOptions& options, verb method,
                         std::string(response[beast::http::field::content_type]), response.body()};
 }
 
-Status parse_host_port(const std::string& text, const std::string& what, ClientOptions& options) {
-  const auto colon = text.rfind(':');
-  unsigned port = 0;
-  const char* end = text.data() + text.size();
-  if (colon == std::string::npos || colon == 0 ||
-      std::from_chars(text.data() + colon + 1, end, port).ptr != end || port == 0 || port > 65535) {
-    return Status(ErrorCode::kInvalidArgument,
-                  what + ": expected host:port with a port in 1..65535, got \"" + text + "\"");
-  }
-  options.host = text.substr(0, colon);
-  options.port = static_cast<uint16_t>(port);
-  return {};
+Status expect_ok(const ClientResponse& response, const std::string& what) {
+  if (response.status == 200) return {};
+  return Status(ErrorCode::kUnavailable, what + " answered " + std::to_string(response.status) +
+                                             ": " + response.body.substr(0, 500));
 }
 
 }  // namespace gradgate::http

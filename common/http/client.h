@@ -32,7 +32,7 @@ struct ClientResponse {
 Result<ClientResponse> send_request(const ClientOptions& options, verb method,
                                     const std::string& target, const std::string& body = {});
 
-/// "host:port" into the options' host and port; kInvalidArgument naming `what` otherwise.
-Status parse_host_port(const std::string& text, const std::string& what, ClientOptions& options);
+/// kUnavailable "<what> answered <status>: <the body's start>" unless `response` is a 200.
+Status expect_ok(const ClientResponse& response, const std::string& what);
 
 }  // namespace gradgate::http

@@ -73,4 +73,12 @@ Result<std::string> load_token(const std::filesystem::path& file, const std::str
   return checked_token(value, "the environment variable " + env_var);
 }
 
+Result<std::string> load_optional_token(const std::filesystem::path& file,
+                                        const std::string& env_var) {
+  if (file.empty() && (env_var.empty() || std::getenv(env_var.c_str()) == nullptr)) {
+    return std::string();
+  }
+  return load_token(file, env_var);
+}
+
 }  // namespace gradgate::http

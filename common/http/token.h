@@ -39,5 +39,9 @@ class TokenCheck {
 /// variable: kNotFound when the variable is unset, kInvalidArgument when the file cannot be read
 /// or the token is empty or holds whitespace or control characters.
 Result<std::string> load_token(const std::filesystem::path& file, const std::string& env_var);
+/// load_token, except that no file and an unset (or unnamed) variable give "" (no token):
+/// authentication off on a server, no Authorization header on a client.
+Result<std::string> load_optional_token(const std::filesystem::path& file,
+                                        const std::string& env_var);
 
 }  // namespace gradgate::http

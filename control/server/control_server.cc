@@ -20,14 +20,6 @@
 namespace gradgate::control {
 namespace {
 
-// The expected bearer token; an empty one (no file, no variable) turns authentication off.
-Result<std::string> read_token(const ControlConfig& config) {
-  if (config.token_file.empty() && config.token_env.empty()) return std::string();
-  auto token = http::load_token(config.token_file, config.token_env);
-  if (token.ok() || token.status().code() != ErrorCode::kNotFound) return token;
-  return std::string();  // the variable is unset
-}
-
 Status write_ready_file(const std::string& path, uint16_t port) {
   const std::string temporary = path + ".tmp";
   {
@@ -68,7 +60,7 @@ struct ControlServer::Parts {
 };
 
 Result<std::unique_ptr<ControlServer>> ControlServer::make(const ControlConfig& config) {
-  auto token = read_token(config);
+  auto token = http::load_optional_token(config.token_file, config.token_env);
   if (!token.ok()) return token.status();
   if (token->empty()) {
     spdlog::warn(

@@ -61,6 +61,16 @@ Status store_endpoint(GatewayConfig& config, std::string_view text) {
   return {};
 }
 
+// host:port, or "" for none.
+template <auto Field>
+Status store_optional_endpoint(GatewayConfig& config, std::string_view text) {
+  if (text.empty()) {
+    config.*Field = Endpoint{};
+    return {};
+  }
+  return store_endpoint<Field>(config, text);
+}
+
 using C = GatewayConfig;
 
 constexpr ConfigKey kKeys[] = {
@@ -82,7 +92,7 @@ constexpr ConfigKey kKeys[] = {
     {"transport.max_message_bytes", false, store_unsigned<&C::max_message_bytes, kU64Max>, nullptr},
     {"transport.probe_interval_ms", false, store_milliseconds<&C::probe_interval>, nullptr},
     {"admin.listen", false, store_endpoint<&C::admin_listen>, nullptr},
-    {"control.url", false, store_string<&C::control_url>, nullptr},
+    {"control.url", false, store_optional_endpoint<&C::controller>, nullptr},
     {"control.token_file", false, store_string<&C::control_token_file>, nullptr},
     {"control.token_env", false, store_string<&C::control_token_env>, nullptr},
     {"control.report_interval_ms", false, store_milliseconds<&C::control_report_interval>, nullptr},

@@ -114,7 +114,7 @@ class Checker {
                 std::to_string(config.size),
             {"job.size", "job.node_rank"});
     }
-    if (config.control_url.empty()) {
+    if (config.controller.host.empty()) {
       issue("job.size", "takes the gateways' addresses from the controller: set control.url",
             {"job.size", "control.url"});
     }
@@ -127,8 +127,8 @@ class Checker {
 
   void check_control(const GatewayConfig& config) {
     check_positive("control.report_interval_ms", config.control_report_interval.count());
-    if (!config.control_url.empty() && config.control_url.find(':') == std::string::npos) {
-      issue("control.url", "\"" + config.control_url + "\" is not host:port", {"control.url"});
+    if (!config.controller.host.empty() && config.controller.port == 0) {
+      issue("control.url", "needs the controller's port (1..65535)", {"control.url"});
     }
   }
 

@@ -60,7 +60,7 @@ struct GatewayConfig {
   Endpoint admin_listen{"127.0.0.1", 0};  // port 0: any free port (the ready file tells which)
 
   // control: the controller this gateway reports to and takes policies from ("" url: none)
-  std::string control_url;         // host:port
+  Endpoint controller;             // host:port; an empty host: none
   std::string control_token_file;  // bearer token; wins over the variable
   std::string control_token_env = "GRADGATE_API_TOKEN";
   std::chrono::milliseconds control_report_interval{1000};  // reports and metric refreshes

@@ -4,7 +4,20 @@
 
 #include <string>
 
+#include "common/http/token.h"
+
 namespace gradgate::gateway {
+
+Result<http::ClientOptions> controller_options(const GatewayConfig& config) {
+  auto token = http::load_optional_token(config.control_token_file, config.control_token_env);
+  if (!token.ok()) return Status(token.status().code(), "control: " + token.status().message());
+  http::ClientOptions options;
+  options.host = config.controller.host;
+  options.port = config.controller.port;
+  options.token = std::move(token).value();
+  options.timeout = config.control_report_interval;
+  return options;
+}
 
 ControlClient::ControlClient(ControlClientOptions options, Gateway& gateway)
     : options_(std::move(options)), gateway_(gateway) {}
@@ -24,28 +37,31 @@ void ControlClient::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void ControlClient::record(const Status& exchange) {
-  const bool failed = !exchange.ok();
-  if (fail_static_.exchange(failed) != failed) {
-    if (failed) {
-      spdlog::warn("controller unreachable, keeping the current policy (fail-static): {}",
-                   exchange.to_string());
-    } else {
-      spdlog::info("controller reachable again");
-    }
+void ControlClient::note_reachable(const Status& answer) {
+  const bool unreachable = !answer.ok();
+  if (fail_static_.exchange(unreachable) == unreachable) return;
+  if (unreachable) {
+    spdlog::warn("controller unreachable, keeping the current policy (fail-static): {}",
+                 answer.to_string());
+  } else {
+    spdlog::info("controller reachable");
   }
+}
+
+void ControlClient::note_refusal(const Status& why) {
+  std::lock_guard lock(mutex_);
+  if (why.message() == last_refusal_) return;
+  last_refusal_ = why.message();
+  spdlog::warn("controller: {}", why.to_string());
 }
 
 Status ControlClient::report(const nlohmann::json& body) {
   auto answer = http::send_request(options_.server, http::verb::post, "/v1/nodes", body.dump());
-  Status status = answer.status();
-  if (answer.ok() && answer->status != 200) {
-    status = Status(ErrorCode::kUnavailable, "the controller answered the report with " +
-                                                 std::to_string(answer->status) + ": " +
-                                                 answer->body.substr(0, 500));
-  }
-  record(status);
-  return status;
+  note_reachable(answer.status());
+  if (!answer.ok()) return answer.status();
+  Status taken = http::expect_ok(*answer, "the report to the controller");
+  if (!taken.ok()) note_refusal(taken);
+  return taken;
 }
 
 void ControlClient::follow_policies() {
@@ -53,34 +69,33 @@ void ControlClient::follow_policies() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     lock.unlock();
-    const Status polled = poll_once(known_version);
-    record(polled);
+    const bool ask_again_now = poll_once(known_version);
     lock.lock();
-    if (!polled.ok()) {
+    if (!ask_again_now) {
       stopping_changed_.wait_for(lock, options_.retry_delay, [this] { return stopping_; });
     }
   }
 }
 
-Status ControlClient::poll_once(uint32_t& known_version) {
+bool ControlClient::poll_once(uint32_t& known_version) {
   http::ClientOptions server = options_.server;
   server.timeout += options_.poll_wait;  // the controller may hold the answer that long
   const std::string target = "/v1/policy?job_id=" + std::to_string(options_.job_id) +
                              "&known_version=" + std::to_string(known_version) +
                              "&wait_ms=" + std::to_string(options_.poll_wait.count());
   auto answer = http::send_request(server, http::verb::get, target);
-  if (!answer.ok()) return answer.status();
-  if (answer->status == 404) return {};  // the job is not known yet: no policy to follow
-  if (answer->status != 200) {
-    return Status(ErrorCode::kUnavailable, "the controller answered " + target + " with " +
-                                               std::to_string(answer->status) + ": " +
-                                               answer->body.substr(0, 500));
+  note_reachable(answer.status());
+  if (!answer.ok()) return false;
+  if (answer->status == 404) return false;  // the job is not known yet: no policy to follow
+  Status taken = http::expect_ok(*answer, "GET " + target);
+  if (taken.ok()) {
+    const auto policy = nlohmann::json::parse(answer->body, nullptr, false);
+    taken = policy.is_discarded()
+                ? Status(ErrorCode::kInvalidArgument, "the controller's policy is not JSON")
+                : take_policy(policy, known_version);
   }
-  const auto policy = nlohmann::json::parse(answer->body, nullptr, false);
-  if (policy.is_discarded()) {
-    return Status(ErrorCode::kMalformedFrame, "the controller's policy is not JSON");
-  }
-  return take_policy(policy, known_version);
+  if (!taken.ok()) note_refusal(taken);
+  return taken.ok();
 }
 
 Status ControlClient::take_policy(const nlohmann::json& policy, uint32_t& known_version) {
@@ -101,7 +116,7 @@ Status ControlClient::take_policy(const nlohmann::json& policy, uint32_t& known_
     known_version = version;
     return {};
   } catch (const nlohmann::json::exception& error) {
-    return Status(ErrorCode::kMalformedFrame,
+    return Status(ErrorCode::kInvalidArgument,
                   std::string("the controller's policy lacks a field: ") + error.what());
   }
 }

@@ -4,7 +4,8 @@
 //
 // Fail-static: when the controller cannot be reached the gateway keeps the policy it has (or its
 // config, before any), says so in fail_static(), and keeps trying; it registers again and follows
-// new versions as soon as the controller answers.
+// new versions as soon as the controller answers. An answer that refuses something (a report, a
+// policy this gateway cannot run) is logged, but the controller is reachable: not fail-static.
 #pragma once
 
 #include <atomic>
@@ -15,9 +16,14 @@
 #include <thread>
 
 #include "common/http/client.h"
+#include "gateway/config/gateway_config.h"
 #include "gateway/core/gateway.h"
 
 namespace gradgate::gateway {
+
+/// How to reach the controller of `config`: control.url, the bearer token of
+/// control.token_file or control.token_env, control.report_interval_ms per request.
+Result<http::ClientOptions> controller_options(const GatewayConfig& config);
 
 struct ControlClientOptions {
   http::ClientOptions server;  // the controller; its timeout bounds each report
@@ -41,25 +47,31 @@ class ControlClient {
   /// Ends the policy thread (within one poll wait). Idempotent.
   void stop();
 
-  /// Sends one report; an error (and fail_static) when the controller did not take it.
+  /// Sends one report; an error when the controller did not take it.
   Status report(const nlohmann::json& body);
-  /// True while the last exchange with the controller failed.
+  /// True while the controller cannot be reached.
   bool fail_static() const { return fail_static_.load(); }
   /// The ratio of raw to wire bytes the current policy aims at (0: none yet).
   double target_ratio() const { return target_ratio_.load(); }
 
  private:
   void follow_policies();
-  /// One policy request; the version the gateway now knows.
-  Status poll_once(uint32_t& known_version);
+  /// One policy request, updating the version the gateway knows; false when the next request
+  /// should wait retry_delay (no answer, no job yet, or a refusal).
+  bool poll_once(uint32_t& known_version);
   Status take_policy(const nlohmann::json& policy, uint32_t& known_version);
-  void record(const Status& exchange);
+  /// `answer` came back (or not): fail-static follows, logged when it changes.
+  void note_reachable(const Status& answer);
+  /// The controller refused something or sent what this gateway cannot use: logged once per
+  /// distinct message.
+  void note_refusal(const Status& why);
 
   const ControlClientOptions options_;
   Gateway& gateway_;
   std::atomic<bool> fail_static_{false};
   std::atomic<double> target_ratio_{0.0};
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards stopping_ and last_refusal_
+  std::string last_refusal_;
   std::condition_variable stopping_changed_;
   bool stopping_ = false;
   std::thread thread_;

@@ -44,7 +44,7 @@ TcpTransportOptions transport_options(const GatewayConfig& config) {
   options.job_id = config.job_id;
   options.rank = config.node_rank;
   options.peers = config.nodes;
-  options.listen = config.listen.host.empty() ? config.nodes.at(config.node_rank) : config.listen;
+  options.listen = config.listen;  // the loader defaults it to job.nodes[job.node_rank]
   options.connect_timeout = config.connect_timeout;
   options.reconnect_min = config.reconnect_min;
   options.reconnect_max = config.reconnect_max;
@@ -53,9 +53,9 @@ TcpTransportOptions transport_options(const GatewayConfig& config) {
   options.probe_interval = config.probe_interval;
   if (config.size > 0) {  // addresses from the controller: registered once the listener is bound
     options.resolve_peers = [&config](uint16_t port) -> Result<std::vector<Endpoint>> {
-      auto token = control_token(config);
-      if (!token.ok()) return token.status();
-      return join_through_controller(config, port, *token, pause_unless_stopped);
+      auto controller = controller_options(config);
+      if (!controller.ok()) return controller.status();
+      return join_through_controller(config, port, *controller, pause_unless_stopped);
     };
   }
   return options;
@@ -148,10 +148,12 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   Gateway gateway(job, transport);
   Telemetry telemetry(job, gateway, transport);
   GRADGATE_RETURN_IF_ERROR(gateway.start());
+  // Telemetry first: the steps that workers start once the ingress serves report to it.
   auto ingress = make_unix_ingress_server(config.socket_path);
-  Status serving = ingress->start(gateway);
-  if (serving.ok()) serving = telemetry.start(transport.listen_port());
+  Status serving = telemetry.start(transport.listen_port());
+  if (serving.ok()) serving = ingress->start(gateway);
   if (!serving.ok()) {
+    telemetry.stop();
     ingress->stop();
     gateway.stop();
     return serving;

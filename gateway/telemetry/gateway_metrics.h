@@ -1,8 +1,8 @@
 // The gateway's Prometheus metrics (docs/metrics.md lists each): what every step moved and how
 // long it took, as the steps end (observe), and the gauges and counters that mirror the core's,
-// the transport's and the mailbox's own counts (refresh, called every report interval and
-// before each scrape would be too often to matter). Labels are bounded: codec name, peer rank,
-// error kind — never a tensor name or a step.
+// the transport's and the mailbox's own counts (refresh, called by the telemetry loop every
+// control.report_interval_ms: a scrape sees them at most that old). Labels are bounded: codec name,
+// peer rank, error kind — never a tensor name or a step.
 #pragma once
 
 #include <prometheus/counter.h>

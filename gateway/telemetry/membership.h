@@ -8,20 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "common/http/client.h"
 #include "gateway/config/gateway_config.h"
 #include "gateway/transport/endpoint.h"
 #include "gradgate/kernels/status.h"
 
 namespace gradgate::gateway {
 
-/// Every gateway's address by rank, once all `config.size` registered. `listen_port` is this
-/// gateway's bound transport port; `pause(d)` waits between attempts and returns false when the
-/// daemon is asked to stop. kTimeout after control.join_timeout_ms, kAborted when stopped.
+/// Every gateway's address by rank, once all `config.size` registered with `controller`.
+/// `listen_port` is this gateway's bound transport port; `pause(d)` waits between attempts and
+/// returns false when the daemon is asked to stop. kTimeout after control.join_timeout_ms,
+/// kAborted when stopped.
 Result<std::vector<Endpoint>> join_through_controller(
-    const GatewayConfig& config, uint16_t listen_port, const std::string& token,
+    const GatewayConfig& config, uint16_t listen_port, const http::ClientOptions& controller,
     const std::function<bool(std::chrono::milliseconds)>& pause);
-
-/// The controller's bearer token from control.token_file or control.token_env ("" if neither).
-Result<std::string> control_token(const GatewayConfig& config);
 
 }  // namespace gradgate::gateway

@@ -19,9 +19,15 @@ void NodeReport::observe(const StepRecord& step) {
   decode_ += step.decode_seconds;
 }
 
-nlohmann::json NodeReport::take(const Gateway& gateway, const Transport& transport,
-                                bool fail_static, Clock::time_point now) {
-  const GatewayStats stats = gateway.stats();
+nlohmann::json NodeReport::registration(const NodeIdentity& identity, uint64_t step,
+                                        uint32_t policy_version) {
+  return {{"job_id", identity.job_id},       {"node", identity.node},   {"nodes", identity.nodes},
+          {"address", identity.address},     {"admin", identity.admin}, {"step", step},
+          {"policy_version", policy_version}};
+}
+
+nlohmann::json NodeReport::take(const Gateway& gateway, const GatewaySnapshot& now,
+                                Clock::time_point at) {
   nlohmann::json tensors = nlohmann::json::array();
   uint64_t step = 0;
   for (const TensorInfo& tensor : gateway.tensors()) {
@@ -37,7 +43,7 @@ nlohmann::json NodeReport::take(const Gateway& gateway, const Transport& transpo
     workers.push_back({{"local_rank", rank}, {"data_volume", volumes[rank]}});
   }
   nlohmann::json links = nlohmann::json::array();
-  for (const LinkEstimate& link : transport.links()) {
+  for (const LinkEstimate& link : now.links) {
     if (link.goodput_bytes_per_second <= 0.0) continue;  // not measured yet
     links.push_back({{"peer", link.peer},
                      {"goodput_bytes_per_second", link.goodput_bytes_per_second},
@@ -54,7 +60,7 @@ nlohmann::json NodeReport::take(const Gateway& gateway, const Transport& transpo
                       {"decode_bytes_per_second", time.raw_bytes / time.decode_seconds}});
   }
   const uint64_t steps = step - std::min(step, step_at_last_report_);
-  const double interval = std::chrono::duration<double>(now - last_report_).count();
+  const double interval = std::chrono::duration<double>(at - last_report_).count();
   const double per_step = steps > 0 ? 1.0 / static_cast<double>(steps) : 0.0;
   const double busy = (encode_ + communicate_ + decode_) * per_step;
   const nlohmann::json timings = {
@@ -65,20 +71,15 @@ nlohmann::json NodeReport::take(const Gateway& gateway, const Transport& transpo
       {"decode_seconds", decode_ * per_step}};
   encode_ = communicate_ = decode_ = 0.0;
   step_at_last_report_ = step;
-  last_report_ = now;
-  return {{"job_id", identity_.job_id},
-          {"node", identity_.node},
-          {"nodes", identity_.nodes},
-          {"address", identity_.address},
-          {"admin", identity_.admin},
-          {"step", step},
-          {"policy_version", stats.applied_policy_version},
-          {"fail_static", fail_static},
-          {"links", links},
-          {"workers", workers},
-          {"tensors", tensors},
-          {"codec_speeds", speeds},
-          {"timings", timings}};
+  last_report_ = at;
+  nlohmann::json report = registration(identity_, step, now.core.applied_policy_version);
+  report["fail_static"] = now.fail_static;
+  report["links"] = std::move(links);
+  report["workers"] = std::move(workers);
+  report["tensors"] = std::move(tensors);
+  report["codec_speeds"] = std::move(speeds);
+  report["timings"] = timings;
+  return report;
 }
 
 }  // namespace gradgate::gateway

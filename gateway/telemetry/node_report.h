@@ -12,10 +12,11 @@
 #include <string>
 
 #include "gateway/core/gateway.h"
-#include "gateway/transport/transport.h"
+#include "gateway/telemetry/gateway_metrics.h"
 
 namespace gradgate::gateway {
 
+/// Who a gateway is to the controller.
 struct NodeIdentity {
   uint64_t job_id = 0;
   uint32_t node = 0;
@@ -29,11 +30,16 @@ class NodeReport {
   using Clock = std::chrono::steady_clock;
   explicit NodeReport(NodeIdentity identity);
 
+  /// The least a report holds (who the gateway is, at `step` under `policy_version`): what a
+  /// gateway sends to register before it runs any step.
+  static nlohmann::json registration(const NodeIdentity& identity, uint64_t step = 0,
+                                     uint32_t policy_version = 0);
+
   /// One tensor step ended. Thread-safe.
   void observe(const StepRecord& step);
   /// The report body as of `now`; starts the next interval. Thread-safe.
-  nlohmann::json take(const Gateway& gateway, const Transport& transport, bool fail_static,
-                      Clock::time_point now);
+  /// `now` is the state the telemetry loop read from the gateway's parts at `at`.
+  nlohmann::json take(const Gateway& gateway, const GatewaySnapshot& now, Clock::time_point at);
 
  private:
   struct CodecTime {

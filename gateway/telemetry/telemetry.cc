@@ -4,7 +4,6 @@
 
 #include "common/http/health.h"
 #include "common/metrics/metrics.h"
-#include "gateway/telemetry/membership.h"
 
 namespace gradgate::gateway {
 
@@ -30,13 +29,11 @@ Status Telemetry::start(uint16_t transport_port) {
     admin_ = std::make_unique<http::HttpServer>(options);
     // Ready once every other gateway of the job is connected: before that no all-reduce can run.
     http::serve_health(*admin_, [this]() -> Status {
+      const auto down = peers(false);
+      if (down.empty()) return {};
       std::string missing;
-      for (uint32_t rank = 0; rank < config_.nodes.size(); ++rank) {
-        if (rank != config_.node_rank && !transport_.peer_up(rank)) {
-          missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
-        }
-      }
-      if (missing.empty()) return {};
+      for (const uint32_t rank : down)
+        missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
       return Status(ErrorCode::kUnavailable, "waiting for gateways " + missing);
     });
     metrics::serve_metrics(*admin_, registry_);
@@ -48,21 +45,16 @@ Status Telemetry::start(uint16_t transport_port) {
     }
     spdlog::info("admin API on {}:{}", config_.admin_listen.host, admin_->port());
   }
-  if (!config_.control_url.empty()) {
-    const Endpoint& self =
-        config_.listen.host.empty() ? config_.nodes.at(config_.node_rank) : config_.listen;
+  if (!config_.controller.host.empty()) {
     NodeIdentity identity{
         config_.job_id, config_.node_rank, static_cast<uint32_t>(config_.nodes.size()),
-        self.host + ":" + std::to_string(transport_port),
+        config_.listen.host + ":" + std::to_string(transport_port),
         admin_ ? config_.admin_listen.host + ":" + std::to_string(admin_->port()) : ""};
     report_ = std::make_unique<NodeReport>(std::move(identity));
+    auto server = controller_options(config_);
+    if (!server.ok()) return server.status();
     ControlClientOptions options;
-    GRADGATE_RETURN_IF_ERROR(
-        http::parse_host_port(config_.control_url, "control.url", options.server));
-    auto token = control_token(config_);
-    if (!token.ok()) return token.status();
-    options.server.token = *token;
-    options.server.timeout = config_.control_report_interval;
+    options.server = std::move(server).value();
     options.job_id = config_.job_id;
     options.node = config_.node_rank;
     options.poll_wait = config_.control_poll_wait;
@@ -99,11 +91,17 @@ void Telemetry::run_loop() {
 }
 
 void Telemetry::tick() {
-  if (control_) {
-    (void)control_->report(
-        report_->take(gateway_, transport_, control_->fail_static(), NodeReport::Clock::now()));
+  const GatewaySnapshot now = snapshot();
+  if (control_) (void)control_->report(report_->take(gateway_, now, NodeReport::Clock::now()));
+  metrics_.refresh(now);
+}
+
+std::vector<uint32_t> Telemetry::peers(bool up) const {
+  std::vector<uint32_t> ranks;
+  for (uint32_t rank = 0; rank < config_.nodes.size(); ++rank) {
+    if (rank != config_.node_rank && transport_.peer_up(rank) == up) ranks.push_back(rank);
   }
-  metrics_.refresh(snapshot());
+  return ranks;
 }
 
 GatewaySnapshot Telemetry::snapshot() const {
@@ -119,17 +117,13 @@ GatewaySnapshot Telemetry::snapshot() const {
 
 nlohmann::json Telemetry::status_body() const {
   const GatewayStats stats = gateway_.stats();
-  nlohmann::json peers_up = nlohmann::json::array();
-  for (uint32_t rank = 0; rank < config_.nodes.size(); ++rank) {
-    if (rank != config_.node_rank && transport_.peer_up(rank)) peers_up.push_back(rank);
-  }
   return {{"job_id", config_.job_id},
           {"node", config_.node_rank},
           {"nodes", config_.nodes.size()},
-          {"peers_up", peers_up},
+          {"peers_up", peers(true)},
           {"policy_version", stats.applied_policy_version},
           {"fail_static", control_ && control_->fail_static()},
-          {"controller", config_.control_url},
+          {"controller", config_.controller.host.empty() ? "" : config_.controller.to_string()},
           {"tensors", stats.tensors},
           {"allreduces", stats.allreduces},
           {"allreduce_errors", stats.allreduce_errors},

@@ -42,6 +42,8 @@ class Telemetry {
   void run_loop();
   void tick();
   GatewaySnapshot snapshot() const;
+  /// The other gateways' ranks whose connection is up (`up`) or down.
+  std::vector<uint32_t> peers(bool up) const;
   nlohmann::json status_body() const;
 
   const GatewayConfig& config_;

@@ -12,18 +12,6 @@ namespace {
 
 using bench::ChildProcess;
 
-// The port in the ready file, once it exists (bounded wait); 0 if it never appears.
-uint16_t wait_for_port(const std::string& ready_file, ChildProcess& process) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline && process.running()) {
-    std::ifstream file(ready_file);
-    const nlohmann::json ready = nlohmann::json::parse(file, nullptr, false);
-    if (ready.is_object() && ready.contains("port")) return ready["port"].get<uint16_t>();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // poll interval
-  }
-  return 0;
-}
-
 TEST(ControlProcessTest, ServesFromItsConfigAndStopsOnSigterm) {
   TempDir dir;
   const std::string token = dir.write("token", std::string(kToken));
@@ -37,7 +25,9 @@ log: {level: info, format: json}
                        {"control", "-c", config, "--ready-file", ready, "--set",
                         "nodes.report_interval_ms=250", "--set", "policy.policy=bandwidth"},
                        (dir.path() / "control.log").string());
-  const uint16_t port = wait_for_port(ready, process);
+  const auto port = bench::wait_for_ready_file(ready, process, std::chrono::seconds(20))
+                        .at("port")
+                        .get<uint16_t>();
   ASSERT_NE(port, 0) << process.log();
 
   TestClient client(port);

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
-#include <thread>
 
 namespace gradgate::gateway::testing {
 
@@ -36,15 +35,9 @@ void ControllerProcess::start(const std::string& codec) {
   process_ = std::make_unique<bench::ChildProcess>(
       GRADGATE_BINARY, std::vector<std::string>{"control", "-c", config, "--ready-file", ready},
       dir_ + "/control.log");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!std::filesystem::exists(ready)) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw std::runtime_error("controller not ready within 20 s:\n" + log());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a process we do not control
-  }
-  std::ifstream in(ready);
-  port_ = nlohmann::json::parse(in).at("port").get<uint16_t>();
+  port_ = bench::wait_for_ready_file(ready, *process_, std::chrono::seconds(20))
+              .at("port")
+              .get<uint16_t>();
 }
 
 void ControllerProcess::stop(int signal) {

@@ -76,11 +76,11 @@ TEST(ValidateConfig, JobSizeTakesTheAddressesFromTheController) {
   GatewayConfig config;
   config.size = 3;
   config.node_rank = 2;
-  config.control_url = "127.0.0.1:9400";
+  config.controller = {"127.0.0.1", 9400};
   config.listen = {"10.0.0.5", 0};
   EXPECT_THAT(validate_gateway_config(config), IsEmpty());
   config.node_rank = 3;
-  config.control_url.clear();
+  config.controller = {};
   config.listen = {"0.0.0.0", 0};
   EXPECT_THAT(validate_gateway_config(config),
               ElementsAre(StartsWith("job.node_rank: 3 is out of range: job.size is 3"),
