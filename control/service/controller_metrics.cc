@@ -26,16 +26,17 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
                    .Add({})),
       report_errors_(counter(registry, "gradgate_controller_report_errors_total",
                              "Gateway reports refused or not usable, by kind")),
-      policy_version_(gauge(registry, "gradgate_policy_version", "Latest policy version of a job")),
-      decisions_(counter(registry, "gradgate_policy_decisions_total",
+      policy_version_(
+          gauge(registry, "gradgate_controller_policy_version", "Latest policy version of a job")),
+      decisions_(counter(registry, "gradgate_controller_decisions_total",
                          "Policy versions made, by job and policy")),
-      link_bandwidth_(gauge(registry, "gradgate_link_bandwidth_bytes_per_second",
+      link_bandwidth_(gauge(registry, "gradgate_controller_link_bandwidth_bytes_per_second",
                             "Measured goodput of the link from one gateway to another")),
-      target_ratio_(gauge(registry, "gradgate_target_ratio",
+      target_ratio_(gauge(registry, "gradgate_controller_target_ratio",
                           "Raw over wire bytes per step predicted by a job's policy version")),
-      predicted_communicate_(gauge(registry, "gradgate_predicted_communicate_seconds",
+      predicted_communicate_(gauge(registry, "gradgate_controller_predicted_communicate_seconds",
                                    "Wire seconds per step predicted by a job's policy version")),
-      requests_(counter(registry, "gradgate_http_requests_total",
+      requests_(counter(registry, "gradgate_controller_http_requests_total",
                         "Responses of the controller's HTTP server, by route pattern and status")) {
   nodes_.Add({{"state", "live"}});
   nodes_.Add({{"state", "stale"}});
@@ -58,11 +59,11 @@ void ControllerMetrics::set_membership(std::size_t jobs, std::size_t live_nodes,
 
 void ControllerMetrics::record_version(uint64_t job_id, const PolicyVersion& version) {
   const std::string job = std::to_string(job_id);
-  policy_version_.Add({{"job", job}}).Set(static_cast<double>(version.version));
-  decisions_.Add({{"job", job}, {"policy", version.policy}}).Increment();
-  target_ratio_.Add({{"job", job}}).Set(version.target_ratio);
+  policy_version_.Add({{"job_id", job}}).Set(static_cast<double>(version.version));
+  decisions_.Add({{"job_id", job}, {"policy", version.policy}}).Increment();
+  target_ratio_.Add({{"job_id", job}}).Set(version.target_ratio);
   if (version.predicted_communicate_seconds) {
-    predicted_communicate_.Add({{"job", job}}).Set(*version.predicted_communicate_seconds);
+    predicted_communicate_.Add({{"job_id", job}}).Set(*version.predicted_communicate_seconds);
   }
 }
 
@@ -70,7 +71,7 @@ void ControllerMetrics::set_links(uint64_t job_id, const std::vector<LinkSample>
   const std::string job = std::to_string(job_id);
   for (const LinkSample& link : links) {
     link_bandwidth_
-        .Add({{"job", job},
+        .Add({{"job_id", job},
               {"from", std::to_string(link.from_node)},
               {"to", std::to_string(link.to_node)}})
         .Set(link.goodput_bytes_per_second);

@@ -60,6 +60,7 @@ struct StepRecord {
   uint64_t wire_bytes = 0;
   double encode_seconds = 0.0, communicate_seconds = 0.0, decode_seconds = 0.0;
   uint64_t union_elements = 0;
+  std::string_view device = "cpu";  // where encode and decode ran: "cpu" or "gpu"
 };
 
 /// A declared tensor, for telemetry and the admin API.

@@ -38,19 +38,23 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                   .Help("Errors by kind: failed all-reduces by error code, rejected and foreign "
                         "transport messages, messages the mailbox refused")
                   .Register(*registry_)),
-      encode_seconds_(BuildHistogram()
-                          .Name("gradgate_encode_seconds")
-                          .Help("Encode time of one tensor all-reduce on this gateway, by codec")
-                          .Register(*registry_)),
+      encode_seconds_(
+          BuildHistogram()
+              .Name("gradgate_encode_seconds")
+              .Help("Encode time of one tensor all-reduce on this gateway, by codec and device "
+                    "(cpu, gpu)")
+              .Register(*registry_)),
       communicate_seconds_(BuildHistogram()
                                .Name("gradgate_communicate_seconds")
                                .Help("Time one tensor all-reduce spent sending and waiting, by "
                                      "codec")
                                .Register(*registry_)),
-      decode_seconds_(BuildHistogram()
-                          .Name("gradgate_decode_seconds")
-                          .Help("Decode and add time of one tensor all-reduce, by codec")
-                          .Register(*registry_)),
+      decode_seconds_(
+          BuildHistogram()
+              .Name("gradgate_decode_seconds")
+              .Help("Decode and add time of one tensor all-reduce, by codec and device (cpu, "
+                    "gpu)")
+              .Register(*registry_)),
       union_elements_(BuildCounter()
                           .Name("gradgate_aggregator_union_elements_total")
                           .Help("Aggregator mode: nonzero elements of the sums this gateway "
@@ -128,17 +132,20 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                        .Register(*registry_)
                        .Add({})) {}
 
-GatewayMetrics::PerCodec& GatewayMetrics::codec_locked(std::string_view codec) {
-  auto found = codecs_.find(codec);
+GatewayMetrics::PerCodec& GatewayMetrics::codec_locked(std::string_view codec,
+                                                       std::string_view device) {
+  auto key = std::make_pair(std::string(codec), std::string(device));
+  auto found = codecs_.find(key);
   if (found != codecs_.end()) return found->second;
-  const prometheus::Labels labels{{"codec", std::string(codec)}};
+  const prometheus::Labels labels{{"codec", key.first}};
+  const prometheus::Labels kernel_labels{{"codec", key.first}, {"device", key.second}};
   PerCodec metrics{&raw_bytes_.Add(labels),
                    &wire_bytes_.Add(labels),
                    &steps_.Add(labels),
-                   &encode_seconds_.Add(labels, seconds_buckets()),
+                   &encode_seconds_.Add(kernel_labels, seconds_buckets()),
                    &communicate_seconds_.Add(labels, seconds_buckets()),
-                   &decode_seconds_.Add(labels, seconds_buckets())};
-  return codecs_.emplace(std::string(codec), metrics).first->second;
+                   &decode_seconds_.Add(kernel_labels, seconds_buckets())};
+  return codecs_.emplace(std::move(key), metrics).first->second;
 }
 
 void GatewayMetrics::observe(const StepRecord& step) {
@@ -147,7 +154,7 @@ void GatewayMetrics::observe(const StepRecord& step) {
     errors_.Add({{"kind", std::string(error_code_name(step.status.code()))}}).Increment();
     return;
   }
-  PerCodec& metrics = codec_locked(step.codec);
+  PerCodec& metrics = codec_locked(step.codec, step.device);
   metrics.raw_bytes->Increment(static_cast<double>(step.raw_bytes));
   metrics.wire_bytes->Increment(static_cast<double>(step.wire_bytes));
   metrics.steps->Increment();

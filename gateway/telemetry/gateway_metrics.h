@@ -52,7 +52,7 @@ class GatewayMetrics {
     prometheus::Histogram* communicate;
     prometheus::Histogram* decode;
   };
-  PerCodec& codec_locked(std::string_view codec);
+  PerCodec& codec_locked(std::string_view codec, std::string_view device);
   /// Adds what `total` grew by since the last refresh to `counter`.
   static void advance(prometheus::Counter& counter, uint64_t total, uint64_t& last);
 
@@ -81,7 +81,7 @@ class GatewayMetrics {
   prometheus::Counter& probes_sent_;
 
   std::mutex mutex_;
-  std::map<std::string, PerCodec, std::less<>> codecs_;
+  std::map<std::pair<std::string, std::string>, PerCodec> codecs_;  // by (codec, device)
   // Totals at the last refresh, for counters mirrored from cumulative counts.
   uint64_t last_bytes_sent_ = 0, last_bytes_received_ = 0, last_probes_ = 0;
   uint64_t last_rejected_ = 0, last_foreign_ = 0, last_refused_ = 0;

@@ -72,22 +72,28 @@ TEST_F(DecisionTest, SlowLinkCompressesFastLinkSendsDense) {
   EXPECT_EQ(client.send_json(verb::post, "/v1/nodes", "{}").result(), status::unauthorized);
   EXPECT_EQ(client.send(verb::get, "/v1/nowhere").result(), status::not_found);
   const std::string metrics = client.send(verb::get, "/metrics").body();
-  EXPECT_NE(metrics.find(R"(gradgate_policy_version{job="1"} 2)"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find(R"(gradgate_policy_decisions_total{job="1",policy="bandwidth"} 2)"),
+  EXPECT_NE(metrics.find(R"(gradgate_controller_policy_version{job_id="1"} 2)"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find(R"(gradgate_controller_decisions_total{job_id="1",policy="bandwidth"} 2)"),
             std::string::npos);
-  EXPECT_NE(metrics.find(
-                R"(gradgate_link_bandwidth_bytes_per_second{from="1",job="1",to="0"} 1250000000)"),
-            std::string::npos);
-  EXPECT_NE(metrics.find(R"(gradgate_target_ratio{job="1"} 1)"), std::string::npos);
+  EXPECT_NE(
+      metrics.find(
+          R"(gradgate_controller_link_bandwidth_bytes_per_second{from="1",job_id="1",to="0"} 1250000000)"),
+      std::string::npos);
+  EXPECT_NE(metrics.find(R"(gradgate_controller_target_ratio{job_id="1"} 1)"), std::string::npos);
   EXPECT_NE(metrics.find(R"(gradgate_build_info{component="controller")"), std::string::npos);
-  EXPECT_NE(metrics.find(R"(gradgate_http_requests_total{code="200",route="/v1/nodes"} 4)"),
+  EXPECT_NE(
+      metrics.find(R"(gradgate_controller_http_requests_total{code="200",route="/v1/nodes"} 4)"),
+      std::string::npos);
+  EXPECT_NE(metrics.find(
+                R"(gradgate_controller_http_requests_total{code="200",route="/v1/jobs/{id}"} 1)"),
             std::string::npos);
-  EXPECT_NE(metrics.find(R"(gradgate_http_requests_total{code="200",route="/v1/jobs/{id}"} 1)"),
-            std::string::npos);
-  EXPECT_NE(metrics.find(R"(gradgate_http_requests_total{code="401",route="/v1/nodes"} 1)"),
-            std::string::npos);
-  EXPECT_NE(metrics.find(R"(gradgate_http_requests_total{code="404",route="unmatched"} 1)"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics.find(R"(gradgate_controller_http_requests_total{code="401",route="/v1/nodes"} 1)"),
+      std::string::npos);
+  EXPECT_NE(
+      metrics.find(R"(gradgate_controller_http_requests_total{code="404",route="unmatched"} 1)"),
+      std::string::npos);
 }
 
 TEST_F(DecisionTest, LinksOfAStaleNodeLeaveThePolicyInput) {

@@ -74,7 +74,7 @@ TEST(GatewayTelemetry, MetricsAndStatusFollowTheAllreduces) {
   EXPECT_EQ(raw, kSteps * 40000.0 * 4);
   EXPECT_GT(wire, 0.0);
   EXPECT_LT(wire, raw * 0.05) << "topk at 1% sends a few percent of the raw bytes";
-  EXPECT_EQ(sample(text, "gradgate_encode_seconds_count{codec=\"topk\"}"), kSteps);
+  EXPECT_EQ(sample(text, "gradgate_encode_seconds_count{codec=\"topk\",device=\"cpu\"}"), kSteps);
   EXPECT_EQ(sample(text, "gradgate_build_info{component=\"gateway\",version=\"" +
                              std::string(GRADGATE_VERSION) + "\"}"),
             1.0);
