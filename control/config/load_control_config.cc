@@ -1,26 +1,16 @@
 // load_control_config and parse_control_config: the file, then the environment, then --set, then
 // the rules between keys and the policy settings; every problem of every stage in one Status.
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "control/config/control_config.h"
 #include "control/config/control_keys.h"
 #include "gateway/config/config_errors.h"
 #include "gateway/config/config_keys.h"
+#include "gateway/config/config_source.h"
 
 namespace gradgate::control {
 namespace {
 
 using gateway::ConfigErrors;
-
-std::string location(const YAML::Mark& mark) {
-  if (mark.is_null()) return "";
-  return " (line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
-         ")";
-}
+using gateway::yaml_location;
 
 void store(const ControlKey& key, const YAML::Node& value, std::string_view origin,
            ControlConfig& config, ConfigErrors& errors) {
@@ -31,10 +21,10 @@ void store(const ControlKey& key, const YAML::Node& value, std::string_view orig
   if (message.starts_with('[')) {
     const auto end = message.find(": ");
     errors.add(origin, std::string(key.path) + message.substr(0, end),
-               message.substr(end + 2) + location(value.Mark()));
+               message.substr(end + 2) + yaml_location(value.Mark()));
     return;
   }
-  errors.add(origin, key.path, message + location(value.Mark()));
+  errors.add(origin, key.path, message + yaml_location(value.Mark()));
 }
 
 void read_file_text(const std::string& text, std::string_view origin, ControlConfig& config,
@@ -43,7 +33,7 @@ void read_file_text(const std::string& text, std::string_view origin, ControlCon
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    errors.add_unreadable(origin, "invalid YAML: " + e.msg + location(e.mark));
+    errors.add_unreadable(origin, "invalid YAML: " + e.msg + yaml_location(e.mark));
     return;
   }
   if (root.IsNull()) return;
@@ -51,28 +41,28 @@ void read_file_text(const std::string& text, std::string_view origin, ControlCon
     errors.add_unreadable(origin,
                           "the top level must be a mapping of sections (server, auth, "
                           "nodes, policy, log)" +
-                              location(root.Mark()));
+                              yaml_location(root.Mark()));
     return;
   }
   std::set<std::string, std::less<>> seen;
   for (const auto& section : root) {
     const std::string name = section.first.Scalar();
     if (!is_control_section(name)) {
-      errors.add(origin, name, "unknown section" + location(section.first.Mark()));
+      errors.add(origin, name, "unknown section" + yaml_location(section.first.Mark()));
       continue;
     }
     if (section.second.IsNull()) continue;
     if (!section.second.IsMap()) {
-      errors.add(origin, name, "must be a mapping of keys" + location(section.second.Mark()));
+      errors.add(origin, name, "must be a mapping of keys" + yaml_location(section.second.Mark()));
       continue;
     }
     for (const auto& entry : section.second) {
       const std::string path = name + "." + entry.first.Scalar();
       const ControlKey* key = find_control_key(path);
       if (key == nullptr) {
-        errors.add(origin, path, "unknown key" + location(entry.first.Mark()));
+        errors.add(origin, path, "unknown key" + yaml_location(entry.first.Mark()));
       } else if (!seen.insert(path).second) {
-        errors.add(origin, path, "appears twice" + location(entry.first.Mark()));
+        errors.add(origin, path, "appears twice" + yaml_location(entry.first.Mark()));
       } else {
         store(*key, entry.second, origin, config, errors);
       }
@@ -113,21 +103,13 @@ void apply_env(const std::map<std::string, std::string>& env, ControlConfig& con
 
 void apply_set(const std::vector<std::string>& overrides, ControlConfig& config,
                ConfigErrors& errors) {
-  for (const auto& text : overrides) {
-    const std::string origin = "--set \"" + text + "\"";
-    const auto equals = text.find('=');
-    if (equals == std::string::npos) {
-      errors.add_general(origin, "expected section.key=value");
-      continue;
-    }
-    const std::string path = text.substr(0, equals);
-    const ControlKey* key = find_control_key(path);
-    if (key == nullptr) {
-      errors.add(origin, path, "unknown key");
-      continue;
-    }
-    store_override(*key, text.substr(equals + 1), origin, config, errors);
-  }
+  gateway::for_each_set_override(
+      overrides, errors,
+      [&](const std::string& origin, const std::string& path, std::string_view value) {
+        const ControlKey* key = find_control_key(path);
+        if (key == nullptr) return errors.add(origin, path, "unknown key");
+        store_override(*key, std::string(value), origin, config, errors);
+      });
 }
 
 // The rules between keys and the policy settings (make_policy checks those, naming the field).
@@ -151,17 +133,6 @@ void check(const ControlConfig& config, std::string_view origin, ConfigErrors& e
   errors.add(origin, "policy." + field, message.substr(colon + 2));
 }
 
-std::map<std::string, std::string> process_environment() {
-  std::map<std::string, std::string> env;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    const std::string_view text(*entry);
-    const auto equals = text.find('=');
-    if (equals != std::string_view::npos)
-      env.emplace(text.substr(0, equals), text.substr(equals + 1));
-  }
-  return env;
-}
-
 }  // namespace
 
 Result<ControlConfig> parse_control_config(const std::string& yaml, const std::string& origin,
@@ -179,17 +150,9 @@ Result<ControlConfig> parse_control_config(const std::string& yaml, const std::s
 
 Result<ControlConfig> load_control_config(const std::string& path,
                                           const std::vector<std::string>& overrides) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    return Status(ErrorCode::kNotFound, "config file \"" + path + "\" does not exist");
-  }
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  if (!file) {
-    return Status(ErrorCode::kInvalidArgument, "config file \"" + path + "\" cannot be read");
-  }
-  return parse_control_config(text.str(), path, process_environment(), overrides);
+  auto text = gateway::read_config_file(path);
+  if (!text.ok()) return text.status();
+  return parse_control_config(*text, path, gateway::process_environment(), overrides);
 }
 
 }  // namespace gradgate::control

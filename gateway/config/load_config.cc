@@ -1,16 +1,10 @@
 // load_gateway_config and parse_gateway_config: file, then environment, then --set, then the
 // default of transport.listen, then the rules; every problem of every stage in one Status.
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "gateway/config/config_errors.h"
 #include "gateway/config/config_rules.h"
+#include "gateway/config/config_source.h"
 #include "gateway/config/gateway_config.h"
 #include "gateway/config/overrides.h"
 #include "gateway/config/yaml_reader.h"
@@ -21,17 +15,6 @@ namespace {
 bool reads_failed_key(const ConfigIssue& issue, const ConfigErrors& errors) {
   return std::any_of(issue.inputs.begin(), issue.inputs.end(),
                      [&](std::string_view key) { return errors.failed(key); });
-}
-
-std::map<std::string, std::string> process_environment() {
-  std::map<std::string, std::string> env;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    const std::string_view text(*entry);
-    const auto equals = text.find('=');
-    if (equals == std::string_view::npos) continue;
-    env.emplace(text.substr(0, equals), text.substr(equals + 1));
-  }
-  return env;
 }
 
 }  // namespace
@@ -57,21 +40,9 @@ Result<GatewayConfig> parse_gateway_config(const std::string& yaml, const std::s
 
 Result<GatewayConfig> load_gateway_config(const std::string& path,
                                           const std::vector<std::string>& overrides) {
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) {
-    return Status(ErrorCode::kNotFound, "config file \"" + path + "\" does not exist");
-  }
-  if (!std::filesystem::is_regular_file(path, error)) {
-    return Status(ErrorCode::kInvalidArgument, "config file \"" + path + "\" is not a file");
-  }
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  if (!file) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "config file \"" + path + "\" cannot be read: " + std::strerror(errno));
-  }
-  return parse_gateway_config(text.str(), path, process_environment(), overrides);
+  auto text = read_config_file(path);
+  if (!text.ok()) return text.status();
+  return parse_gateway_config(*text, path, process_environment(), overrides);
 }
 
 }  // namespace gradgate::gateway

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "gateway/config/config_keys.h"
+#include "gateway/config/config_source.h"
 
 namespace gradgate::gateway {
 namespace {
@@ -80,21 +81,13 @@ void apply_env_overrides(const std::map<std::string, std::string>& env, GatewayC
 
 void apply_set_overrides(const std::vector<std::string>& overrides, GatewayConfig& config,
                          ConfigErrors& errors) {
-  for (const auto& text : overrides) {
-    const std::string origin = "--set \"" + text + "\"";
-    const auto equals = text.find('=');
-    if (equals == std::string::npos) {
-      errors.add_general(origin, "expected section.key=value");
-      continue;
-    }
-    const std::string path = text.substr(0, equals);
-    const ConfigKey* key = find_config_key(path);
-    if (key == nullptr) {
-      errors.add(origin, path, "unknown key");
-      continue;
-    }
-    store_override(*key, std::string_view(text).substr(equals + 1), origin, config, errors);
-  }
+  for_each_set_override(
+      overrides, errors,
+      [&](const std::string& origin, const std::string& path, std::string_view value) {
+        const ConfigKey* key = find_config_key(path);
+        if (key == nullptr) return errors.add(origin, path, "unknown key");
+        store_override(*key, value, origin, config, errors);
+      });
 }
 
 }  // namespace gradgate::gateway

@@ -8,15 +8,10 @@
 #include <vector>
 
 #include "gateway/config/config_keys.h"
+#include "gateway/config/config_source.h"
 
 namespace gradgate::gateway {
 namespace {
-
-std::string location(const YAML::Mark& mark) {
-  if (mark.is_null()) return "";
-  return " (line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
-         ")";
-}
 
 std::string shape_name(const YAML::Node& node) {
   switch (node.Type()) {
@@ -43,14 +38,15 @@ class Reader {
           origin_,
           "the top level must be a mapping of sections (job, ingress, "
           "compression, transport, collective, streams, admin, control, logging), not " +
-              shape_name(root) + location(root.Mark()));
+              shape_name(root) + yaml_location(root.Mark()));
       return;
     }
     for (const auto& entry : root) {
       const std::string section = entry.first.Scalar();
       if (!entry.first.IsScalar()) {
         errors_.add_general(origin_, "a section name must be a plain name, not " +
-                                         shape_name(entry.first) + location(entry.first.Mark()));
+                                         shape_name(entry.first) +
+                                         yaml_location(entry.first.Mark()));
       } else if (!is_config_section(section)) {
         error(section, "unknown section", entry.first);
       } else if (!first_occurrence(section, entry.first)) {
@@ -118,7 +114,7 @@ class Reader {
   }
 
   void error(const std::string& path, const std::string& message, const YAML::Node& where) {
-    errors_.add(origin_, path, message + location(where.Mark()));
+    errors_.add(origin_, path, message + yaml_location(where.Mark()));
   }
 
   std::string_view origin_;
@@ -135,13 +131,13 @@ void read_yaml_config(const std::string& text, std::string_view origin, GatewayC
   try {
     documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
-    errors.add_unreadable(origin, "invalid YAML: " + e.msg + location(e.mark));
+    errors.add_unreadable(origin, "invalid YAML: " + e.msg + yaml_location(e.mark));
     return;
   }
   if (documents.size() > 1) {
     errors.add_unreadable(origin, "holds " + std::to_string(documents.size()) +
                                       " YAML documents; a configuration is one" +
-                                      location(documents[1].Mark()));
+                                      yaml_location(documents[1].Mark()));
     return;
   }
   if (!documents.empty()) Reader(origin, config, errors).read_root(documents.front());

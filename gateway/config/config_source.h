@@ -1,0 +1,36 @@
+// Where a configuration comes from, shared by the gateway's and the controller's loaders: the
+// file's text, the process environment, the `--set section.key=value` texts, and the position of
+// a YAML node for error messages. Each loader keeps its own keys and rules.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/config/config_errors.h"
+#include "gradgate/kernels/status.h"
+
+namespace gradgate::gateway {
+
+/// The text of the config file at `path`: kNotFound when it does not exist, kInvalidArgument
+/// when it is not a regular file or cannot be read (naming the path and the reason).
+Result<std::string> read_config_file(const std::string& path);
+
+/// This process's environment variables by name.
+std::map<std::string, std::string> process_environment();
+
+/// " (line L, column C)" for a node's mark; "" when the mark is unknown.
+std::string yaml_location(const YAML::Mark& mark);
+
+/// Splits each `--set` text into its key path and value and calls `apply(origin, path, value)`
+/// (origin: `--set "TEXT"`, for error messages); a text without '=' is an error of its own.
+void for_each_set_override(
+    const std::vector<std::string>& overrides, ConfigErrors& errors,
+    const std::function<void(const std::string& origin, const std::string& path,
+                             std::string_view value)>& apply);
+
+}  // namespace gradgate::gateway
