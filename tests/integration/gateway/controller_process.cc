@@ -22,12 +22,12 @@ ControllerProcess::~ControllerProcess() {
   std::filesystem::remove_all(dir_);
 }
 
-void ControllerProcess::start(const std::string& codec) {
+void ControllerProcess::start(const std::string& codec, const std::string& policy) {
   const std::string config = dir_ + "/control.yaml";
   std::ofstream out(config, std::ios::trunc);
   out << "server:\n  listen: \"127.0.0.1:" << port_ << "\"\n"
       << "nodes:\n  report_interval_ms: 200\n  stale_after_ms: 2000\n"
-      << "policy:\n  policy: static\n  default_codec: \"" << codec << "\"\n"
+      << "policy:\n  policy: " << policy << "\n  default_codec: \"" << codec << "\"\n"
       << "  min_interval_ms: 0\n";
   out.close();
   const std::string ready = dir_ + "/control.ready";

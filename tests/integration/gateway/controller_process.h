@@ -1,5 +1,5 @@
-// A `gradgate control` process for tests: a static policy with a given codec, on a port that
-// stays the same when it is stopped and started again (the gateways keep its address).
+// A `gradgate control` process for tests: a policy (static by default) with a given codec, on a
+// port that stays the same when it is stopped and started again (the gateways keep its address).
 #pragma once
 
 #include <cstdint>
@@ -18,8 +18,9 @@ class ControllerProcess {
   ControllerProcess(const ControllerProcess&) = delete;
   ControllerProcess& operator=(const ControllerProcess&) = delete;
 
-  /// Starts it with every tensor on `codec` and waits until it listens (throws after 20 s).
-  void start(const std::string& codec);
+  /// Starts it with `policy` and `codec` as its default codec (static: every tensor's) and waits
+  /// until it listens (throws after 20 s).
+  void start(const std::string& codec, const std::string& policy = "static");
   /// Stops it with `signal` (SIGKILL: as if it crashed).
   void stop(int signal);
 
