@@ -14,7 +14,10 @@
 namespace gradgate::bench {
 
 LocalJob::LocalJob(LocalJobOptions options)
-    : options_(std::move(options)), ports_(options_.nodes, 0), admin_ports_(options_.nodes, 0) {
+    : options_(std::move(options)),
+      ports_(options_.nodes, 0),
+      admin_ports_(options_.nodes, 0),
+      ranks_(options_.nodes, 0) {
   std::string pattern = (std::filesystem::temp_directory_path() / "gradgate-job-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = pattern;
@@ -47,8 +50,12 @@ std::string LocalJob::socket(uint32_t rank) const {
 std::string LocalJob::write_config(uint32_t rank) const {
   const std::string path = dir_ + "/gateway" + std::to_string(rank) + ".yaml";
   std::ofstream out(path, std::ios::trunc);
-  out << "job:\n  id: 77\n  node_rank: " << rank << "\n  local_workers: " << options_.local_workers
-      << "\n";
+  out << "job:\n  id: 77\n  local_workers: " << options_.local_workers << "\n";
+  if (options_.ranks_from_controller) {
+    out << "  node_rank: auto\n  node_name: node-" << rank << "\n";
+  } else {
+    out << "  node_rank: " << rank << "\n";
+  }
   if (options_.membership_from_controller) {
     out << "  size: " << options_.nodes << "\n";
   } else {
@@ -88,6 +95,7 @@ void LocalJob::await_gateway(uint32_t rank) {
   const auto json = wait_for_ready_file(ready_file(rank), *gateways_[rank]);
   ports_[rank] = json.at("port").get<uint16_t>();
   admin_ports_[rank] = json.at("admin_port").get<uint16_t>();
+  ranks_[rank] = json.at("rank").get<uint32_t>();
 }
 
 void LocalJob::start_gateway(uint32_t rank) {

@@ -27,6 +27,9 @@ struct LocalJobOptions {
   /// Gateways take each other's addresses from the controller (job.size) instead of their config;
   /// they are all started together, since none is ready before every one registered.
   bool membership_from_controller = false;
+  /// With membership_from_controller: `job.node_rank: auto`, gateway i named "node-i"; the
+  /// controller assigns the ranks (rank_of tells which).
+  bool ranks_from_controller = false;
   uint32_t report_interval_ms = 1000;
   /// Gateways started by the constructor (ranks 0..n-1); the others wait for start_gateway().
   uint32_t started = ~0u;
@@ -47,6 +50,8 @@ class LocalJob {
   /// Where gateway `rank` serves its admin HTTP API (/metrics, /v1/status).
   uint16_t admin_port(uint32_t rank) const { return admin_ports_[rank]; }
   std::string socket(uint32_t rank) const;
+  /// The rank gateway `index` runs as (its own index unless ranks_from_controller).
+  uint32_t rank_of(uint32_t index) const { return ranks_[index]; }
 
   /// (Re)starts gateway `rank` on its known port (port 0 the first time); waits until ready.
   void start_gateway(uint32_t rank);
@@ -64,6 +69,7 @@ class LocalJob {
   std::vector<std::unique_ptr<ChildProcess>> gateways_;
   std::vector<uint16_t> ports_;
   std::vector<uint16_t> admin_ports_;
+  std::vector<uint32_t> ranks_;
 };
 
 }  // namespace gradgate::bench

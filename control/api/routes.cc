@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/http/problem.h"
+#include "control/api/rank_body.h"
 #include "control/api/report_body.h"
 #include "control/api/settings_json.h"
 #include "control/api/views.h"
@@ -55,6 +56,25 @@ QueryNumber query_number(const Request& request, std::string_view name,
 Response unknown_job(uint64_t job_id, std::string field = "job_id") {
   return http::problem(status::not_found, {}, "job " + std::to_string(job_id) + " is not known",
                        std::move(field));
+}
+
+// The job id of the path (/v1/jobs/{id}...): a 400 problem naming `id` when it is not an
+// unsigned 64-bit integer.
+struct PathJobId {
+  uint64_t value = 0;
+  std::optional<Response> problem;
+};
+
+PathJobId path_job_id(const Request& request) {
+  const std::string_view text = request.path_parameter("id");
+  PathJobId job_id;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), job_id.value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+    job_id.problem = http::problem(
+        status::bad_request, {},
+        "id: the job id must be an unsigned integer, got \"" + std::string(text) + "\"", "id");
+  }
+  return job_id;
 }
 
 Response missing_job_id() {
@@ -146,18 +166,27 @@ class Routes {
   Response get_jobs(const Request&) { return http::json_response(controller_.read(jobs_json)); }
 
   Response get_job(const Request& request) {
-    const std::string_view text = request.path_parameter("id");
-    uint64_t job_id = 0;
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), job_id);
-    if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
-      return http::problem(
-          status::bad_request, {},
-          "id: the job id must be an unsigned integer, got \"" + std::string(text) + "\"", "id");
-    }
-    auto job =
-        controller_.read([job_id](const ControllerView& view) { return job_json(view, job_id); });
-    if (!job) return unknown_job(job_id, "id");
+    const PathJobId job_id = path_job_id(request);
+    if (job_id.problem) return *job_id.problem;
+    auto job = controller_.read(
+        [&job_id](const ControllerView& view) { return job_json(view, job_id.value); });
+    if (!job) return unknown_job(job_id.value, "id");
     return http::json_response(*job);
+  }
+
+  Response post_ranks(const Request& request) {
+    const PathJobId job_id = path_job_id(request);
+    if (job_id.problem) return *job_id.problem;
+    RankClaimBody claim;
+    if (auto error = read_rank_claim(request.body(), claim)) return error->response();
+    const Result<uint32_t> rank = controller_.claim_rank(job_id.value, claim.name, claim.nodes);
+    if (!rank.ok()) {
+      const bool full = rank.status().code() == ErrorCode::kResourceExhausted;
+      return http::problem(full ? status::conflict : status::unprocessable_entity, {},
+                           rank.status().message());
+    }
+    return http::json_response(
+        {{"job_id", job_id.value}, {"name", claim.name}, {"node", *rank}, {"nodes", claim.nodes}});
   }
 
   // GET /v1/nodes and /v1/links: every job's, or one job's with ?job_id=.
@@ -203,6 +232,7 @@ void add_control_routes(http::HttpServer& server, Controller& controller,
   add(verb::put, "/v1/budget", &Routes::put_budget, mutating);
   add(verb::get, "/v1/jobs", &Routes::get_jobs);
   add(verb::get, "/v1/jobs/{id}", &Routes::get_job);
+  add(verb::post, "/v1/jobs/{id}/ranks", &Routes::post_ranks, mutating);
   add(verb::get, "/v1/nodes", &Routes::get_nodes);
   add(verb::get, "/v1/links", &Routes::get_links);
   server.add_async_route(verb::get, "/v1/policy",

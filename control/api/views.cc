@@ -11,12 +11,17 @@ double age_seconds(const ControllerView& view, const NodeState& node) {
   return std::chrono::duration<double>(view.now - node.last_seen).count();
 }
 
+// A node's membership; `name` when a name claimed its rank (POST /v1/jobs/{id}/ranks).
 nlohmann::json member_json(const ControllerView& view, const NodeState& node) {
-  return {{"node", node.report.node},
-          {"address", node.report.address},
-          {"admin", node.report.admin},
-          {"stale", view.registry.is_stale(node, view.now)},
-          {"age_seconds", age_seconds(view, node)}};
+  nlohmann::json json = {{"node", node.report.node},
+                         {"address", node.report.address},
+                         {"admin", node.report.admin},
+                         {"stale", view.registry.is_stale(node, view.now)},
+                         {"age_seconds", age_seconds(view, node)}};
+  if (const std::string* name = view.ranks.holder_of(node.report.job_id, node.report.node)) {
+    json["name"] = *name;
+  }
+  return json;
 }
 
 nlohmann::json node_json(const ControllerView& view, const NodeState& node) {

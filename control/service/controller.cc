@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
 #include <vector>
 
 namespace gradgate::control {
@@ -14,6 +15,7 @@ PolicyVersion ControllerView::version_of(uint64_t job_id) const {
 Controller::Controller(Decider decider, std::chrono::milliseconds stale_after,
                        ControllerMetrics& metrics, std::chrono::milliseconds refresh_interval)
     : registry_(stale_after),
+      rank_table_(stale_after),
       decider_(std::move(decider)),
       metrics_(metrics),
       long_polls_([this] { refresh_gauges(); }, refresh_interval) {}
@@ -46,6 +48,33 @@ uint64_t Controller::report(NodeReport report) {
   if (made) long_polls_.wake(job_id);
   refresh_gauges();
   return latest;
+}
+
+Result<uint32_t> Controller::claim_rank(uint64_t job_id, const std::string& name, uint32_t nodes) {
+  std::lock_guard lock(mutex_);
+  const Clock::time_point now = Clock::now();
+  std::set<uint32_t> reported_live;
+  if (const JobState* job = registry_.find(job_id)) {
+    for (const auto& [index, node] : job->members) {
+      if (!registry_.is_stale(node, now)) reported_live.insert(index);
+    }
+  }
+  auto claimed = rank_table_.claim(job_id, name, nodes, reported_live, now);
+  if (!claimed.ok()) {
+    spdlog::info("{} (claimed by {})", claimed.status().message(), name);
+    return claimed.status();
+  }
+  if (claimed->resized_from) {
+    spdlog::warn("job {}: {} claims a rank of {} nodes (was {}); the newer claim wins", job_id,
+                 name, nodes, *claimed->resized_from);
+  }
+  if (claimed->took_from) {
+    spdlog::info("job {}: rank {} taken over by {} from {}, which is no longer live", job_id,
+                 claimed->rank, name, *claimed->took_from);
+  } else if (claimed->new_assignment) {
+    spdlog::info("job {}: rank {} assigned to {}", job_id, claimed->rank, name);
+  }
+  return claimed->rank;
 }
 
 Status Controller::set_settings(PolicySettings settings) {

@@ -1,7 +1,7 @@
-// The controller's state and what changes it: gateway reports, policy settings, the traffic
-// budget. Every change re-decides the jobs it touches (Decider) and answers the long polls of a
-// job that got a new version. Thread-safe: one lock guards the registry, the versions and the
-// decider; HTTP handlers read the state through read().
+// The controller's state and what changes it: gateway reports, rank claims, policy settings, the
+// traffic budget. Every change re-decides the jobs it touches (Decider) and answers the long polls
+// of a job that got a new version. Thread-safe: one lock guards the registry, the rank table, the
+// versions and the decider; HTTP handlers read the state through read().
 #pragma once
 
 #include <chrono>
@@ -9,11 +9,13 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 
 #include "control/decider/decider.h"
 #include "control/decider/policy_version.h"
 #include "control/registry/job_registry.h"
 #include "control/registry/node_report.h"
+#include "control/registry/rank_table.h"
 #include "control/service/controller_metrics.h"
 #include "control/service/long_polls.h"
 #include "gradgate/kernels/status.h"
@@ -23,6 +25,7 @@ namespace gradgate::control {
 /// The state a reader sees, consistent as of `now`.
 struct ControllerView {
   const JobRegistry& registry;
+  const RankTable& ranks;                             // the names that claimed ranks
   const std::map<uint64_t, PolicyVersion>& versions;  // by job; version 0: none made yet
   const PolicySettings& settings;
   Clock::time_point now;
@@ -40,6 +43,11 @@ class Controller {
   /// Stores a validated report and re-decides its job. Returns the job's latest version.
   uint64_t report(NodeReport report);
 
+  /// Claims a rank of job `job_id` of `nodes` ranks for `name` (RankTable::claim, with the
+  /// job's gateways that report and are not stale). kResourceExhausted, naming the holders,
+  /// when every rank is held by another live gateway.
+  Result<uint32_t> claim_rank(uint64_t job_id, const std::string& name, uint32_t nodes);
+
   /// Replaces the policy settings and re-decides every job; kInvalidArgument naming the setting.
   Status set_settings(PolicySettings settings);
   /// Sets (or clears) the traffic budget of the settings, then as set_settings.
@@ -55,7 +63,8 @@ class Controller {
   template <typename Reader>
   auto read(Reader&& reader) const {
     std::lock_guard lock(mutex_);
-    return reader(ControllerView{registry_, versions_, decider_.settings(), Clock::now()});
+    return reader(
+        ControllerView{registry_, rank_table_, versions_, decider_.settings(), Clock::now()});
   }
 
   /// Sets the job and node gauges from the registry.
@@ -69,6 +78,7 @@ class Controller {
 
   mutable std::mutex mutex_;
   JobRegistry registry_;
+  RankTable rank_table_;
   std::map<uint64_t, PolicyVersion> versions_;
   Decider decider_;
   ControllerMetrics& metrics_;

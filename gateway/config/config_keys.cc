@@ -71,12 +71,29 @@ Status store_optional_endpoint(GatewayConfig& config, std::string_view text) {
   return store_endpoint<Field>(config, text);
 }
 
+// An unsigned rank, or "auto": the controller assigns it (node_rank_auto).
+Status store_node_rank(GatewayConfig& config, std::string_view text) {
+  config.node_rank_auto = text == "auto";
+  if (config.node_rank_auto) {
+    config.node_rank = 0;
+    return {};
+  }
+  auto rank = parse_unsigned(text, kU32Max);
+  if (!rank.ok()) {
+    return Status(rank.status().code(),
+                  rank.status().message() + " (or auto: from the controller)");
+  }
+  config.node_rank = static_cast<uint32_t>(*rank);
+  return {};
+}
+
 using C = GatewayConfig;
 
 constexpr ConfigKey kKeys[] = {
     {"job.id", false, store_unsigned<&C::job_id, kU64Max>, nullptr},
     {"job.nodes", true, store_node, clear_nodes},
-    {"job.node_rank", false, store_unsigned<&C::node_rank, kU32Max>, nullptr},
+    {"job.node_rank", false, store_node_rank, nullptr},
+    {"job.node_name", false, store_string<&C::node_name>, nullptr},
     {"job.size", false, store_unsigned<&C::size, kU32Max>, nullptr},
     {"job.local_workers", false, store_unsigned<&C::local_workers, kU32Max>, nullptr},
     {"ingress.socket", false, store_string<&C::socket_path>, nullptr},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,8 @@ namespace {
 
 // sockaddr_un::sun_path holds 108 bytes, the terminating zero included.
 constexpr std::size_t kMaxSocketPathBytes = 107;
+// A DNS name's length, which Kubernetes node names follow.
+constexpr std::size_t kMaxNodeNameBytes = 253;
 
 constexpr std::array<std::string_view, 5> kLogLevels{"trace", "debug", "info", "warn", "error"};
 constexpr std::array<std::string_view, 2> kLogFormats{"text", "json"};
@@ -49,6 +52,11 @@ class Checker {
     }
     if (config.size > 0) {
       issue("job.size", "give job.nodes or job.size, not both", {"job.nodes", "job.size"});
+    }
+    if (config.node_rank_auto) {
+      issue("job.node_rank",
+            "auto takes the rank from the controller: give job.size, not job.nodes",
+            {"job.nodes", "job.node_rank"});
     }
     if (config.node_rank >= nodes.size()) {
       issue("job.node_rank",
@@ -108,6 +116,7 @@ class Checker {
   // Addresses from the controller: it must be known, and this gateway's own address (the one it
   // registers) must be one the others can dial.
   void check_controller_membership(const GatewayConfig& config) {
+    check_node_name(config.node_name);
     if (config.node_rank >= config.size) {
       issue("job.node_rank",
             std::to_string(config.node_rank) + " is out of range: job.size is " +
@@ -122,6 +131,19 @@ class Checker {
       issue("transport.listen",
             "with job.size, give the address the other gateways dial (not 0.0.0.0 or empty)",
             {"job.size", "transport.listen"});
+    }
+  }
+
+  // The name a rank is claimed under, as the controller takes it ("" = the host name).
+  void check_node_name(const std::string& name) {
+    const bool valid_characters = std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    });
+    if (name.size() > kMaxNodeNameBytes || !valid_characters) {
+      issue("job.node_name",
+            "\"" + name + "\" is not a node name: at most " + std::to_string(kMaxNodeNameBytes) +
+                " characters of A-Z a-z 0-9 . _ -",
+            {"job.node_name"});
     }
   }
 

@@ -28,6 +28,10 @@ struct GatewayConfig {
   uint64_t job_id = 1;
   std::vector<Endpoint> nodes;  // every gateway's peer address, by rank
   uint32_t node_rank = 0;       // this gateway's index in `nodes`
+  /// `job.node_rank: auto` (with `size`): the controller hands out the rank by `node_name`,
+  /// so that identical gateways (a Kubernetes DaemonSet) need no per-node setting.
+  bool node_rank_auto = false;
+  std::string node_name;  // the name a rank is claimed under; "" = this machine's host name
   /// Instead of `nodes`: the number of gateways, whose addresses come from the controller
   /// (control.url): each registers its transport.listen address and waits for the others.
   uint32_t size = 0;

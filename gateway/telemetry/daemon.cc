@@ -111,20 +111,38 @@ void wait_for_stop_signal(const Gateway& gateway, const Transport& transport, do
   }
 }
 
+// The log line prefix names the gateway's rank ("?" until the controller assigned it).
+void set_log_pattern(const GatewayConfig& config) {
+  const std::string rank =
+      config.node_rank_auto ? std::string("\"?\"") : std::to_string(config.node_rank);
+  if (config.log_format == "json") {
+    spdlog::set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","rank":)" + rank + R"(,"msg":"%v"})",
+        spdlog::pattern_time_type::utc);
+  } else {
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [gateway " + rank + "] %v");
+  }
+}
+
+// `job.node_rank: auto`: takes the rank the controller assigns to this node's name.
+Status claim_rank(GatewayConfig& config) {
+  auto controller = controller_options(config);
+  if (!controller.ok()) return controller.status();
+  auto rank = claim_rank_through_controller(config, *controller, pause_unless_stopped);
+  if (!rank.ok()) return rank.status();
+  config.node_rank = *rank;
+  config.node_rank_auto = false;
+  set_log_pattern(config);
+  return {};
+}
+
 }  // namespace
 
 void configure_logging(const GatewayConfig& config) {
   auto logger = spdlog::stderr_color_mt("gradgate");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(config.log_level));
-  if (config.log_format == "json") {
-    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","rank":)" +
-                            std::to_string(config.node_rank) + R"(,"msg":"%v"})",
-                        spdlog::pattern_time_type::utc);
-  } else {
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [gateway " + std::to_string(config.node_rank) +
-                        "] %v");
-  }
+  set_log_pattern(config);
 }
 
 Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
@@ -143,6 +161,7 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   // With job.size the addresses come from the controller when the transport starts; until then
   // the job's gateways are known by number only.
   GatewayConfig job = config;
+  if (job.node_rank_auto) GRADGATE_RETURN_IF_ERROR(claim_rank(job));
   if (job.nodes.empty()) job.nodes.assign(job.size, Endpoint{});
   TcpTransport transport(transport_options(job));
   Gateway gateway(job, transport);
@@ -162,8 +181,8 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
                job.node_rank, job.nodes.size(), config.job_id, transport.listen_port(),
                config.socket_path, config.codec);
   if (!options.ready_file.empty()) {
-    Status ready = write_ready_file(options.ready_file, transport.listen_port(),
-                                    telemetry.admin_port(), config);
+    Status ready =
+        write_ready_file(options.ready_file, transport.listen_port(), telemetry.admin_port(), job);
     if (!ready.ok()) spdlog::error("{}", ready.to_string());
   }
   wait_for_stop_signal(gateway, transport, options.stats_interval_seconds);

@@ -1,6 +1,7 @@
 #include "gateway/telemetry/membership.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,15 +13,27 @@
 namespace gradgate::gateway {
 namespace {
 
+// An unsigned integer member of a JSON object, or nothing (absent, another type, not an object).
+std::optional<uint64_t> unsigned_member(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return std::nullopt;
+  const auto found = object.find(key);
+  if (found == object.end() || !found->is_number_unsigned()) return std::nullopt;
+  return found->get<uint64_t>();
+}
+
 // The addresses by rank when every one of the job's gateways is registered and live.
 std::optional<std::vector<Endpoint>> members_of(const nlohmann::json& job, uint32_t size) {
+  if (!job.is_object() || !job.contains("nodes")) return std::nullopt;
   std::vector<Endpoint> members(size);
   uint32_t found = 0;
-  for (const auto& node : job.value("nodes", nlohmann::json::array())) {
-    const auto rank = node.value("node", size);
-    if (rank >= size || node.value("stale", true)) continue;
-    auto endpoint = parse_endpoint(node.value("address", ""));
-    if (!endpoint.ok() || endpoint->port == 0) continue;
+  for (const auto& node : job["nodes"]) {
+    const auto rank = unsigned_member(node, "node").value_or(size);
+    const auto stale = node.find("stale");
+    if (rank >= size || stale == node.end() || *stale != false) continue;
+    const auto address = node.find("address");
+    if (address == node.end() || !address->is_string()) continue;
+    auto endpoint = parse_endpoint(address->get<std::string>());
+    if (!endpoint.ok() || endpoint->port == 0 || !members[rank].host.empty()) continue;
     members[rank] = *endpoint;
     ++found;
   }
@@ -46,32 +59,78 @@ Result<std::vector<Endpoint>> register_and_list(const http::ClientOptions& contr
   return Status(ErrorCode::kUnavailable, "not every gateway has registered yet");
 }
 
+// Runs `attempt` every control.report_interval_ms until it succeeds, the daemon stops (kAborted)
+// or control.join_timeout_ms passes (kTimeout: `waiting_for`, and the last failure).
+template <typename T>
+Result<T> retry_until_join_timeout(const GatewayConfig& config, const Pause& pause,
+                                   const std::string& waiting_for,
+                                   const std::function<Result<T>()>& attempt) {
+  const auto deadline = std::chrono::steady_clock::now() + config.control_join_timeout;
+  Status last(ErrorCode::kTimeout, "no answer yet");
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto result = attempt();
+    if (result.ok()) return result;
+    last = result.status();
+    if (!pause(config.control_report_interval)) {
+      return Status(ErrorCode::kAborted, "stopped while " + waiting_for);
+    }
+  }
+  return Status(ErrorCode::kTimeout, "control.join_timeout_ms passed while " + waiting_for +
+                                         " (last: " + last.to_string() + ")");
+}
+
 }  // namespace
 
-Result<std::vector<Endpoint>> join_through_controller(
-    const GatewayConfig& config, uint16_t listen_port, const http::ClientOptions& controller,
-    const std::function<bool(std::chrono::milliseconds)>& pause) {
+std::string node_name_of(const GatewayConfig& config) {
+  if (!config.node_name.empty()) return config.node_name;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "localhost";
+  return host;
+}
+
+Result<uint32_t> claim_rank_through_controller(const GatewayConfig& config,
+                                               const http::ClientOptions& controller,
+                                               const Pause& pause) {
+  const std::string name = node_name_of(config);
+  const std::string body = nlohmann::json{{"name", name}, {"nodes", config.size}}.dump();
+  const std::string target = "/v1/jobs/" + std::to_string(config.job_id) + "/ranks";
+  spdlog::info("job {}: claiming a rank as \"{}\" from the controller at {}", config.job_id, name,
+               config.controller.to_string());
+  auto rank = retry_until_join_timeout<uint32_t>(
+      config, pause, "claiming a rank of job " + std::to_string(config.job_id),
+      [&]() -> Result<uint32_t> {
+        auto answer = http::send_request(controller, http::verb::post, target, body);
+        if (!answer.ok()) return answer.status();
+        GRADGATE_RETURN_IF_ERROR(http::expect_ok(*answer, "POST " + target));
+        const auto claimed = nlohmann::json::parse(answer->body, nullptr, false);
+        const auto node = unsigned_member(claimed, "node");
+        if (!node || *node >= config.size) {
+          return Status(ErrorCode::kUnavailable, "POST " + target + " gave no rank below " +
+                                                     std::to_string(config.size) + ": " +
+                                                     answer->body.substr(0, 200));
+        }
+        return static_cast<uint32_t>(*node);
+      });
+  if (rank.ok()) spdlog::info("job {}: rank {} as \"{}\"", config.job_id, *rank, name);
+  return rank;
+}
+
+Result<std::vector<Endpoint>> join_through_controller(const GatewayConfig& config,
+                                                      uint16_t listen_port,
+                                                      const http::ClientOptions& controller,
+                                                      const Pause& pause) {
   const NodeIdentity self{config.job_id, config.node_rank, config.size,
                           config.listen.host + ":" + std::to_string(listen_port), ""};
   const std::string body = NodeReport::registration(self).dump();
   const std::string job = "/v1/jobs/" + std::to_string(config.job_id);
-  const auto deadline = std::chrono::steady_clock::now() + config.control_join_timeout;
   spdlog::info("joining job {} through the controller at {}: waiting for {} gateways",
                config.job_id, config.controller.to_string(), config.size);
-  Status last(ErrorCode::kTimeout, "no answer yet");
-  while (std::chrono::steady_clock::now() < deadline) {
-    // Registering again on every round keeps this gateway live while it waits for the others.
-    auto members = register_and_list(controller, body, job, config.size);
-    if (members.ok()) return members;
-    last = members.status();
-    if (!pause(config.control_report_interval)) {
-      return Status(ErrorCode::kAborted, "stopped while joining the job");
-    }
-  }
-  return Status(ErrorCode::kTimeout,
-                "control.join_timeout_ms passed before every gateway of job " +
-                    std::to_string(config.job_id) +
-                    " registered with the controller (last: " + last.to_string() + ")");
+  // Registering again on every round keeps this gateway live while it waits for the others.
+  return retry_until_join_timeout<std::vector<Endpoint>>(
+      config, pause,
+      "waiting for every gateway of job " + std::to_string(config.job_id) +
+          " to register with the controller",
+      [&] { return register_and_list(controller, body, job, config.size); });
 }
 
 }  // namespace gradgate::gateway

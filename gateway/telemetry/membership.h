@@ -1,6 +1,7 @@
 // Membership from the controller (job.size instead of job.nodes): a gateway registers its
 // transport address with the controller and waits until every gateway of the job has, then dials
-// the addresses the controller lists (GET /v1/jobs/{id}). See docs/control.md.
+// the addresses the controller lists (GET /v1/jobs/{id}). With `job.node_rank: auto` it first
+// claims its rank from the controller by name. See docs/control.md.
 #pragma once
 
 #include <chrono>
@@ -15,12 +16,27 @@
 
 namespace gradgate::gateway {
 
+/// Waits up to the given time between attempts; false when the daemon is asked to stop.
+using Pause = std::function<bool(std::chrono::milliseconds)>;
+
+/// The name this gateway claims its rank under: job.node_name, or the host name.
+std::string node_name_of(const GatewayConfig& config);
+
+/// This gateway's rank when `job.node_rank` is auto: claimed from `controller` under
+/// node_name_of(config) (POST /v1/jobs/{id}/ranks); the same name gets the same rank back, so a
+/// restarted gateway keeps its place. Retried while the controller is unreachable or every rank
+/// is held by a live gateway; kTimeout after control.join_timeout_ms, kAborted when stopped.
+Result<uint32_t> claim_rank_through_controller(const GatewayConfig& config,
+                                               const http::ClientOptions& controller,
+                                               const Pause& pause);
+
 /// Every gateway's address by rank, once all `config.size` registered with `controller`.
 /// `listen_port` is this gateway's bound transport port; `pause(d)` waits between attempts and
 /// returns false when the daemon is asked to stop. kTimeout after control.join_timeout_ms,
 /// kAborted when stopped.
-Result<std::vector<Endpoint>> join_through_controller(
-    const GatewayConfig& config, uint16_t listen_port, const http::ClientOptions& controller,
-    const std::function<bool(std::chrono::milliseconds)>& pause);
+Result<std::vector<Endpoint>> join_through_controller(const GatewayConfig& config,
+                                                      uint16_t listen_port,
+                                                      const http::ClientOptions& controller,
+                                                      const Pause& pause);
 
 }  // namespace gradgate::gateway

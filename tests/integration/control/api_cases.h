@@ -1,8 +1,8 @@
 // The table of REST cases run against the controller: for every route, a success and each way a
 // request can be refused (auth, malformed JSON, wrong type, out of range, unknown member,
-// oversized body, wrong content type, unknown job, wrong method), with the status and the
-// problem's `field` it must get. api_test.cc runs each case on its own server; openapi_test.cc
-// runs them all and compares what it saw with docs/openapi.yaml.
+// oversized body, wrong content type, unknown job, every rank taken, wrong method), with the status
+// and the problem's `field` it must get. api_test.cc runs each case on its own server;
+// openapi_test.cc runs them all and compares what it saw with docs/openapi.yaml.
 #pragma once
 
 #include <ostream>
@@ -53,6 +53,7 @@ inline std::vector<ApiCase> api_cases() {
   no_address.erase("address");
   const std::string settings = R"({"policy":"bandwidth","target_communicate_seconds":0.05})";
   const std::string budget = R"({"traffic_budget":0.02})";
+  const std::string claim = R"({"name":"node-a","nodes":3})";
   std::vector<ApiCase> cases = {
       // POST /v1/nodes
       {"ReportOk", verb::post, "/v1/nodes", "/v1/nodes", node.dump(), status::ok, ""},
@@ -96,6 +97,37 @@ inline std::vector<ApiCase> api_cases() {
       {"Job", verb::get, "/v1/jobs/{id}", "/v1/jobs/42", "", status::ok, ""},
       {"JobBadId", verb::get, "/v1/jobs/{id}", "/v1/jobs/forty-two", "", status::bad_request, "id"},
       {"JobUnknown", verb::get, "/v1/jobs/{id}", "/v1/jobs/7", "", status::not_found, "id"},
+      // POST /v1/jobs/{id}/ranks (job 42's two ranks are reported by gateways without names)
+      {"RanksOk", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks", claim, status::ok, ""},
+      {"RanksNoToken", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks", claim,
+       status::unauthorized, "Authorization", Auth::kNone},
+      {"RanksWrongToken", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks", claim,
+       status::forbidden, "Authorization", Auth::kWrongToken},
+      {"RanksMalformedJson", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks",
+       R"({"name": "node-a")", status::bad_request, ""},
+      {"RanksWrongType", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks",
+       R"({"name":"node-a","nodes":"3"})", status::bad_request, "/nodes"},
+      {"RanksMissingName", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks", R"({"nodes":3})",
+       status::bad_request, "/name"},
+      {"RanksUnknownMember", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks",
+       R"({"name":"node-a","nodes":3,"rank":0})", status::bad_request, "/rank"},
+      {"RanksBadJobId", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42x/ranks", claim,
+       status::bad_request, "id"},
+      {"RanksBadName", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks",
+       R"({"name":"node a","nodes":3})", status::unprocessable_entity, "/name"},
+      {"RanksNameTooLong", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks",
+       with(nlohmann::json::parse(claim), "name", std::string(254, 'n')),
+       status::unprocessable_entity, "/name"},
+      {"RanksNodesOutOfRange", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks",
+       R"({"name":"node-a","nodes":65537})", status::unprocessable_entity, "/nodes"},
+      {"RanksAllHeld", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks",
+       R"({"name":"node-a","nodes":2})", status::conflict, ""},
+      {"RanksOversized", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks", oversized_body(),
+       status::payload_too_large, ""},
+      {"RanksNotJson", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks", "name=node-a",
+       status::unsupported_media_type, "Content-Type", Auth::kBearer, "text/plain"},
+      {"RanksWrongMethod", verb::get, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks", "",
+       status::method_not_allowed, ""},
       // GET and PUT /v1/policy
       {"PolicySettings", verb::get, "/v1/policy", "/v1/policy", "", status::ok, ""},
       {"PolicyOfJob", verb::get, "/v1/policy", "/v1/policy?job_id=42", "", status::ok, ""},

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -96,6 +97,26 @@ TEST(GatewaysAndController, FollowPoliciesKeepTheLastOneWhileItIsDownAndRejoinWh
   w1->signal(SIGTERM);
 }
 
+// Every one of the job's three gateways connects to the two others, and an all-reduce through
+// them gives every node the same result.
+void expect_three_gateways_meet_and_agree(bench::LocalJob& job) {
+  for (uint32_t index = 0; index < 3; ++index) {
+    EXPECT_TRUE(status_until(job, index, [](const nlohmann::json& s) {
+      return s.at("peers_up").size() == 2;
+    })) << job.gateway(index).log();
+  }
+  const std::vector<TensorArg> tensors = {{"w", 5000}};
+  std::vector<std::unique_ptr<bench::ChildProcess>> workers;
+  for (uint32_t index = 0; index < 3; ++index) {
+    workers.push_back(
+        start_worker(job, index, 0, tensors, 3, 4, job.dir() + "/m" + std::to_string(index)));
+  }
+  for (auto& worker : workers) {
+    EXPECT_EQ(worker->wait_exit(milliseconds(60000)), 0) << worker->log();
+  }
+  EXPECT_EQ(read_floats(job.dir() + "/m0"), read_floats(job.dir() + "/m2"));
+}
+
 TEST(GatewaysAndController, GatewaysTakeTheirPeersFromTheController) {
   ControllerProcess controller;
   controller.start("none");
@@ -104,20 +125,29 @@ TEST(GatewaysAndController, GatewaysTakeTheirPeersFromTheController) {
   options.report_interval_ms = 100;
   options.membership_from_controller = true;  // no addresses in their configs
   bench::LocalJob job(options);
-  for (uint32_t rank = 0; rank < 3; ++rank) {
-    EXPECT_TRUE(status_until(job, rank, [](const nlohmann::json& s) {
-      return s.at("peers_up").size() == 2;
-    })) << job.gateway(rank).log();
-  }
-  const std::vector<TensorArg> tensors = {{"w", 5000}};
-  std::vector<std::unique_ptr<bench::ChildProcess>> workers;
-  for (uint32_t rank = 0; rank < 3; ++rank) {
-    workers.push_back(
-        start_worker(job, rank, 0, tensors, 3, 4, job.dir() + "/m" + std::to_string(rank)));
-  }
-  for (auto& worker : workers)
-    EXPECT_EQ(worker->wait_exit(milliseconds(60000)), 0) << worker->log();
-  EXPECT_EQ(read_floats(job.dir() + "/m0"), read_floats(job.dir() + "/m2"));
+  expect_three_gateways_meet_and_agree(job);
+}
+
+// A DaemonSet's gateways: identical configs with `job.node_rank: auto`, told apart by node name.
+TEST(GatewaysAndController, IdenticalGatewaysTakeTheirRanksFromTheControllerAndKeepThem) {
+  ControllerProcess controller;
+  controller.start("none");
+  auto options = job_options(3, 1, "none");
+  options.control_url = controller.url();
+  options.report_interval_ms = 100;
+  options.membership_from_controller = true;
+  options.ranks_from_controller = true;
+  bench::LocalJob job(options);
+  std::set<uint32_t> ranks;
+  for (uint32_t index = 0; index < 3; ++index) ranks.insert(job.rank_of(index));
+  EXPECT_EQ(ranks, (std::set<uint32_t>{0, 1, 2})) << "each gateway a rank of its own";
+  expect_three_gateways_meet_and_agree(job);
+
+  // A gateway restarted on the same node gets its rank back.
+  const uint32_t before = job.rank_of(1);
+  ASSERT_EQ(job.stop_gateway(1), 0);
+  job.start_gateway(1);
+  EXPECT_EQ(job.rank_of(1), before) << job.gateway(1).log();
 }
 
 }  // namespace

@@ -197,5 +197,28 @@ TEST(ConfigErrors, RulesOnUnreadKeysAreLeftOut) {
   EXPECT_THAT(lines, Not(Contains(HasSubstr("job.node_rank"))));
 }
 
+TEST(ConfigErrors, NodeRankIsANumberOrAuto) {
+  EXPECT_THAT(only_error("job:\n  size: 3\n  node_rank: first\ncontrol:\n  url: 127.0.0.1:9400\n"
+                         "transport:\n  listen: 10.0.0.5:0\n"),
+              StartsWith("gateway.yaml: job.node_rank: must be a non-negative integer, got "
+                         "\"first\" (or auto: from the controller)"));
+  EXPECT_THAT(only_error_with("  node_rank: auto\n"),
+              StartsWith("gateway.yaml: job.node_rank: auto takes the rank from the controller: "
+                         "give job.size, not job.nodes"));
+  EXPECT_THAT(only_error("job:\n  size: 3\n  node_rank: auto\n  node_name: \"gpu node/1\"\n"
+                         "control:\n  url: 127.0.0.1:9400\ntransport:\n  listen: 10.0.0.5:0\n"),
+              StartsWith("gateway.yaml: job.node_name: \"gpu node/1\" is not a node name"));
+}
+
+TEST(ConfigErrors, AutoRankWithJobSizeIsUsable) {
+  const auto config = parse(
+      "job:\n  size: 3\n  node_rank: auto\ncontrol:\n  url: 127.0.0.1:9400\n"
+      "transport:\n  listen: 10.0.0.5:29500\n",
+      {{"GRADGATE_JOB_NODE_NAME", "gpu-node-7.cluster.local"}});
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_TRUE(config->node_rank_auto);
+  EXPECT_EQ(config->node_name, "gpu-node-7.cluster.local");
+}
+
 }  // namespace
 }  // namespace gradgate::gateway
