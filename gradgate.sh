@@ -3,28 +3,33 @@
 #
 #   ./gradgate.sh demo [ARGS...]   the main job: gateways on loopback + PyTorch DDP workers training on
 #                                  Fashion-MNIST through them (tools/demo/run_demo.py ARGS)
-#   ./gradgate.sh test             builds and runs the whole test suite (unit tests, an
-#                                  ASan+UBSan build of the libraries' tests, a bounded fuzz run)
+#   ./gradgate.sh test             builds and runs the whole test suite (unit tests, the
+#                                  deployment checks, an ASan+UBSan build of the libraries'
+#                                  tests, a bounded fuzz run)
 #   ./gradgate.sh build            installs dependencies and builds into build/
 #
 # Environment: GRADGATE_FUZZ_SECONDS (default 60) bounds the fuzz run; JOBS the build parallelism.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-readonly PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev nlohmann-json3-dev
-                   libcli11-dev libyaml-cpp-dev libboost-dev libspdlog-dev prometheus-cpp-dev
-                   prometheus iproute2
-                   python3-torch python3-numpy python3-setuptools python3-pip libopenblas0-pthread
-                   dataset-fashion-mnist)
+# Debian packages, one list per purpose (tools/packages/README.md); the container image reads the
+# build and runtime lists too.
+readonly PACKAGE_LISTS=(tools/packages/build.txt tools/packages/runtime.txt tools/packages/test.txt
+                        tools/packages/deploy.txt)
 JOBS=${JOBS:-$(nproc)}
 
 log() { printf '\n== %s\n' "$*" >&2; }
 
 install_dependencies() {
-  local missing=()
-  for pkg in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done
+  local missing
+  # Wanted packages (comments and blank lines dropped) that are neither installed nor provided by
+  # an installed package (NodeSource's nodejs provides npm and conflicts with Debian's).
+  mapfile -t missing < <(comm -23 \
+    <(sed 's/#.*//' "${PACKAGE_LISTS[@]}" | tr -s ' \t' '\n' | sed '/^$/d' | sort -u) \
+    <(dpkg-query -W -f='${db:Status-Abbrev}|${Package}|${Provides}\n' |
+      awk -F'|' '$1 ~ /^ii/ { print $2; n = split($3, provided, /, */)
+                              for (i = 1; i <= n; i++) { sub(/ .*/, "", provided[i]); print provided[i] }
+                            }' | sort -u))
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     local sudo=""
@@ -52,6 +57,9 @@ run_tests() {
   build
   log "unit tests"
   ctest --test-dir build --output-on-failure -j "$JOBS"
+
+  log "deployment: Helm chart, dashboards, alert rules, image package list"
+  tools/deploy/check-deploy.sh
 
   log "libraries' tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   configure_and_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRADGATE_SANITIZE=ON \
