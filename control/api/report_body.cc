@@ -5,6 +5,8 @@
 #include <set>
 #include <string>
 
+#include "gradgate/kernels/frame.h"
+
 namespace gradgate::control {
 namespace {
 
@@ -79,6 +81,11 @@ void read_codec_speeds(const JsonObject& root, NodeReport& report) {
     const auto encode = speed.number("encode_bytes_per_second", kPositive);
     const auto decode = speed.number("decode_bytes_per_second", kPositive);
     if (!codec || !encode || !decode) continue;
+    if (!kernels::codec_from_name(*codec).ok()) {
+      speed.reject("codec",
+                   "is not a codec name (none, fp16, bf16, qsgd, sign, topk, randomk, "
+                   "powersgd)");
+    }
     if (!codecs.insert(*codec).second) speed.reject("codec", "appears twice");
     report.codec_speeds.push_back({*codec, *encode, *decode});
   }

@@ -195,7 +195,11 @@ Status store_rules(ControlConfig& config, const YAML::Node& value) {
   std::vector<LayerRule> rules;
   for (std::size_t i = 0; i < value.size(); ++i) {
     auto rule = read_rule(value[i]);
-    if (!rule.ok()) return invalid(entry(i) + rule.status().message());
+    if (!rule.ok()) {
+      // A member's problem names it (".glob: missing"); the rule's own follows ": ".
+      const std::string problem = rule.status().message();
+      return invalid(entry(i) + (problem.starts_with('.') ? "" : ": ") + problem);
+    }
     rules.push_back(*std::move(rule));
   }
   config.policy.rules = std::move(rules);

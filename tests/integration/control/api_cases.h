@@ -49,6 +49,9 @@ inline std::vector<ApiCase> api_cases() {
   nlohmann::json bad_link = node;
   bad_link["links"] = {
       {{"peer", 0}, {"goodput_bytes_per_second", 0}, {"rtt_seconds", 0}, {"age_seconds", 0}}};
+  nlohmann::json unknown_codec = node;
+  unknown_codec["codec_speeds"] = {
+      {{"codec", "zip"}, {"encode_bytes_per_second", 1e9}, {"decode_bytes_per_second", 1e9}}};
   nlohmann::json no_address = node;
   no_address.erase("address");
   const std::string settings = R"({"policy":"bandwidth","target_communicate_seconds":0.05})";
@@ -71,6 +74,8 @@ inline std::vector<ApiCase> api_cases() {
        status::unprocessable_entity, "/node"},
       {"ReportZeroGoodput", verb::post, "/v1/nodes", "/v1/nodes", bad_link.dump(),
        status::unprocessable_entity, "/links/0/goodput_bytes_per_second"},
+      {"ReportUnknownCodec", verb::post, "/v1/nodes", "/v1/nodes", unknown_codec.dump(),
+       status::unprocessable_entity, "/codec_speeds/0/codec"},
       {"ReportUnknownMember", verb::post, "/v1/nodes", "/v1/nodes", with(node, "colour", "red"),
        status::bad_request, "/colour"},
       {"ReportOversized", verb::post, "/v1/nodes", "/v1/nodes", oversized_body(),

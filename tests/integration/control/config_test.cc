@@ -61,6 +61,11 @@ extra: {}
   expect_error(config, "extra: unknown section");
 }
 
+TEST(ControlConfigTest, ARuleThatIsNoMappingIsNamedWithItsShape) {
+  expect_error(parse("policy: {rules: [\"*.bias\"]}"),
+               "policy.rules[0]: must be a mapping with glob, codec");
+}
+
 TEST(ControlConfigTest, PolicySettingsAreCheckedByThePolicyEngine) {
   expect_error(parse("policy: {ladder: [none, \"topk:density=2\"]}"), "policy.ladder[1]:");
   expect_error(parse("policy: {traffic_budget: 1.5}"), "policy.traffic_budget:");
