@@ -8,6 +8,11 @@ if(NOT GRADGATE_WITH_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # Ampere and Hopper unless the user chose (CMAKE_CUDA_ARCHITECTURES or CUDAARCHS): set before
+    # enable_language, which would otherwise pick the compiler's default.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+      set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to build for")
+    endif()
     enable_language(CUDA)
     set(GRADGATE_HAVE_CUDA 1)
   elseif(GRADGATE_WITH_CUDA STREQUAL "ON")

@@ -1,53 +1,22 @@
-// Shared plumbing of the CPU codecs: parameters, argument checks common to every encode and
-// decode, frame headers, and uniform error messages that name the codec, tensor and step.
+// The base of the CPU codecs: CodecBase on host and pinned memory, with streams whose residual is
+// host memory; and StreamWith, for codecs that keep more state than a residual.
 #pragma once
 
 #include <memory>
-#include <span>
-#include <string>
 
-#include "gradgate/kernels/codec.h"
-#include "gradgate/kernels/codec_spec.h"
+#include "codec_base.h"
 
 namespace gradgate::kernels::cpu {
 
-class CpuCodec : public Codec {
+class CpuCodec : public CodecBase {
  public:
-  explicit CpuCodec(const CodecParams& params) : params_(params) {}
+  explicit CpuCodec(const CodecParams& params) : CodecBase(params, /*device=*/false) {}
 
-  CodecId id() const final { return params_.id; }
-  std::string spec() const final { return format_codec_spec(params_); }
   /// A Stream with a residual when the codec is lossy and error feedback is on.
-  Result<std::unique_ptr<Stream>> make_stream(const TensorDesc& desc) const override;
-
- protected:
-  const CodecParams& params() const { return params_; }
-  bool keeps_residual() const { return params_.id != CodecId::kNone && params_.error_feedback; }
-
-  /// Checks round, memory kind, gradient length and that `out` holds `frame_bytes`.
-  Status check_encode(int round, const StepContext& ctx, std::span<const float> grad,
-                      const Stream& stream, std::span<std::byte> out, size_t frame_bytes) const;
-  /// Writes this stream's header for `round` (with `flags` and `param`) in front of the payload
-  /// at out[48, frame_bytes) and seals the frame with its CRC. Returns frame_bytes.
-  size_t seal(int round, const StepContext& ctx, const Stream& stream, size_t frame_bytes,
-              std::span<std::byte> out, uint8_t flags = 0, uint32_t param = 0) const;
-  /// The header seal() writes, for codecs that seal block by block (write_frame_header).
-  FrameHeader header_of(int round, const StepContext& ctx, const Stream& stream, size_t frame_bytes,
-                        uint8_t flags = 0, uint32_t param = 0) const;
-  /// Checks that the frame is of this codec and `acc` has its element count.
-  Status check_decode(const FrameView& frame, std::span<float> acc) const;
-  /// Checks that a and b are frames of this codec for the same stream with the same flags and
-  /// payload size, and that `out` holds `frame_bytes`. Params are the codec's to compare.
-  Status check_add(const FrameView& a, const FrameView& b, std::span<std::byte> out,
-                   size_t frame_bytes) const;
-
-  /// kMalformedFrame naming the frame's codec, tensor and step, and what is wrong.
-  static Status malformed(const FrameView& frame, const std::string& what);
-  /// kInvalidArgument for a gradient with `count` NaN or infinite values.
-  static Status nonfinite_gradient(const Stream& stream, size_t count);
-
- private:
-  CodecParams params_;
+  Result<std::unique_ptr<Stream>> make_stream(const TensorDesc& desc) const override {
+    GRADGATE_RETURN_IF_ERROR(check_tensor(desc));
+    return std::unique_ptr<Stream>(std::make_unique<Stream>(desc, keeps_residual()));
+  }
 };
 
 /// Stream with an extra typed state block, for codecs that keep more than a residual.

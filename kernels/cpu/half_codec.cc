@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "codecs.h"
+#include "element_frames.h"
 #include "loops.h"
 
 namespace gradgate::kernels::cpu {
@@ -17,7 +18,7 @@ class HalfCodec final : public CpuCodec {
   bool summable() const override { return true; }
 
   size_t max_frame_bytes(const TensorDesc& desc) const override {
-    return kFrameHeaderBytes + desc.elements * sizeof(uint16_t);
+    return element_frames::half_frame_bytes(desc.elements);
   }
 
   Result<size_t> encode(int round, const StepContext& ctx, std::span<const float> grad,
@@ -71,17 +72,10 @@ class HalfCodec final : public CpuCodec {
   }
 
   Status check_payload(const FrameView& frame) const {
-    if (frame.header.flags != 0 || frame.header.param != 0) {
-      return malformed(frame, "unknown flags or param");
-    }
-    if (frame.payload.size() != frame.header.element_count * sizeof(uint16_t)) {
-      return malformed(frame, "payload is not element_count 16-bit values");
-    }
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_half(frame));
     const auto count_bad = bf16_ ? loops().count_nonfinite_bf16 : loops().count_nonfinite_fp16;
-    if (count_bad(values(frame), frame.header.element_count) != 0) {
-      return malformed(frame, "payload holds NaN or infinite values");
-    }
-    return {};
+    return element_frames::check_finite_values(
+        frame, count_bad(values(frame), frame.header.element_count));
   }
 
   bool bf16_;

@@ -1,7 +1,8 @@
 #include "loops.h"
 
 #include <atomic>
-#include <cmath>
+
+#include "gradgate/kernels/element_rules.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -29,8 +30,7 @@ std::atomic<Isa>& active() {
 void restore_residual(std::span<const float> g, std::span<const float> decoded,
                       std::span<float> e) {
   for (size_t i = 0; i < e.size(); ++i) {
-    const float before = e[i] + (decoded.empty() ? 0.0f : decoded[i]) - g[i];
-    if (std::isfinite(before)) e[i] = before;
+    e[i] = rules::restored_residual(g[i], decoded.empty() ? 0.0f : decoded[i], e[i]);
   }
 }
 

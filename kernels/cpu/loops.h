@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <span>
 
+#include "gradgate/kernels/element_rules.h"
+
 namespace gradgate::kernels::cpu {
 
 /// Statistics of |v| over a pass, where v = g + e.
@@ -75,16 +77,15 @@ struct LoopTable {
   /// Collects (index, e) of every |e| > t, reading e only. Same capacity rule.
   size_t (*scan_select)(const float* e, size_t n, float t, uint32_t* idx, float* val, size_t cap);
 
-  /// qsgd: v = g + e (e may be null); l = min(floor(|v| * levels / scale + u), levels) with u =
-  /// uniform16(word philox_word(i), philox_half(i)) of Philox4x32-7(key, counter = (block lo32,
-  /// block hi32 ^ counter_hi[0], counter_hi[1], 0x51D0)), block = philox_block(i); out = sign(v) l;
-  /// e = v - out * scale / levels. Returns the number of non-finite v (e keeps its value there).
+  /// qsgd: v = g + e (e may be null); out = rules::qsgd_level(v, u, grid) with u the
+  /// rules::qsgd_uniform of element i; e = v - out * scale / levels. Returns the number of
+  /// non-finite v (out is 0 and e keeps its value there).
   size_t (*quantize_i8)(const float* g, float* e, int8_t* out, size_t n, float scale, int levels,
-                        const uint32_t key[2], const uint32_t counter_hi[2]);
+                        const rules::QsgdKey& key);
   size_t (*quantize_i16)(const float* g, float* e, int16_t* out, size_t n, float scale, int levels,
-                         const uint32_t key[2], const uint32_t counter_hi[2]);
+                         const rules::QsgdKey& key);
   size_t (*quantize_i32)(const float* g, float* e, int32_t* out, size_t n, float scale, int levels,
-                         const uint32_t key[2], const uint32_t counter_hi[2]);
+                         const rules::QsgdKey& key);
   /// acc += in * step.
   void (*dequantize_add_i8)(const int8_t* in, float step, float* acc, size_t n);
   void (*dequantize_add_i16)(const int16_t* in, float step, float* acc, size_t n);

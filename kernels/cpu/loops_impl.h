@@ -10,6 +10,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "gradgate/kernels/element_rules.h"
 #include "gradgate/kernels/half.h"
 #include "gradgate/kernels/philox.h"
 #include "loops.h"
@@ -21,7 +22,7 @@
 namespace gradgate::kernels::cpu::GRADGATE_ISA_NS {
 namespace {
 
-inline bool finite(float v) { return std::isfinite(v); }
+using rules::finite;
 
 // ---- plain float loops ---------------------------------------------------------------------
 
@@ -59,18 +60,15 @@ size_t sum_checked(const float* a, const float* b, float* out, size_t n) {
 
 // ---- fp16 / bf16 -----------------------------------------------------------------------------
 
-template <uint16_t (*ToHalf)(float), float (*FromHalf)(uint16_t)>
-size_t encode_half_scalar(const float* g, float* e, uint16_t* out, size_t n, float max) {
+template <typename Format>
+size_t encode_half_scalar(const float* g, float* e, uint16_t* out, size_t n) {
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
     const float v = e ? g[i] + e[i] : g[i];
-    const uint16_t h = ToHalf(std::clamp(v, -max, max));
+    const uint16_t h = rules::half_encode<Format>(v);
     out[i] = h;
-    if (!finite(v)) {
-      ++bad;
-    } else if (e) {
-      e[i] = v - FromHalf(h);
-    }
+    if (e) e[i] = rules::residual_after(v, Format::decode(h), e[i]);
+    bad += !finite(v);
   }
   return bad;
 }
@@ -89,7 +87,8 @@ size_t encode_bf16(const float* g, float* e, uint16_t* out, size_t n) {
     for (int j = 0; j < 2; ++j) {
       const size_t at = i + 8 * static_cast<size_t>(j);
       const __m256 ve = e ? _mm256_loadu_ps(e + at) : _mm256_setzero_ps();
-      const __m256 v = _mm256_add_ps(_mm256_loadu_ps(g + at), ve);
+      const __m256 vg = _mm256_loadu_ps(g + at);
+      const __m256 v = e ? _mm256_add_ps(vg, ve) : vg;  // without a residual, g itself (-0 stays)
       const __m256i u = _mm256_castps_si256(_mm256_min_ps(_mm256_max_ps(v, lowest), highest));
       const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
       const __m256i h = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, odd)), 16);
@@ -105,12 +104,11 @@ size_t encode_bf16(const float* g, float* e, uint16_t* out, size_t n) {
         _mm256_permute4x64_epi64(_mm256_packus_epi32(halves[0], halves[1]), 0xD8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
   }
-  return bad + encode_half_scalar<float_to_bf16, bf16_to_float>(g + i, e ? e + i : nullptr, out + i,
-                                                                n - i, kBf16Max);
+  return bad + encode_half_scalar<rules::Bf16>(g + i, e ? e + i : nullptr, out + i, n - i);
 }
 #else
 size_t encode_bf16(const float* g, float* e, uint16_t* out, size_t n) {
-  return encode_half_scalar<float_to_bf16, bf16_to_float>(g, e, out, n, kBf16Max);
+  return encode_half_scalar<rules::Bf16>(g, e, out, n);
 }
 #endif
 
@@ -123,7 +121,8 @@ size_t encode_fp16(const float* g, float* e, uint16_t* out, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 ve = e ? _mm256_loadu_ps(e + i) : _mm256_setzero_ps();
-    const __m256 v = _mm256_add_ps(_mm256_loadu_ps(g + i), ve);
+    const __m256 vg = _mm256_loadu_ps(g + i);
+    const __m256 v = e ? _mm256_add_ps(vg, ve) : vg;  // without a residual, g itself (-0 stays)
     const __m256 clamped = _mm256_min_ps(_mm256_max_ps(v, lowest), highest);
     const __m128i h = _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
@@ -134,41 +133,42 @@ size_t encode_fp16(const float* g, float* e, uint16_t* out, size_t n) {
       _mm256_storeu_ps(e + i, _mm256_blendv_ps(ve, err, ok));
     }
   }
-  return bad + encode_half_scalar<float_to_fp16, fp16_to_float>(g + i, e ? e + i : nullptr, out + i,
-                                                                n - i, kFp16Max);
+  return bad + encode_half_scalar<rules::Fp16>(g + i, e ? e + i : nullptr, out + i, n - i);
 }
 #else
 size_t encode_fp16(const float* g, float* e, uint16_t* out, size_t n) {
-  return encode_half_scalar<float_to_fp16, fp16_to_float>(g, e, out, n, kFp16Max);
+  return encode_half_scalar<rules::Fp16>(g, e, out, n);
 }
 #endif
 
-size_t count_nonfinite_fp16(const uint16_t* in, size_t n) {
-  // Exponent all ones means infinity or NaN.
+template <typename Format>
+size_t count_nonfinite_half(const uint16_t* in, size_t n) {
   size_t bad = 0;
-  for (size_t i = 0; i < n; ++i) bad += (in[i] & 0x7C00u) == 0x7C00u;
+  for (size_t i = 0; i < n; ++i) bad += !rules::half_finite<Format>(in[i]);
   return bad;
+}
+
+size_t count_nonfinite_fp16(const uint16_t* in, size_t n) {
+  return count_nonfinite_half<rules::Fp16>(in, n);
 }
 
 size_t count_nonfinite_bf16(const uint16_t* in, size_t n) {
-  size_t bad = 0;
-  for (size_t i = 0; i < n; ++i) bad += (in[i] & 0x7F80u) == 0x7F80u;
-  return bad;
+  return count_nonfinite_half<rules::Bf16>(in, n);
 }
 
-template <float (*FromHalf)(uint16_t)>
+template <typename Format>
 void add_half_scalar(const uint16_t* in, float* acc, size_t begin, size_t n) {
-  for (size_t i = begin; i < n; ++i) acc[i] += FromHalf(in[i]);
+  for (size_t i = begin; i < n; ++i) acc[i] += Format::decode(in[i]);
 }
 
-// out = half(a + b); returns how many sums are infinite or NaN (exponent bits `exponent_mask`).
-template <uint16_t (*ToHalf)(float), float (*FromHalf)(uint16_t), uint16_t kExponentMask>
+// out = half(a + b); returns how many sums are infinite or NaN.
+template <typename Format>
 size_t sum_half_scalar(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t begin,
                        size_t n) {
   size_t bad = 0;
   for (size_t i = begin; i < n; ++i) {
-    out[i] = ToHalf(FromHalf(a[i]) + FromHalf(b[i]));
-    bad += (out[i] & kExponentMask) == kExponentMask;
+    out[i] = rules::half_sum<Format>(a[i], b[i]);
+    bad += !rules::half_finite<Format>(out[i]);
   }
   return bad;
 }
@@ -180,7 +180,7 @@ void add_fp16(const uint16_t* in, float* acc, size_t n) {
     const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
     _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), v));
   }
-  add_half_scalar<fp16_to_float>(in, acc, i, n);
+  add_half_scalar<rules::Fp16>(in, acc, i, n);
 }
 
 size_t sum_fp16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
@@ -197,30 +197,31 @@ size_t sum_fp16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
     const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(_mm256_cvtph_ps(h), abs_mask), inf, _CMP_LT_OQ);
     bad += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
   }
-  return bad + sum_half_scalar<float_to_fp16, fp16_to_float, 0x7C00u>(a, b, out, i, n);
+  return bad + sum_half_scalar<rules::Fp16>(a, b, out, i, n);
 }
 #else
 void add_fp16(const uint16_t* in, float* acc, size_t n) {
-  add_half_scalar<fp16_to_float>(in, acc, 0, n);
+  add_half_scalar<rules::Fp16>(in, acc, 0, n);
 }
 
 size_t sum_fp16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
-  return sum_half_scalar<float_to_fp16, fp16_to_float, 0x7C00u>(a, b, out, 0, n);
+  return sum_half_scalar<rules::Fp16>(a, b, out, 0, n);
 }
 #endif
 
 void add_bf16(const uint16_t* in, float* acc, size_t n) {
-  add_half_scalar<bf16_to_float>(in, acc, 0, n);
+  add_half_scalar<rules::Bf16>(in, acc, 0, n);
 }
 
 size_t sum_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, size_t n) {
-  return sum_half_scalar<float_to_bf16, bf16_to_float, 0x7F80u>(a, b, out, 0, n);
+  return sum_half_scalar<rules::Bf16>(a, b, out, 0, n);
 }
 
 // ---- |v| statistics, accumulation and threshold selection -----------------------------------
 
-// Float partial sums are flushed into a double every kBlock elements to keep the sum accurate.
-constexpr size_t kBlock = 4096;
+// Float partial sums are flushed into a double every kBlock elements to keep the sum accurate (the
+// order every implementation of the sum follows, see element_rules.h).
+constexpr size_t kBlock = rules::kSumBlock;
 
 #if defined(__AVX2__)
 // Permutation that moves the lanes selected by an 8-bit mask to the front, for every mask.
@@ -526,23 +527,13 @@ size_t scan_select(const float* e, size_t n, float t, uint32_t* idx, float* val,
 
 // ---- qsgd ------------------------------------------------------------------------------------
 
-// Stochastic rounding draws from Philox4x32-7 (see philox.h).
-constexpr int kQsgdPhiloxRounds = 7;
-
-inline Philox4 qsgd_bits(uint64_t block, const uint32_t key[2], const uint32_t counter_hi[2]) {
-  return philox4x32<kQsgdPhiloxRounds>(
-      {{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32) ^ counter_hi[0],
-        counter_hi[1], 0x51D0u}},
-      key[0], key[1]);
-}
+using rules::kQsgdPhiloxRounds;
 
 // Elements [begin, end) one at a time; the reference for the vector path.
 template <typename Int>
 size_t quantize_scalar(const float* g, float* e, Int* out, size_t begin, size_t end, float scale,
-                       int levels, const uint32_t key[2], const uint32_t counter_hi[2]) {
-  const float to_levels = scale > 0.0f ? static_cast<float>(levels) / scale : 0.0f;
-  const float to_value = scale / static_cast<float>(levels);
-  const float max_level = static_cast<float>(levels);
+                       int levels, const rules::QsgdKey& key) {
+  const rules::QsgdGrid grid = rules::qsgd_grid(scale, levels);
   size_t bad = 0;
   for (size_t i = begin; i < end; ++i) {
     const float v = e ? g[i] + e[i] : g[i];
@@ -551,12 +542,10 @@ size_t quantize_scalar(const float* g, float* e, Int* out, size_t begin, size_t 
       out[i] = 0;
       continue;
     }
-    const float u =
-        uniform16(qsgd_bits(philox_block(i), key, counter_hi).v[philox_word(i)], philox_half(i));
-    const float level = std::min(std::floor(std::fabs(v) * to_levels + u), max_level);
-    const Int q = static_cast<Int>(v < 0.0f ? -level : level);
-    out[i] = q;
-    if (e) e[i] = v - static_cast<float>(q) * to_value;
+    const float u = rules::qsgd_uniform(rules::qsgd_bits(philox_block(i), key), i);
+    const int32_t q = rules::qsgd_level(v, u, grid);
+    out[i] = static_cast<Int>(q);
+    if (e) e[i] = v - rules::qsgd_value(q, grid.to_value);
   }
   return bad;
 }
@@ -572,17 +561,16 @@ inline void mulhilo8(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
 
 // Philox4x32 (kQsgdPhiloxRounds) on 8 consecutive blocks at once; r[j] lane L = word j of block
 // first + L.
-inline void philox8(uint64_t first, const uint32_t key[2], const uint32_t counter_hi[2],
-                    __m256i r[4]) {
+inline void philox8(uint64_t first, const rules::QsgdKey& k, __m256i r[4]) {
   __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first))),
                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   __m256i c1 =
-      _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first >> 32) ^ counter_hi[0]));
-  __m256i c2 = _mm256_set1_epi32(static_cast<int>(counter_hi[1]));
+      _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first >> 32) ^ k.counter_hi[0]));
+  __m256i c2 = _mm256_set1_epi32(static_cast<int>(k.counter_hi[1]));
   __m256i c3 = _mm256_set1_epi32(0x51D0);
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  uint32_t k0 = key[0], k1 = key[1];
+  uint32_t k0 = k.key[0], k1 = k.key[1];
   for (int round = 0; round < kQsgdPhiloxRounds; ++round) {
     __m256i hi0, lo0, hi1, lo1;
     mulhilo8(c0, m0, hi0, lo0);
@@ -621,7 +609,7 @@ inline void store_levels(const __m256i q[4], Int* out) {
 
 template <typename Int>
 size_t quantize(const float* g, float* e, Int* out, size_t n, float scale, int levels,
-                const uint32_t key[2], const uint32_t counter_hi[2]) {
+                const rules::QsgdKey& key) {
   const __m256 to_levels = _mm256_set1_ps(scale > 0.0f ? static_cast<float>(levels) / scale : 0.0f);
   const __m256 to_value = _mm256_set1_ps(scale / static_cast<float>(levels));
   const __m256 max_level = _mm256_set1_ps(static_cast<float>(levels));
@@ -633,7 +621,7 @@ size_t quantize(const float* g, float* e, Int* out, size_t n, float scale, int l
   size_t base = 0;
   for (; base + 64 <= n; base += 64) {
     __m256i bits[4];
-    philox8(philox_block(base), key, counter_hi, bits);
+    philox8(philox_block(base), key, bits);
     __m256i q[8];
     for (int s = 0; s < 8; ++s) {  // element base + 8s + lane: word s / 2, half s % 2
       const size_t i = base + 8 * static_cast<size_t>(s);
@@ -659,32 +647,32 @@ size_t quantize(const float* g, float* e, Int* out, size_t n, float scale, int l
     store_levels(q, out + base);
     store_levels(q + 4, out + base + 32);
   }
-  return bad + quantize_scalar(g, e, out, base, n, scale, levels, key, counter_hi);
+  return bad + quantize_scalar(g, e, out, base, n, scale, levels, key);
 }
 #else
 template <typename Int>
 size_t quantize(const float* g, float* e, Int* out, size_t n, float scale, int levels,
-                const uint32_t key[2], const uint32_t counter_hi[2]) {
-  return quantize_scalar(g, e, out, 0, n, scale, levels, key, counter_hi);
+                const rules::QsgdKey& key) {
+  return quantize_scalar(g, e, out, 0, n, scale, levels, key);
 }
 #endif
 
 size_t quantize_i8(const float* g, float* e, int8_t* out, size_t n, float scale, int levels,
-                   const uint32_t key[2], const uint32_t counter_hi[2]) {
-  return quantize(g, e, out, n, scale, levels, key, counter_hi);
+                   const rules::QsgdKey& key) {
+  return quantize(g, e, out, n, scale, levels, key);
 }
 size_t quantize_i16(const float* g, float* e, int16_t* out, size_t n, float scale, int levels,
-                    const uint32_t key[2], const uint32_t counter_hi[2]) {
-  return quantize(g, e, out, n, scale, levels, key, counter_hi);
+                    const rules::QsgdKey& key) {
+  return quantize(g, e, out, n, scale, levels, key);
 }
 size_t quantize_i32(const float* g, float* e, int32_t* out, size_t n, float scale, int levels,
-                    const uint32_t key[2], const uint32_t counter_hi[2]) {
-  return quantize(g, e, out, n, scale, levels, key, counter_hi);
+                    const rules::QsgdKey& key) {
+  return quantize(g, e, out, n, scale, levels, key);
 }
 
 template <typename Int>
 void dequantize_add(const Int* in, float step, float* acc, size_t n) {
-  for (size_t i = 0; i < n; ++i) acc[i] += static_cast<float>(in[i]) * step;
+  for (size_t i = 0; i < n; ++i) acc[i] += rules::qsgd_value(in[i], step);
 }
 
 template <typename Int>
@@ -699,7 +687,7 @@ uint32_t max_abs(const Int* in, size_t n) {
 
 template <typename Int>
 void sum_ints(const Int* a, const Int* b, Int* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = static_cast<Int>(a[i] + b[i]);
+  for (size_t i = 0; i < n; ++i) out[i] = rules::qsgd_sum(a[i], b[i]);
 }
 
 // ---- sign ------------------------------------------------------------------------------------
@@ -712,13 +700,10 @@ size_t encode_sign(const float* g, float* e, uint8_t* out, size_t n, float scale
     for (size_t lane = 0; lane < lanes; ++lane) {
       const size_t i = byte * 8 + lane;
       const float v = e ? g[i] + e[i] : g[i];
-      const bool positive = v >= 0.0f;
+      const bool positive = rules::sign_bit(v);
       bits = static_cast<uint8_t>(bits | (positive << lane));
-      if (!finite(v)) {
-        ++bad;
-      } else if (e) {
-        e[i] = v - (positive ? scale : -scale);
-      }
+      if (e) e[i] = rules::residual_after(v, rules::sign_value(positive, scale), e[i]);
+      bad += !finite(v);
     }
     out[byte] = bits;
   }
@@ -726,7 +711,8 @@ size_t encode_sign(const float* g, float* e, uint8_t* out, size_t n, float scale
 }
 
 void add_sign_scalar(const uint8_t* in, float scale, float* acc, size_t begin, size_t n) {
-  for (size_t i = begin; i < n; ++i) acc[i] += ((in[i / 8] >> (i % 8)) & 1u) ? scale : -scale;
+  for (size_t i = begin; i < n; ++i)
+    acc[i] += rules::sign_value((in[i / 8] >> (i % 8)) & 1u, scale);
 }
 
 #if defined(__AVX2__)

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "codecs.h"
+#include "element_frames.h"
 #include "gradgate/kernels/crc32c.h"
 #include "loops.h"
 
@@ -21,7 +22,7 @@ class NoneCodec final : public CpuCodec {
   bool summable() const override { return true; }
 
   size_t max_frame_bytes(const TensorDesc& desc) const override {
-    return kFrameHeaderBytes + desc.elements * sizeof(float);
+    return element_frames::none_frame_bytes(desc.elements);
   }
 
   Result<size_t> encode(int round, const StepContext& ctx, std::span<const float> grad,
@@ -44,7 +45,7 @@ class NoneCodec final : public CpuCodec {
     GRADGATE_RETURN_IF_ERROR(check_encode(round, ctx, grad, stream, out, bytes));
     const FrameHeader header = header_of(round, ctx, stream, bytes);
     GRADGATE_RETURN_IF_ERROR(check_same_stream(header, other.header));
-    GRADGATE_RETURN_IF_ERROR(check_layout(other));
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_none(other));
     const float* theirs = values(other);
     const size_t bad = write_sealed(header, out, [&](size_t offset, size_t count, float* payload) {
       return loops().sum_checked(grad.data() + offset, theirs + offset, payload, count);
@@ -58,11 +59,9 @@ class NoneCodec final : public CpuCodec {
 
   Status decode(const FrameView& frame, const Stream*, std::span<float> out) const override {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, out));
-    GRADGATE_RETURN_IF_ERROR(check_layout(frame));
-    if (loops().copy_checked(values(frame), out.data(), out.size()) != 0) {
-      return malformed(frame, "payload holds NaN or infinite values");
-    }
-    return {};
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_none(frame));
+    return element_frames::check_finite_values(
+        frame, loops().copy_checked(values(frame), out.data(), out.size()));
   }
 
   Status decode_accumulate(const FrameView& frame, const Stream*,
@@ -77,8 +76,8 @@ class NoneCodec final : public CpuCodec {
                             std::span<std::byte> out) const override {
     const size_t bytes = kFrameHeaderBytes + a.payload.size();
     GRADGATE_RETURN_IF_ERROR(check_add(a, b, out, bytes));
-    GRADGATE_RETURN_IF_ERROR(check_layout(a));
-    GRADGATE_RETURN_IF_ERROR(check_layout(b));
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_none(a));
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_none(b));
     const size_t bad =
         write_sealed(a.header, out, [&](size_t offset, size_t count, float* payload) {
           return loops().sum_checked(values(a) + offset, values(b) + offset, payload, count);
@@ -110,22 +109,10 @@ class NoneCodec final : public CpuCodec {
     return bad;
   }
 
-  static Status check_layout(const FrameView& frame) {
-    if (frame.header.flags != 0 || frame.header.param != 0) {
-      return malformed(frame, "unknown flags or param");
-    }
-    if (frame.payload.size() != frame.header.element_count * sizeof(float)) {
-      return malformed(frame, "payload is not element_count fp32 values");
-    }
-    return {};
-  }
-
   static Status check_payload(const FrameView& frame) {
-    GRADGATE_RETURN_IF_ERROR(check_layout(frame));
-    if (loops().count_nonfinite(values(frame), frame.header.element_count) != 0) {
-      return malformed(frame, "payload holds NaN or infinite values");
-    }
-    return {};
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_none(frame));
+    return element_frames::check_finite_values(
+        frame, loops().count_nonfinite(values(frame), frame.header.element_count));
   }
 };
 

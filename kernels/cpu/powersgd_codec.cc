@@ -159,10 +159,7 @@ class PowersgdCodec final : public CpuCodec {
   int rounds() const override { return 2; }
 
   Result<std::unique_ptr<Stream>> make_stream(const TensorDesc& desc) const override {
-    if (desc.elements == 0 || desc.elements > kMaxFrameElements) {
-      return Status(ErrorCode::kInvalidArgument, "tensor of " + std::to_string(desc.elements) +
-                                                     " elements is out of range [1, 2^32)");
-    }
+    GRADGATE_RETURN_IF_ERROR(check_tensor(desc));
     auto shape = matrix_shape(desc);
     if (!shape.ok()) return shape.status();
     const size_t rank = rank_for(*shape);

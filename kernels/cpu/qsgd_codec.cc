@@ -8,34 +8,20 @@
 //
 // Payload: [f32 scale][n integers of 1, 2 or 4 bytes]
 // param:   bits (bits 0-7) | headroom bits (8-15) | summands, the frames summed into it (16-31)
-#include <bit>
 #include <cmath>
 #include <vector>
 
 #include "codecs.h"
-#include "gradgate/kernels/philox.h"
-#include "loops.h"
+#include "element_frames.h"
+#include "gradgate/kernels/element_rules.h"
 #include "gradgate/kernels/wire_io.h"
+#include "loops.h"
 
 namespace gradgate::kernels::cpu {
 namespace {
 
-struct QsgdLayout {
-  int bits = 0;
-  int headroom = 0;
-  uint32_t summands = 0;
-
-  int levels() const { return (1 << bits) - 1; }
-  size_t width() const { return qsgd_level_bytes(bits, headroom); }
-  uint32_t param() const {
-    return static_cast<uint32_t>(bits) | static_cast<uint32_t>(headroom) << 8 | summands << 16;
-  }
-  static QsgdLayout from_param(uint32_t param) {
-    return {static_cast<int>(param & 0xFF), static_cast<int>((param >> 8) & 0xFF), param >> 16};
-  }
-};
-
-constexpr size_t kScaleBytes = 4;
+using element_frames::kScaleBytes;
+using element_frames::QsgdLayout;
 
 class QsgdCodec final : public CpuCodec {
  public:
@@ -53,7 +39,7 @@ class QsgdCodec final : public CpuCodec {
   }
 
   size_t max_frame_bytes(const TensorDesc& desc) const override {
-    return kFrameHeaderBytes + kScaleBytes + desc.elements * layout_.width();
+    return element_frames::qsgd_frame_bytes(layout_, desc.elements);
   }
 
   Result<size_t> encode(int round, const StepContext& ctx, std::span<const float> grad,
@@ -66,24 +52,23 @@ class QsgdCodec final : public CpuCodec {
     wire::store<float>(payload, scale);
     void* ints = payload + kScaleBytes;
     float* residual = stream.residual().empty() ? nullptr : stream.residual().data();
-    const uint64_t key = mix64(ctx.job_seed ^ (static_cast<uint64_t>(ctx.worker) << 32 | 0x9E37u));
-    const uint32_t key_words[2] = {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32)};
-    const uint32_t counter_hi[2] = {stream.desc().tensor_id, static_cast<uint32_t>(ctx.step)};
+    const rules::QsgdKey key =
+        rules::qsgd_key(ctx.job_seed, ctx.worker, stream.desc().tensor_id, ctx.step);
     const size_t n = grad.size();
     const int levels = layout_.levels();
     size_t bad = 0;
     switch (layout_.width()) {
       case 1:
         bad = loops().quantize_i8(grad.data(), residual, static_cast<int8_t*>(ints), n, scale,
-                                  levels, key_words, counter_hi);
+                                  levels, key);
         break;
       case 2:
         bad = loops().quantize_i16(grad.data(), residual, static_cast<int16_t*>(ints), n, scale,
-                                   levels, key_words, counter_hi);
+                                   levels, key);
         break;
       default:
         bad = loops().quantize_i32(grad.data(), residual, static_cast<int32_t*>(ints), n, scale,
-                                   levels, key_words, counter_hi);
+                                   levels, key);
         break;
     }
     if (bad != 0) {
@@ -114,18 +99,9 @@ class QsgdCodec final : public CpuCodec {
     if (!la.ok()) return la.status();
     auto lb = check_payload(b);
     if (!lb.ok()) return lb.status();
-    if (la->bits != lb->bits || la->headroom != lb->headroom ||
-        std::bit_cast<uint32_t>(scale_of(a)) != std::bit_cast<uint32_t>(scale_of(b))) {
-      return Status(ErrorCode::kIncompatible, spec() + ": frames differ in bits or scale");
-    }
-    QsgdLayout sum = *la;
-    sum.summands = la->summands + lb->summands;
-    if (sum.summands > (1u << sum.headroom)) {
-      return Status(ErrorCode::kResourceExhausted, spec() + ": summing " +
-                                                       std::to_string(sum.summands) +
-                                                       " frames exceeds the reserved headroom of " +
-                                                       std::to_string(sum.headroom) + " bits");
-    }
+    auto summed = element_frames::qsgd_sum_layout(spec(), *la, *lb, scale_of(a), scale_of(b));
+    if (!summed.ok()) return summed.status();
+    const QsgdLayout& sum = *summed;
     FrameHeader h = a.header;
     h.param = sum.param();
     std::byte* payload = out.data() + kFrameHeaderBytes;
@@ -182,27 +158,11 @@ class QsgdCodec final : public CpuCodec {
   }
 
   static Result<QsgdLayout> check_payload(const FrameView& frame) {
-    if (frame.header.flags != 0) return malformed(frame, "unknown flags");
-    const QsgdLayout layout = QsgdLayout::from_param(frame.header.param);
-    if (layout.bits < 1 || layout.bits > 15 || layout.headroom > 16 ||
-        layout.bits + 1 + layout.headroom > 32) {
-      return malformed(frame, "bit widths out of range");
-    }
-    if (layout.summands < 1 || layout.summands > (1u << layout.headroom)) {
-      return malformed(frame, "summand count exceeds the reserved headroom");
-    }
-    const uint64_t n = frame.header.element_count;
-    if (frame.payload.size() != kScaleBytes + n * layout.width()) {
-      return malformed(frame, "payload is not a scale and element_count integers");
-    }
-    const float scale = scale_of(frame);
-    if (!std::isfinite(scale) || scale < 0.0f)
-      return malformed(frame, "scale is NaN, infinite or negative");
-    const uint64_t bound =
-        static_cast<uint64_t>(layout.summands) * static_cast<uint64_t>(layout.levels());
-    if (max_abs(layout, frame.payload.data() + kScaleBytes, n) > bound) {
-      return malformed(frame, "a level exceeds summands * (2^bits - 1)");
-    }
+    auto layout = element_frames::check_qsgd(frame);
+    if (!layout.ok()) return layout;
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_qsgd_values(
+        frame, *layout, scale_of(frame),
+        max_abs(*layout, frame.payload.data() + kScaleBytes, frame.header.element_count)));
     return layout;
   }
 

@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "codecs.h"
-#include "loops.h"
+#include "element_frames.h"
 #include "gradgate/kernels/wire_io.h"
+#include "loops.h"
 
 namespace gradgate::kernels::cpu {
 namespace {
 
-constexpr size_t kScaleBytes = 4;
+using element_frames::kScaleBytes;
 
 class SignCodec final : public CpuCodec {
  public:
@@ -22,7 +23,7 @@ class SignCodec final : public CpuCodec {
   bool summable() const override { return false; }
 
   size_t max_frame_bytes(const TensorDesc& desc) const override {
-    return kFrameHeaderBytes + kScaleBytes + (desc.elements + 7) / 8;
+    return element_frames::sign_frame_bytes(desc.elements);
   }
 
   Result<size_t> encode(int round, const StepContext& ctx, std::span<const float> grad,
@@ -49,21 +50,11 @@ class SignCodec final : public CpuCodec {
   Status decode_accumulate(const FrameView& frame, const Stream*,
                            std::span<float> acc) const override {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, acc));
-    const uint64_t n = frame.header.element_count;
-    if (frame.header.flags != 0 || frame.header.param != 0) {
-      return malformed(frame, "unknown flags or param");
-    }
-    if (frame.payload.size() != kScaleBytes + (n + 7) / 8) {
-      return malformed(frame, "payload is not a scale and ceil(n/8) sign bytes");
-    }
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_sign(frame));
     const float scale = wire::load<float>(frame.payload.data());
-    if (!std::isfinite(scale) || scale < 0.0f) {
-      return malformed(frame, "scale is NaN, infinite or negative");
-    }
     const auto* bits = reinterpret_cast<const uint8_t*>(frame.payload.data() + kScaleBytes);
-    if (n % 8 != 0 && (bits[n / 8] >> (n % 8)) != 0) {
-      return malformed(frame, "padding bits after the last element are set");
-    }
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_sign_values(
+        frame, scale, bits[frame.payload.size() - kScaleBytes - 1]));
     loops().add_sign(bits, scale, acc.data(), acc.size());
     return {};
   }

@@ -3,6 +3,8 @@
 #include <array>
 #include <cstring>
 
+#include "gradgate/kernels/crc32c_combine.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -10,21 +12,15 @@
 namespace gradgate::kernels {
 namespace {
 
-constexpr uint32_t kPolynomial = 0x82F63B78u;  // reflected Castagnoli polynomial
-
 constexpr std::array<uint32_t, 256> make_table() {
   std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int bit = 0; bit < 8; ++bit) c = (c & 1) ? (c >> 1) ^ kPolynomial : c >> 1;
-    table[i] = c;
-  }
+  for (uint32_t i = 0; i < 256; ++i) table[i] = crc32c_table_entry(i);
   return table;
 }
 constexpr auto kTable = make_table();
 
 uint32_t extend_table(uint32_t crc, const unsigned char* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) crc = kTable[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  for (size_t i = 0; i < n; ++i) crc = crc32c_step(kTable.data(), crc, p[i]);
   return crc;
 }
 
@@ -32,35 +28,18 @@ uint32_t extend_table(uint32_t crc, const unsigned char* p, size_t n) {
 // The crc32 instruction has a latency of three cycles and a throughput of one, so three
 // independent streams over adjacent blocks run three times faster than one. The CRC of the whole
 // is then the first stream's register carried over the other two blocks (multiplied by x^(8B) mod
-// P, the effect of B zero bytes, a linear map applied with four byte tables) xor the others.
+// P, the effect of B zero bytes, see crc32c_combine.h) xor the others.
 constexpr size_t kStreamBlock = 8192;
 
-// Applies the 32x32 GF(2) matrix `matrix` (column n = image of bit n) to `vector`.
-uint32_t gf2_apply(const std::array<uint32_t, 32>& matrix, uint32_t vector) {
-  uint32_t sum = 0;
-  for (int bit = 0; vector != 0; ++bit, vector >>= 1) {
-    if (vector & 1) sum ^= matrix[bit];
-  }
-  return sum;
-}
-
-std::array<uint32_t, 32> gf2_square(const std::array<uint32_t, 32>& matrix) {
-  std::array<uint32_t, 32> square{};
-  for (int n = 0; n < 32; ++n) square[n] = gf2_apply(matrix, matrix[n]);
-  return square;
-}
-
-// Byte tables of the map "append `bytes` zero bytes" on a raw CRC register (bytes: a power of 2).
+// Byte tables of the map "append `bytes` zero bytes" on a raw CRC register: multiplying by a
+// constant is linear, so the images of the four bytes of the register xor together.
 struct ZerosShift {
   std::array<std::array<uint32_t, 256>, 4> table{};
 
   explicit ZerosShift(size_t bytes) {
-    std::array<uint32_t, 32> op{};  // one zero bit
-    op[0] = kPolynomial;
-    for (int n = 1; n < 32; ++n) op[n] = 1u << (n - 1);
-    for (size_t bits = 1; bits < 8 * bytes; bits *= 2) op = gf2_square(op);
+    const uint32_t power = crc32c_zeros(bytes);
     for (uint32_t n = 0; n < 256; ++n) {
-      for (int byte = 0; byte < 4; ++byte) table[byte][n] = gf2_apply(op, n << (8 * byte));
+      for (int byte = 0; byte < 4; ++byte) table[byte][n] = crc32c_multiply(n << (8 * byte), power);
     }
   }
   uint32_t operator()(uint32_t crc) const {

@@ -293,5 +293,35 @@ TEST(CodecSpecTest, MakeCpuCodecRejectsAnUnknownId) {
   EXPECT_EQ(codec.status().code(), ErrorCode::kInvalidArgument);
 }
 
+TEST(CodecSpecTest, MakeCodecForPicksTheCpuCodecForHostMemory) {
+  for (MemoryKind memory : {MemoryKind::kHost, MemoryKind::kPinned}) {
+    auto codec = make_codec_for(parse_codec_spec("fp16").value(), memory);
+    ASSERT_TRUE(codec.ok()) << codec.status().to_string();
+    auto stream = (*codec)->make_stream({.elements = 4});
+    ASSERT_TRUE(stream.ok());
+    std::vector<float> grad = {1.0f, -2.0f, 0.5f, 0.0f};
+    std::vector<std::byte> out((*codec)->max_frame_bytes((*stream)->desc()));
+    StepContext ctx;
+    ctx.memory = memory;
+    EXPECT_TRUE((*codec)->encode(0, ctx, grad, **stream, out).ok());  // reads host memory
+    EXPECT_EQ((*stream)->residual().size(), grad.size());
+  }
+}
+
+TEST(CodecSpecTest, MakeCodecForDeviceMemoryIsTheCudaCodecOrUnsupported) {
+  // Without CUDA in the build, or without a device, kUnsupported says so; topk has no CUDA codec.
+  auto fp16 = make_codec_for(parse_codec_spec("fp16").value(), MemoryKind::kDevice);
+  if (!fp16.ok()) {
+    EXPECT_EQ(fp16.status().code(), ErrorCode::kUnsupported);
+    EXPECT_NE(fp16.status().message().find("fp16"), std::string::npos);
+  }
+  auto topk = make_codec_for(parse_codec_spec("topk").value(), MemoryKind::kDevice);
+  ASSERT_FALSE(topk.ok());
+  EXPECT_EQ(topk.status().code(), ErrorCode::kUnsupported);
+  auto invalid = make_codec_for({.id = CodecId::kQsgd, .bits = 0}, MemoryKind::kDevice);
+  ASSERT_FALSE(invalid.ok());
+  EXPECT_EQ(invalid.status().code(), ErrorCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gradgate::kernels

@@ -24,8 +24,8 @@
 #include "gradgate/kernels/frame.h"
 #include "gradgate/kernels/half.h"
 #include "gradgate/kernels/status.h"
-#include "gradient_data.h"
 #include "gradgate/kernels/wire_io.h"
+#include "gradient_data.h"
 
 namespace gradgate::kernels {
 namespace {

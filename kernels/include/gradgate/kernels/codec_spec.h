@@ -60,7 +60,17 @@ std::string format_codec_spec(const CodecParams& params);
 /// kInvalidArgument when a parameter is out of its range.
 Status validate_codec_params(const CodecParams& params);
 
-/// Makes the CPU implementation of the codec.
+/// Makes the CPU implementation of the codec: it encodes and decodes host (or pinned) memory.
 Result<std::unique_ptr<Codec>> make_cpu_codec(const CodecParams& params);
+
+/// Makes the CUDA implementation of the codec: it encodes and decodes device memory, on the
+/// device current when its streams are made. kUnsupported when this build has no CUDA, when no
+/// CUDA device is usable, and for codecs without a CUDA implementation yet (topk, randomk,
+/// powersgd).
+Result<std::unique_ptr<Codec>> make_cuda_codec(const CodecParams& params);
+
+/// The implementation for buffers in `memory`: the CPU codec for kHost and kPinned, the CUDA codec
+/// for kDevice (with make_cuda_codec's errors).
+Result<std::unique_ptr<Codec>> make_codec_for(const CodecParams& params, MemoryKind memory);
 
 }  // namespace gradgate::kernels

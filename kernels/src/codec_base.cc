@@ -1,24 +1,28 @@
-#include "cpu_codec.h"
+#include "codec_base.h"
 
-namespace gradgate::kernels::cpu {
+#include "element_frames.h"
 
-Result<std::unique_ptr<Stream>> CpuCodec::make_stream(const TensorDesc& desc) const {
+namespace gradgate::kernels {
+
+Status CodecBase::check_tensor(const TensorDesc& desc) {
   if (desc.elements == 0 || desc.elements > kMaxFrameElements) {
     return Status(ErrorCode::kInvalidArgument, "tensor of " + std::to_string(desc.elements) +
                                                    " elements is out of range [1, 2^32)");
   }
-  return std::unique_ptr<Stream>(std::make_unique<Stream>(desc, keeps_residual()));
+  return {};
 }
 
-Status CpuCodec::check_encode(int round, const StepContext& ctx, std::span<const float> grad,
-                              const Stream& stream, std::span<std::byte> out,
-                              size_t frame_bytes) const {
+Status CodecBase::check_encode(int round, const StepContext& ctx, std::span<const float> grad,
+                               const Stream& stream, std::span<std::byte> out,
+                               size_t frame_bytes) const {
   if (round < 0 || round >= rounds()) {
     return Status(ErrorCode::kInvalidArgument,
                   spec() + ": round " + std::to_string(round) + " is out of range");
   }
-  if (ctx.memory == MemoryKind::kDevice) {
-    return Status(ErrorCode::kUnsupported, spec() + ": the CPU codec cannot read device memory");
+  if ((ctx.memory == MemoryKind::kDevice) != device_) {
+    return Status(ErrorCode::kUnsupported,
+                  spec() + (device_ ? ": the CUDA codec reads only device memory"
+                                    : ": the CPU codec cannot read device memory"));
   }
   if (grad.size() != stream.desc().elements) {
     return Status(ErrorCode::kInvalidArgument, spec() + ": gradient has " +
@@ -34,8 +38,8 @@ Status CpuCodec::check_encode(int round, const StepContext& ctx, std::span<const
   return {};
 }
 
-FrameHeader CpuCodec::header_of(int round, const StepContext& ctx, const Stream& stream,
-                                size_t frame_bytes, uint8_t flags, uint32_t param) const {
+FrameHeader CodecBase::header_of(int round, const StepContext& ctx, const Stream& stream,
+                                 size_t frame_bytes, uint8_t flags, uint32_t param) const {
   FrameHeader h;
   h.codec = params_.id;
   h.round = static_cast<uint8_t>(round);
@@ -50,13 +54,13 @@ FrameHeader CpuCodec::header_of(int round, const StepContext& ctx, const Stream&
   return h;
 }
 
-size_t CpuCodec::seal(int round, const StepContext& ctx, const Stream& stream, size_t frame_bytes,
-                      std::span<std::byte> out, uint8_t flags, uint32_t param) const {
+size_t CodecBase::seal(int round, const StepContext& ctx, const Stream& stream, size_t frame_bytes,
+                       std::span<std::byte> out, uint8_t flags, uint32_t param) const {
   seal_frame(header_of(round, ctx, stream, frame_bytes, flags, param), out);
   return frame_bytes;
 }
 
-Status CpuCodec::check_decode(const FrameView& frame, std::span<float> acc) const {
+Status CodecBase::check_decode(const FrameView& frame, std::span<float> acc) const {
   if (frame.header.codec != params_.id) {
     return Status(
         ErrorCode::kIncompatible,
@@ -71,8 +75,8 @@ Status CpuCodec::check_decode(const FrameView& frame, std::span<float> acc) cons
   return {};
 }
 
-Status CpuCodec::check_add(const FrameView& a, const FrameView& b, std::span<std::byte> out,
-                           size_t frame_bytes) const {
+Status CodecBase::check_add(const FrameView& a, const FrameView& b, std::span<std::byte> out,
+                            size_t frame_bytes) const {
   if (a.header.codec != params_.id) {
     return Status(ErrorCode::kIncompatible,
                   spec() + ": cannot add " + std::string(codec_name(a.header.codec)) + " frames");
@@ -89,19 +93,15 @@ Status CpuCodec::check_add(const FrameView& a, const FrameView& b, std::span<std
   return {};
 }
 
-Status CpuCodec::malformed(const FrameView& frame, const std::string& what) {
-  return Status(ErrorCode::kMalformedFrame, std::string(codec_name(frame.header.codec)) +
-                                                " frame (job " +
-                                                std::to_string(frame.header.job_id) + ", tensor " +
-                                                std::to_string(frame.header.tensor_id) + ", step " +
-                                                std::to_string(frame.header.step) + "): " + what);
+Status CodecBase::malformed(const FrameView& frame, const std::string& what) {
+  return malformed_frame(frame, what);
 }
 
-Status CpuCodec::nonfinite_gradient(const Stream& stream, size_t count) {
+Status CodecBase::nonfinite_gradient(const Stream& stream, size_t count) {
   return Status(ErrorCode::kInvalidArgument,
                 "gradient of tensor " + std::to_string(stream.desc().tensor_id) + " (job " +
                     std::to_string(stream.desc().job_id) + ") has " + std::to_string(count) +
                     " NaN or infinite values; nothing was encoded");
 }
 
-}  // namespace gradgate::kernels::cpu
+}  // namespace gradgate::kernels

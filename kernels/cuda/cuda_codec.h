@@ -1,0 +1,74 @@
+// The base of the CUDA codecs: CodecBase on device memory, with DeviceStreams, and the steps every
+// device encode, decode and add shares. Every call is synchronous: it enqueues its kernels, waits
+// for them and returns their outcome. encode runs on ctx.cuda_stream; decode, decode_accumulate
+// and add_frames, which get no StepContext, on the calling thread's default stream
+// (cudaStreamPerThread). Buffers are device memory; frames must be 4-byte aligned.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+
+#include "codec_base.h"
+#include "gradgate/kernels/cuda/device_stream.h"
+#include "launch.h"
+#include "scratch.h"
+
+namespace gradgate::kernels::cuda {
+
+class CudaCodec : public CodecBase {
+ public:
+  explicit CudaCodec(const CodecParams& params) : CodecBase(params, /*device=*/true) {}
+
+  /// A DeviceStream, with a residual when the codec is lossy and error feedback is on.
+  Result<std::unique_ptr<Stream>> make_stream(const TensorDesc& desc) const override;
+  /// encode() into a temporary device frame, then add_frames(): codecs whose encode is more than
+  /// a copy gain nothing from fusing the two.
+  Result<size_t> encode_add(int round, const StepContext& ctx, std::span<const float> grad,
+                            Stream& stream, const FrameView& other,
+                            std::span<std::byte> out) const override;
+
+ protected:
+  /// Where one device operation runs: its CUDA stream and the thread's scratch, tally zeroed.
+  struct Call {
+    cudaStream_t cuda;
+    Scratch* scratch;
+    Tally* tally() const { return scratch->device_tally(); }
+  };
+
+  /// An encode after the checks every encode makes.
+  struct Encode : Call {
+    DeviceStream* stream;
+    float* residual;  // nullptr without one
+    FrameHeader header;
+    CrcSink sink;  // the body: the payload after `prefix_bytes`
+  };
+
+  /// CodecBase::check_encode, a stream of a CUDA codec, a 4-byte aligned `out`; then the header of
+  /// a frame of `frame_bytes` with `param` and the sink of its body.
+  Result<Encode> begin_encode(int round, const StepContext& ctx, std::span<const float> grad,
+                              Stream& stream, std::span<std::byte> out, size_t frame_bytes,
+                              size_t prefix_bytes, uint32_t param = 0) const;
+  /// A decode or add on the calling thread's default stream.
+  static Result<Call> begin_call();
+  /// The sink for a frame being written at `out` whose payload starts with `prefix_bytes`.
+  static Result<CrcSink> crc_sink(std::span<std::byte> out, const FrameHeader& header,
+                                  size_t prefix_bytes);
+  /// kInvalidArgument unless the frame's payload (and so the frame) is 4-byte aligned.
+  Status check_aligned(const FrameView& frame) const;
+  /// kInvalidArgument unless `out` is 4-byte aligned.
+  Status check_aligned(std::span<std::byte> out) const;
+
+  template <typename T>
+  static const T* payload_at(const FrameView& frame, size_t offset = 0) {
+    return reinterpret_cast<const T*>(frame.payload.data() + offset);
+  }
+  template <typename T>
+  static T* frame_at(std::span<std::byte> out, size_t offset) {
+    return reinterpret_cast<T*>(out.data() + offset);
+  }
+};
+
+}  // namespace gradgate::kernels::cuda

@@ -1,0 +1,46 @@
+// Device helpers shared by the kernels: warp-wide tallies into a Tally, and the shape of the
+// element-wise (grid-stride) kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "launch.h"
+
+namespace gradgate::kernels::cuda {
+
+inline constexpr unsigned kFullWarp = 0xFFFFFFFFu;
+
+/// Adds every lane's `count` to *counter with one atomic per warp. All 32 lanes must call it.
+__device__ inline void tally_count(unsigned long long* counter, uint32_t count) {
+  count = __reduce_add_sync(kFullWarp, count);
+  if (threadIdx.x % 32 == 0 && count != 0)
+    atomicAdd(counter, static_cast<unsigned long long>(count));
+}
+
+/// Raises *max to the largest lane's `value`, one atomic per warp. All 32 lanes must call it.
+__device__ inline void tally_max(unsigned int* max, uint32_t value) {
+  value = __reduce_max_sync(kFullWarp, value);
+  if (threadIdx.x % 32 == 0 && value != 0) atomicMax(max, value);
+}
+
+/// |level| of a signed wire level, exact for every int32.
+__device__ inline uint32_t level_magnitude(int32_t level) {
+  return level < 0 ? 0u - static_cast<uint32_t>(level) : static_cast<uint32_t>(level);
+}
+
+/// Element-wise kernels: kElementThreads threads a block, grid-stride over n elements.
+inline constexpr int kElementThreads = 256;
+
+inline unsigned element_blocks(uint64_t n) {
+  constexpr uint64_t kMaxBlocks = 32768;  // enough to fill any current GPU; larger n loop
+  const uint64_t blocks = (n + kElementThreads - 1) / kElementThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+/// First element and stride of the calling thread in a grid-stride loop.
+__device__ inline uint64_t grid_first() {
+  return static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline uint64_t grid_stride() { return static_cast<uint64_t>(gridDim.x) * blockDim.x; }
+
+}  // namespace gradgate::kernels::cuda

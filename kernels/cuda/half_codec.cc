@@ -1,0 +1,115 @@
+// fp16 and bf16 on the GPU: one pass reads the gradient and residual and writes the payload, its
+// checksum and the new residual.
+#include "codecs.h"
+#include "cuda_codec.h"
+#include "element_frames.h"
+
+namespace gradgate::kernels::cuda {
+namespace {
+
+class HalfCodec final : public CudaCodec {
+ public:
+  explicit HalfCodec(const CodecParams& params)
+      : CudaCodec(params),
+        format_(params.id == CodecId::kBf16 ? HalfFormat::kBf16 : HalfFormat::kFp16) {}
+
+  bool summable() const override { return true; }
+
+  size_t max_frame_bytes(const TensorDesc& desc) const override {
+    return element_frames::half_frame_bytes(desc.elements);
+  }
+
+  Result<size_t> encode(int round, const StepContext& ctx, std::span<const float> grad,
+                        Stream& stream, std::span<std::byte> out) const override {
+    const size_t bytes = max_frame_bytes(stream.desc());
+    auto call = begin_encode(round, ctx, grad, stream, out, bytes, 0);
+    if (!call.ok()) return call.status();
+    auto* payload = frame_at<uint16_t>(out, kFrameHeaderBytes);
+    GRADGATE_RETURN_IF_ERROR(launch_seal_header(out.data(), call->header, {}, call->cuda));
+    GRADGATE_RETURN_IF_ERROR(launch_half_encode(format_, grad.data(), call->residual, payload,
+                                                grad.size(), call->sink, call->tally(),
+                                                call->cuda));
+    auto tally = call->scratch->finish(call->cuda);
+    if (!tally.ok()) return tally.status();
+    if (tally->count[0] == 0) return bytes;
+    if (call->residual) {
+      GRADGATE_RETURN_IF_ERROR(launch_half_restore(format_, grad.data(), payload, call->residual,
+                                                   grad.size(), call->cuda));
+      GRADGATE_RETURN_IF_ERROR(call->scratch->finish(call->cuda).status());
+    }
+    return nonfinite_gradient(stream, tally->count[0]);
+  }
+
+  Status decode(const FrameView& frame, const Stream*, std::span<float> out) const override {
+    GRADGATE_RETURN_IF_ERROR(check_frame(frame, out));
+    auto call = begin_call();
+    if (!call.ok()) return call.status();
+    GRADGATE_RETURN_IF_ERROR(launch_half_decode(format_, values(frame), out.data(), out.size(),
+                                                /*overwrite=*/true, call->tally(), call->cuda));
+    auto tally = call->scratch->finish(call->cuda);
+    if (!tally.ok()) return tally.status();
+    return element_frames::check_finite_values(frame, tally->count[0]);
+  }
+
+  Status decode_accumulate(const FrameView& frame, const Stream*,
+                           std::span<float> acc) const override {
+    GRADGATE_RETURN_IF_ERROR(check_frame(frame, acc));
+    auto call = begin_call();
+    if (!call.ok()) return call.status();
+    GRADGATE_RETURN_IF_ERROR(
+        launch_half_count_nonfinite(format_, values(frame), acc.size(), call->tally(), call->cuda));
+    auto tally = call->scratch->finish(call->cuda);
+    if (!tally.ok()) return tally.status();
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(frame, tally->count[0]));
+    GRADGATE_RETURN_IF_ERROR(launch_half_decode(format_, values(frame), acc.data(), acc.size(),
+                                                /*overwrite=*/false, call->tally(), call->cuda));
+    return call->scratch->finish(call->cuda).status();
+  }
+
+  Result<size_t> add_frames(const FrameView& a, const FrameView& b,
+                            std::span<std::byte> out) const override {
+    const size_t bytes = kFrameHeaderBytes + a.payload.size();
+    GRADGATE_RETURN_IF_ERROR(check_add(a, b, out, bytes));
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_half(a));
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_half(b));
+    GRADGATE_RETURN_IF_ERROR(check_aligned(a));
+    GRADGATE_RETURN_IF_ERROR(check_aligned(b));
+    GRADGATE_RETURN_IF_ERROR(check_aligned(out));
+    auto call = begin_call();
+    if (!call.ok()) return call.status();
+    auto sink = crc_sink(out, a.header, 0);
+    if (!sink.ok()) return sink.status();
+    GRADGATE_RETURN_IF_ERROR(launch_seal_header(out.data(), a.header, {}, call->cuda));
+    GRADGATE_RETURN_IF_ERROR(
+        launch_half_sum(format_, values(a), values(b), frame_at<uint16_t>(out, kFrameHeaderBytes),
+                        a.header.element_count, *sink, call->tally(), call->cuda));
+    auto tally = call->scratch->finish(call->cuda);
+    if (!tally.ok()) return tally.status();
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(a, tally->count[0]));
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(b, tally->count[1]));
+    if (tally->count[2] != 0) {
+      return Status(ErrorCode::kResourceExhausted,
+                    spec() + ": sum of frames overflows the 16-bit range");
+    }
+    return bytes;
+  }
+
+ private:
+  static const uint16_t* values(const FrameView& frame) { return payload_at<uint16_t>(frame); }
+
+  Status check_frame(const FrameView& frame, std::span<float> out) const {
+    GRADGATE_RETURN_IF_ERROR(check_decode(frame, out));
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_half(frame));
+    return check_aligned(frame);
+  }
+
+  HalfFormat format_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_half_codec(const CodecParams& params) {
+  return std::make_unique<HalfCodec>(params);
+}
+
+}  // namespace gradgate::kernels::cuda

@@ -1,0 +1,9 @@
+#include "gradgate/kernels/codec_spec.h"
+
+namespace gradgate::kernels {
+
+Result<std::unique_ptr<Codec>> make_codec_for(const CodecParams& params, MemoryKind memory) {
+  return memory == MemoryKind::kDevice ? make_cuda_codec(params) : make_cpu_codec(params);
+}
+
+}  // namespace gradgate::kernels

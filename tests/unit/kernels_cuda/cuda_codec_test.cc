@@ -1,0 +1,430 @@
+// The CUDA codecs against the CPU codecs: the same frames byte for byte (checksum included) and
+// the same residuals bit for bit, for every element-wise codec and sizes from 1 to 2^20 + 3;
+// frames decode across the two; sums; the error-feedback invariant over 100 steps; non-finite
+// gradients and malformed frames give the CPU's errors. Every test skips without a CUDA device.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "codec_data.h"
+#include "codec_test_util.h"
+#include "gradgate/kernels/codec.h"
+#include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/cuda/device_stream.h"
+#include "gradgate/kernels/frame.h"
+#include "gradgate/kernels/wire_io.h"
+
+namespace gradgate::kernels {
+namespace {
+
+using cuda::residual_on_host;
+using test_util::Bytes;
+using test_util::make_finite_values;
+using test_util::make_values;
+using test_util::same_bits;
+using test_util::same_bytes;
+
+bool gpu_available() {
+  int devices = 0;
+  const bool ok = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  cudaGetLastError();
+  return ok;
+}
+
+// Every test derives from this: it skips without a usable CUDA device.
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+template <typename Param>
+class GpuParamTest : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// A device copy of host values, freed with it.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : size_(n) {
+    EXPECT_EQ(cudaMalloc(&data_, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+  }
+  explicit DeviceArray(std::span<const T> host) : DeviceArray(host.size()) { upload(host); }
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  void upload(std::span<const T> host) {
+    EXPECT_EQ(cudaMemcpy(data_, host.data(), host.size_bytes(), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  std::vector<T> download(size_t count) const {
+    std::vector<T> host(count);
+    EXPECT_EQ(cudaMemcpy(host.data(), data_, count * sizeof(T), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return host;
+  }
+  std::vector<T> download() const { return download(size_); }
+  std::span<T> span() { return {static_cast<T*>(data_), size_}; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_;
+};
+
+constexpr uint32_t kJob = 3, kTensor = 7;
+
+StepContext context(MemoryKind memory, uint64_t step, uint32_t worker = 0, float scale = 0.0f) {
+  StepContext ctx;
+  ctx.step = step;
+  ctx.policy_version = 2;
+  ctx.worker = worker;
+  ctx.job_seed = 0x5EEDull;
+  ctx.agreed_scale = scale;
+  ctx.memory = memory;
+  return ctx;
+}
+
+// A CPU codec and the CUDA codec of one spec, each with its stream of one tensor.
+struct CodecPair {
+  std::unique_ptr<Codec> cpu, gpu;
+  std::unique_ptr<Stream> cpu_stream, gpu_stream;
+
+  CodecPair(const std::string& spec, size_t n) {
+    const CodecParams params = parse_codec_spec(spec).value();
+    cpu = make_codec_for(params, MemoryKind::kHost).value();
+    auto made = make_codec_for(params, MemoryKind::kDevice);
+    EXPECT_TRUE(made.ok()) << made.status().to_string();
+    gpu = std::move(made).value();
+    const TensorDesc desc = test_util::matrix_desc(1, n, kJob, kTensor);
+    cpu_stream = cpu->make_stream(desc).value();
+    gpu_stream = gpu->make_stream(desc).value();
+  }
+
+  Result<Bytes> encode_cpu(std::span<const float> grad, const StepContext& ctx) {
+    return test_util::encode_frame(*cpu, 0, ctx, grad, *cpu_stream);
+  }
+  Result<Bytes> encode_gpu(std::span<const float> grad, StepContext ctx) {
+    ctx.memory = MemoryKind::kDevice;
+    DeviceArray<float> device_grad(grad);
+    DeviceArray<std::byte> out(gpu->max_frame_bytes(gpu_stream->desc()));
+    auto size = gpu->encode(0, ctx, device_grad.span(), *gpu_stream, out.span());
+    if (!size.ok()) return size.status();
+    return out.download(*size);
+  }
+  std::vector<float> gpu_residual() { return residual_on_host(*gpu_stream).value(); }
+};
+
+// A frame in device memory with its host-parsed view (header on the host, payload on the device).
+struct DeviceFrame {
+  DeviceArray<std::byte> bytes;
+  FrameView view;
+
+  explicit DeviceFrame(const Bytes& frame) : bytes(std::span<const std::byte>(frame)) {
+    view = parse_frame(frame).value();
+    view.payload = bytes.span().subspan(kFrameHeaderBytes);
+  }
+};
+
+Result<std::vector<float>> decode_on_gpu(const Codec& codec, const Bytes& frame,
+                                         std::span<const float> acc, bool overwrite) {
+  DeviceFrame device(frame);
+  DeviceArray<float> out(acc);
+  const Status status = overwrite ? codec.decode(device.view, nullptr, out.span())
+                                  : codec.decode_accumulate(device.view, nullptr, out.span());
+  if (!status.ok()) return status;
+  return out.download();
+}
+
+Result<std::vector<float>> decode_on_cpu(const Codec& codec, const Bytes& frame,
+                                         std::vector<float> acc, bool overwrite) {
+  auto view = parse_frame(frame);
+  if (!view.ok()) return view.status();
+  const Status status =
+      overwrite ? codec.decode(*view, nullptr, acc) : codec.decode_accumulate(*view, nullptr, acc);
+  if (!status.ok()) return status;
+  return acc;
+}
+
+Result<Bytes> add_on_gpu(const Codec& codec, const Bytes& a, const Bytes& b) {
+  DeviceFrame da(a), db(b);
+  DeviceArray<std::byte> out(std::max(a.size(), b.size()));
+  auto size = codec.add_frames(da.view, db.view, out.span());
+  if (!size.ok()) return size.status();
+  return out.download(*size);
+}
+
+const std::vector<std::string> kSpecs = {"none",
+                                         "fp16",
+                                         "fp16:ef=0",
+                                         "bf16",
+                                         "qsgd:bits=4,workers=8",
+                                         "qsgd:bits=8,workers=64",
+                                         "qsgd:bits=15,workers=65535",
+                                         "sign",
+                                         "sign:ef=0"};
+const std::vector<size_t> kSizes = {1, 7, 1000, (size_t{1} << 20) + 3};
+
+using SpecAndSize = std::tuple<std::string, size_t>;
+
+std::string case_name(const ::testing::TestParamInfo<SpecAndSize>& test) {
+  return test_util::spec_test_name(std::get<0>(test.param)) + "_" +
+         std::to_string(std::get<1>(test.param));
+}
+
+class CudaCodecTest : public GpuParamTest<SpecAndSize> {
+ protected:
+  const std::string& spec() const { return std::get<0>(GetParam()); }
+  size_t n() const { return std::get<1>(GetParam()); }
+  bool summable() const { return !spec().starts_with("sign"); }
+};
+
+TEST_P(CudaCodecTest, FramesAndResidualsMatchTheCpuCodec) {
+  CodecPair codecs(spec(), n());
+  for (uint64_t step = 0; step < 4; ++step) {
+    const auto grad = make_finite_values(n(), 10 + step);
+    StepContext ctx = context(MemoryKind::kHost, step, 1);
+    if (codecs.cpu->needs_agreed_scale()) {
+      const float cpu_scale = codecs.cpu->local_scale(grad, *codecs.cpu_stream);
+      DeviceArray<float> device_grad(grad);
+      EXPECT_EQ(codecs.gpu->local_scale(device_grad.span(), *codecs.gpu_stream), cpu_scale);
+      if (step % 2 == 1) ctx.agreed_scale = 2.0f * cpu_scale;  // an agreed scale, or the local one
+    }
+    auto cpu_frame = codecs.encode_cpu(grad, ctx);
+    auto gpu_frame = codecs.encode_gpu(grad, ctx);
+    ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
+    ASSERT_TRUE(gpu_frame.ok()) << gpu_frame.status().to_string();
+    ASSERT_TRUE(same_bytes(*cpu_frame, *gpu_frame)) << "step " << step;
+    ASSERT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual())) << "step " << step;
+  }
+  EXPECT_EQ(codecs.gpu_stream->memory_bytes(), codecs.cpu_stream->memory_bytes());
+}
+
+TEST_P(CudaCodecTest, FramesDecodeAcrossCpuAndGpu) {
+  CodecPair codecs(spec(), n());
+  const auto grad = make_finite_values(n(), 20);
+  const Bytes frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, 1)).value();
+  const Bytes gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, 1)).value();
+  ASSERT_TRUE(parse_frame(gpu_frame).ok());  // the device-written CRC verifies on the host
+  const auto acc = make_finite_values(n(), 21);
+  for (bool overwrite : {false, true}) {
+    SCOPED_TRACE(overwrite ? "decode" : "decode_accumulate");
+    auto expected = decode_on_cpu(*codecs.cpu, frame, acc, overwrite);
+    ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+    auto on_gpu = decode_on_gpu(*codecs.gpu, frame, acc, overwrite);
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().to_string();
+    EXPECT_TRUE(same_bits(*expected, *on_gpu));
+    auto gpu_frame_on_cpu = decode_on_cpu(*codecs.cpu, gpu_frame, acc, overwrite);
+    ASSERT_TRUE(gpu_frame_on_cpu.ok()) << gpu_frame_on_cpu.status().to_string();
+    EXPECT_TRUE(same_bits(*expected, *gpu_frame_on_cpu));
+  }
+}
+
+TEST_P(CudaCodecTest, AddFramesMatchesTheCpu) {
+  CodecPair codecs(spec(), n());
+  CodecPair other(spec(), n());
+  const auto grad0 = make_finite_values(n(), 30);
+  const auto grad1 = make_finite_values(n(), 31);
+  StepContext ctx = context(MemoryKind::kHost, 3, 0);
+  if (codecs.cpu->needs_agreed_scale()) {
+    ctx.agreed_scale = std::max(codecs.cpu->local_scale(grad0, *codecs.cpu_stream),
+                                other.cpu->local_scale(grad1, *other.cpu_stream));
+  }
+  const Bytes a = codecs.encode_cpu(grad0, ctx).value();
+  ctx.worker = 1;
+  const Bytes b = other.encode_cpu(grad1, ctx).value();
+  auto expected = test_util::add_frame_bytes(*codecs.cpu, a, b);
+  auto on_gpu = add_on_gpu(*codecs.gpu, a, b);
+  if (!summable()) {
+    EXPECT_EQ(on_gpu.status().code(), ErrorCode::kUnsupported);
+    return;
+  }
+  ASSERT_EQ(expected.ok(), on_gpu.ok()) << on_gpu.status().to_string();
+  if (expected.ok()) {
+    EXPECT_TRUE(same_bytes(*expected, *on_gpu));
+  } else {
+    EXPECT_EQ(expected.status().code(), on_gpu.status().code());
+    EXPECT_EQ(expected.status().message(), on_gpu.status().message());
+  }
+}
+
+TEST_P(CudaCodecTest, EncodeAddMatchesTheCpu) {
+  if (!summable()) GTEST_SKIP() << "not summable";
+  CodecPair codecs(spec(), n());
+  CodecPair other(spec(), n());
+  const auto grad0 = make_finite_values(n(), 40);
+  const auto grad1 = make_finite_values(n(), 41);
+  StepContext ctx = context(MemoryKind::kHost, 5, 0, spec().starts_with("qsgd") ? 64.0f : 0.0f);
+  const Bytes theirs = other.encode_cpu(grad1, ctx).value();
+  ctx.worker = 1;
+  Bytes expected(codecs.cpu->max_frame_bytes(codecs.cpu_stream->desc()));
+  auto cpu_size = codecs.cpu->encode_add(0, ctx, grad0, *codecs.cpu_stream,
+                                         parse_frame(theirs).value(), expected);
+  ASSERT_TRUE(cpu_size.ok()) << cpu_size.status().to_string();
+  expected.resize(*cpu_size);
+
+  DeviceFrame device_theirs(theirs);
+  DeviceArray<float> device_grad{std::span<const float>(grad0)};
+  DeviceArray<std::byte> out(codecs.gpu->max_frame_bytes(codecs.gpu_stream->desc()));
+  ctx.memory = MemoryKind::kDevice;
+  auto gpu_size = codecs.gpu->encode_add(0, ctx, device_grad.span(), *codecs.gpu_stream,
+                                         device_theirs.view, out.span());
+  ASSERT_TRUE(gpu_size.ok()) << gpu_size.status().to_string();
+  EXPECT_TRUE(same_bytes(expected, out.download(*gpu_size)));
+  EXPECT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()));
+}
+
+TEST_P(CudaCodecTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
+  CodecPair codecs(spec(), n());
+  // A first step fills the residual, so that restoring it is visible.
+  const auto warm = make_finite_values(n(), 50);
+  ASSERT_TRUE(codecs.encode_cpu(warm, context(MemoryKind::kHost, 0)).ok());
+  ASSERT_TRUE(codecs.encode_gpu(warm, context(MemoryKind::kDevice, 0)).ok());
+  auto grad = make_values(n(), 51, true);
+  grad[n() / 2] = std::numeric_limits<float>::quiet_NaN();
+  const auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, 1));
+  const auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, 1));
+  ASSERT_FALSE(cpu_frame.ok());
+  ASSERT_FALSE(gpu_frame.ok());
+  EXPECT_EQ(cpu_frame.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gpu_frame.status().code(), cpu_frame.status().code());
+  EXPECT_EQ(gpu_frame.status().message(), cpu_frame.status().message());
+  EXPECT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()));
+}
+
+TEST_P(CudaCodecTest, ErrorFeedbackInvariantHoldsOver100Steps) {
+  if (n() > 100000) GTEST_SKIP() << "100 steps on the smaller sizes";
+  CodecPair codecs(spec(), n());
+  const bool keeps_residual = codecs.gpu_stream->memory_bytes() > 0;
+  if (!keeps_residual && spec() != "none") GTEST_SKIP() << "no error feedback";
+  std::vector<float> residual(n(), 0.0f);
+  for (uint64_t step = 0; step < 100; ++step) {
+    const auto grad = make_finite_values(n(), 1000 + step);
+    const StepContext ctx = context(MemoryKind::kDevice, step);
+    auto frame = codecs.encode_gpu(grad, ctx);
+    ASSERT_TRUE(frame.ok()) << frame.status().to_string();
+    auto cpu_frame = codecs.encode_cpu(grad, ctx);
+    ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
+    ASSERT_TRUE(same_bytes(*cpu_frame, *frame)) << "step " << step;
+    auto decoded = decode_on_gpu(*codecs.gpu, *frame, std::vector<float>(n(), 0.0f), true);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+    const auto after = keeps_residual ? codecs.gpu_residual() : std::vector<float>(n(), 0.0f);
+    for (size_t i = 0; i < n(); ++i) {
+      // grad + residual_before == decoded + residual_after, to float rounding.
+      const double before = static_cast<double>(grad[i]) + residual[i];
+      const double now = static_cast<double>((*decoded)[i]) + after[i];
+      const double magnitude = std::fabs(before) + std::fabs((*decoded)[i]) + std::fabs(after[i]);
+      ASSERT_NEAR(before, now, 1e-6 * (1.0 + magnitude)) << "step " << step << " element " << i;
+    }
+    residual = after;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Specs, CudaCodecTest,
+                         ::testing::Combine(::testing::ValuesIn(kSpecs),
+                                            ::testing::ValuesIn(kSizes)),
+                         case_name);
+
+class CudaFrameCheckTest : public GpuTest {};
+
+TEST_F(CudaFrameCheckTest, MalformedPayloadsFailLikeTheCpu) {
+  struct Corruption {
+    std::string spec;
+    size_t at;  // payload offset of a value to overwrite
+    uint32_t value;
+    size_t bytes;
+  };
+  const Corruption cases[] = {
+      {"none", 8, 0x7FC00000u, 4},                   // NaN value
+      {"fp16", 2, 0x7C00u, 2},                       // infinity
+      {"qsgd:bits=4,workers=8", 0, 0xFF800000u, 4},  // -inf scale
+      {"qsgd:bits=4,workers=8", 5, 0x7Fu, 1},        // a level beyond 15
+      {"sign", 0, 0xBF800000u, 4},                   // negative scale
+  };
+  const size_t n = 37;
+  for (const Corruption& c : cases) {
+    SCOPED_TRACE(c.spec);
+    CodecPair codecs(c.spec, n);
+    Bytes frame =
+        codecs.encode_cpu(make_finite_values(n, 60), context(MemoryKind::kHost, 1)).value();
+    std::memcpy(frame.data() + kFrameHeaderBytes + c.at, &c.value, c.bytes);
+    test_util::reseal_crc(frame);
+    const std::vector<float> acc(n, 1.0f);
+    for (bool overwrite : {false, true}) {
+      const auto expected = decode_on_cpu(*codecs.cpu, frame, acc, overwrite);
+      const auto on_gpu = decode_on_gpu(*codecs.gpu, frame, acc, overwrite);
+      ASSERT_FALSE(expected.ok());
+      ASSERT_FALSE(on_gpu.ok());
+      EXPECT_EQ(on_gpu.status().code(), expected.status().code());
+      EXPECT_EQ(on_gpu.status().message(), expected.status().message());
+    }
+    if (codecs.cpu->summable()) {
+      const auto expected = test_util::add_frame_bytes(*codecs.cpu, frame, frame);
+      const auto on_gpu = add_on_gpu(*codecs.gpu, frame, frame);
+      ASSERT_FALSE(expected.ok());
+      EXPECT_EQ(on_gpu.status().code(), expected.status().code());
+      EXPECT_EQ(on_gpu.status().message(), expected.status().message());
+    }
+  }
+}
+
+TEST_F(CudaFrameCheckTest, MisalignedBuffersAreRejected) {
+  CodecPair codecs("fp16", 16);
+  DeviceArray<float> grad{std::span<const float>(make_finite_values(16, 70))};
+  DeviceArray<std::byte> out(codecs.gpu->max_frame_bytes(codecs.gpu_stream->desc()) + 4);
+  auto size = codecs.gpu->encode(0, context(MemoryKind::kDevice, 1), grad.span(),
+                                 *codecs.gpu_stream, out.span().subspan(2));
+  ASSERT_FALSE(size.ok());
+  EXPECT_EQ(size.status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(CudaFrameCheckTest, HostMemoryAndCpuStreamsAreRefused) {
+  CodecPair codecs("fp16", 16);
+  const auto grad = make_finite_values(16, 71);
+  DeviceArray<std::byte> out(codecs.gpu->max_frame_bytes(codecs.gpu_stream->desc()));
+  auto host_memory =
+      codecs.gpu->encode(0, context(MemoryKind::kHost, 1), grad, *codecs.gpu_stream, out.span());
+  EXPECT_EQ(host_memory.status().code(), ErrorCode::kUnsupported);
+  DeviceArray<float> device_grad{std::span<const float>(grad)};
+  auto cpu_stream = codecs.gpu->encode(0, context(MemoryKind::kDevice, 1), device_grad.span(),
+                                       *codecs.cpu_stream, out.span());
+  EXPECT_EQ(cpu_stream.status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(CudaFrameCheckTest, CodecsWithoutACudaImplementationAreUnsupported) {
+  for (const char* spec : {"topk", "randomk", "powersgd"}) {
+    auto codec = make_cuda_codec(parse_codec_spec(spec).value());
+    ASSERT_FALSE(codec.ok());
+    EXPECT_EQ(codec.status().code(), ErrorCode::kUnsupported);
+  }
+}
+
+TEST_F(CudaFrameCheckTest, DeviceStreamsHoldTheirResidualOnTheDevice) {
+  CodecPair codecs("bf16", 1000);
+  EXPECT_TRUE(codecs.gpu_stream->residual().empty());
+  EXPECT_EQ(codecs.gpu_stream->memory_bytes(), 1000 * sizeof(float));
+  const auto residual = codecs.gpu_residual();
+  EXPECT_EQ(residual, std::vector<float>(1000, 0.0f));
+  CodecPair lossless("none", 1000);
+  EXPECT_EQ(lossless.gpu_stream->memory_bytes(), 0u);
+  EXPECT_TRUE(lossless.gpu_residual().empty());
+}
+
+}  // namespace
+}  // namespace gradgate::kernels
