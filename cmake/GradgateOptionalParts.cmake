@@ -14,6 +14,12 @@ if(NOT GRADGATE_WITH_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to build for")
     endif()
     enable_language(CUDA)
+    # CMake 3.25 predates nvcc's C++20 support: tell it the flag (the kernels target requires C++20
+    # of everything that links it, CUDA sources included).
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     set(GRADGATE_HAVE_CUDA 1)
   elseif(GRADGATE_WITH_CUDA STREQUAL "ON")
     message(FATAL_ERROR "GRADGATE_WITH_CUDA=ON but no CUDA compiler was found")

@@ -12,5 +12,8 @@ std::unique_ptr<Codec> make_none_codec(const CodecParams& params);
 std::unique_ptr<Codec> make_half_codec(const CodecParams& params);  // fp16 and bf16
 std::unique_ptr<Codec> make_qsgd_codec(const CodecParams& params);
 std::unique_ptr<Codec> make_sign_codec(const CodecParams& params);
+std::unique_ptr<Codec> make_powersgd_codec(const CodecParams& params);
+std::unique_ptr<Codec> make_topk_codec(const CodecParams& params);  // not with overlap > 0
+std::unique_ptr<Codec> make_randomk_codec(const CodecParams& params);
 
 }  // namespace gradgate::kernels::cuda

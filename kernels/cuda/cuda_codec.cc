@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda_check.h"
+#include "element_frames.h"
 
 namespace gradgate::kernels::cuda {
 namespace {
@@ -72,7 +73,50 @@ Result<CudaCodec::Encode> CudaCodec::begin_encode(int round, const StepContext& 
   if (!sink.ok()) return sink.status();
   call.sink = *sink;
   GRADGATE_RETURN_IF_ERROR(call.scratch->begin(call.cuda));
+  device->set_last_encode_passes(1);
   return call;
+}
+
+Result<CudaCodec::Add> CudaCodec::begin_add(
+    const FrameView& a, const FrameView& b, std::span<std::byte> out, size_t prefix_bytes,
+    const std::function<Status(const FrameView&)>& check) const {
+  const size_t bytes = kFrameHeaderBytes + a.payload.size();
+  GRADGATE_RETURN_IF_ERROR(check_add(a, b, out, bytes));
+  GRADGATE_RETURN_IF_ERROR(check(a));
+  GRADGATE_RETURN_IF_ERROR(check(b));
+  GRADGATE_RETURN_IF_ERROR(check_aligned(a));
+  GRADGATE_RETURN_IF_ERROR(check_aligned(b));
+  GRADGATE_RETURN_IF_ERROR(check_aligned(out));
+  auto call = begin_call();
+  if (!call.ok()) return call.status();
+  auto sink = crc_sink(out, a.header, prefix_bytes);
+  if (!sink.ok()) return sink.status();
+  return Add{*call, bytes, *sink};
+}
+
+Result<Tally> CudaCodec::finish_add(const Call& call, const FrameView& a, const FrameView& b) {
+  auto tally = call.scratch->finish(call.cuda);
+  if (!tally.ok()) return tally.status();
+  GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(a, tally->count[0]));
+  GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(b, tally->count[1]));
+  return tally;
+}
+
+Status CudaCodec::decode_floats(const FrameView& frame, bool overwrite,
+                                const std::function<Status(const Call&)>& count_nonfinite,
+                                const std::function<Status(const Call&, bool)>& decode_values) {
+  auto call = begin_call();
+  if (!call.ok()) return call.status();
+  if (!overwrite) {
+    GRADGATE_RETURN_IF_ERROR(count_nonfinite(*call));
+    auto counted = call->scratch->finish(call->cuda);
+    if (!counted.ok()) return counted.status();
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(frame, counted->count[0]));
+  }
+  GRADGATE_RETURN_IF_ERROR(decode_values(*call, overwrite));
+  auto tally = call->scratch->finish(call->cuda);
+  if (!tally.ok()) return tally.status();
+  return overwrite ? element_frames::check_finite_values(frame, tally->count[0]) : Status{};
 }
 
 Result<CudaCodec::Call> CudaCodec::begin_call() {

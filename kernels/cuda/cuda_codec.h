@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -46,11 +47,33 @@ class CudaCodec : public CodecBase {
     CrcSink sink;  // the body: the payload after `prefix_bytes`
   };
 
+  /// An add_frames after the checks every add makes.
+  struct Add : Call {
+    size_t bytes;  // the sum's frame size: a's
+    CrcSink sink;  // the body of the sum: its payload after `prefix_bytes`
+  };
+
   /// CodecBase::check_encode, a stream of a CUDA codec, a 4-byte aligned `out`; then the header of
-  /// a frame of `frame_bytes` with `param` and the sink of its body.
+  /// a frame of `frame_bytes` with `param` and the sink of its body. Sets the stream's
+  /// last_encode_passes() to 1: codecs that rescan set it again.
   Result<Encode> begin_encode(int round, const StepContext& ctx, std::span<const float> grad,
                               Stream& stream, std::span<std::byte> out, size_t frame_bytes,
                               size_t prefix_bytes, uint32_t param = 0) const;
+  /// CodecBase::check_add, the codec's `check` of a then b, 4-byte aligned a, b and `out`; then
+  /// the sink of the body of a sum with a's header whose payload starts with `prefix_bytes`.
+  Result<Add> begin_add(const FrameView& a, const FrameView& b, std::span<std::byte> out,
+                        size_t prefix_bytes,
+                        const std::function<Status(const FrameView&)>& check) const;
+  /// Waits for an add of frames of floating values (none, fp16, bf16) whose kernels tallied the
+  /// bad values of a and b in count[0] and count[1], and reports them; returns the tally.
+  static Result<Tally> finish_add(const Call& call, const FrameView& a, const FrameView& b);
+  /// decode (overwrite) or decode_accumulate of a checked frame of floating values (none, fp16,
+  /// bf16): `decode_values(call, overwrite)` decodes it into the output, tallying its bad values
+  /// in count[0] when it overwrites (they are reported after); before accumulating,
+  /// `count_nonfinite(call)` tallies them there and they are reported with the output untouched.
+  static Status decode_floats(const FrameView& frame, bool overwrite,
+                              const std::function<Status(const Call&)>& count_nonfinite,
+                              const std::function<Status(const Call&, bool)>& decode_values);
   /// A decode or add on the calling thread's default stream.
   static Result<Call> begin_call();
   /// The sink for a frame being written at `out` whose payload starts with `prefix_bytes`.

@@ -22,7 +22,8 @@ Result<std::unique_ptr<DeviceStream>> DeviceStream::make(const TensorDesc& desc,
 DeviceStream::~DeviceStream() { DeviceFree{}(residual_); }
 
 size_t DeviceStream::memory_bytes() const {
-  return residual_ ? desc().elements * sizeof(float) : 0;
+  return (residual_ ? desc().elements * sizeof(float) : 0) +
+         (codec_state_ ? codec_state_->memory_bytes() : 0);
 }
 
 Status DeviceStream::copy_residual_to_host(std::span<float> out) const {

@@ -41,66 +41,48 @@ class HalfCodec final : public CudaCodec {
   }
 
   Status decode(const FrameView& frame, const Stream*, std::span<float> out) const override {
-    GRADGATE_RETURN_IF_ERROR(check_frame(frame, out));
-    auto call = begin_call();
-    if (!call.ok()) return call.status();
-    GRADGATE_RETURN_IF_ERROR(launch_half_decode(format_, values(frame), out.data(), out.size(),
-                                                /*overwrite=*/true, call->tally(), call->cuda));
-    auto tally = call->scratch->finish(call->cuda);
-    if (!tally.ok()) return tally.status();
-    return element_frames::check_finite_values(frame, tally->count[0]);
+    return decode_into(frame, out, /*overwrite=*/true);
   }
 
   Status decode_accumulate(const FrameView& frame, const Stream*,
                            std::span<float> acc) const override {
-    GRADGATE_RETURN_IF_ERROR(check_frame(frame, acc));
-    auto call = begin_call();
-    if (!call.ok()) return call.status();
-    GRADGATE_RETURN_IF_ERROR(
-        launch_half_count_nonfinite(format_, values(frame), acc.size(), call->tally(), call->cuda));
-    auto tally = call->scratch->finish(call->cuda);
-    if (!tally.ok()) return tally.status();
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(frame, tally->count[0]));
-    GRADGATE_RETURN_IF_ERROR(launch_half_decode(format_, values(frame), acc.data(), acc.size(),
-                                                /*overwrite=*/false, call->tally(), call->cuda));
-    return call->scratch->finish(call->cuda).status();
+    return decode_into(frame, acc, /*overwrite=*/false);
   }
 
   Result<size_t> add_frames(const FrameView& a, const FrameView& b,
                             std::span<std::byte> out) const override {
-    const size_t bytes = kFrameHeaderBytes + a.payload.size();
-    GRADGATE_RETURN_IF_ERROR(check_add(a, b, out, bytes));
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_half(a));
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_half(b));
-    GRADGATE_RETURN_IF_ERROR(check_aligned(a));
-    GRADGATE_RETURN_IF_ERROR(check_aligned(b));
-    GRADGATE_RETURN_IF_ERROR(check_aligned(out));
-    auto call = begin_call();
+    auto call = begin_add(a, b, out, 0, element_frames::check_half);
     if (!call.ok()) return call.status();
-    auto sink = crc_sink(out, a.header, 0);
-    if (!sink.ok()) return sink.status();
     GRADGATE_RETURN_IF_ERROR(launch_seal_header(out.data(), a.header, {}, call->cuda));
     GRADGATE_RETURN_IF_ERROR(
         launch_half_sum(format_, values(a), values(b), frame_at<uint16_t>(out, kFrameHeaderBytes),
-                        a.header.element_count, *sink, call->tally(), call->cuda));
-    auto tally = call->scratch->finish(call->cuda);
+                        a.header.element_count, call->sink, call->tally(), call->cuda));
+    auto tally = finish_add(*call, a, b);
     if (!tally.ok()) return tally.status();
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(a, tally->count[0]));
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(b, tally->count[1]));
     if (tally->count[2] != 0) {
       return Status(ErrorCode::kResourceExhausted,
                     spec() + ": sum of frames overflows the 16-bit range");
     }
-    return bytes;
+    return call->bytes;
   }
 
  private:
   static const uint16_t* values(const FrameView& frame) { return payload_at<uint16_t>(frame); }
 
-  Status check_frame(const FrameView& frame, std::span<float> out) const {
+  Status decode_into(const FrameView& frame, std::span<float> out, bool overwrite) const {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, out));
     GRADGATE_RETURN_IF_ERROR(element_frames::check_half(frame));
-    return check_aligned(frame);
+    GRADGATE_RETURN_IF_ERROR(check_aligned(frame));
+    return decode_floats(
+        frame, overwrite,
+        [&](const Call& call) {
+          return launch_half_count_nonfinite(format_, values(frame), out.size(), call.tally(),
+                                             call.cuda);
+        },
+        [&](const Call& call, bool replace) {
+          return launch_half_decode(format_, values(frame), out.data(), out.size(), replace,
+                                    call.tally(), call.cuda);
+        });
   }
 
   HalfFormat format_;

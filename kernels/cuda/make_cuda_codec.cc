@@ -31,10 +31,13 @@ Result<std::unique_ptr<Codec>> make_cuda_codec(const CodecParams& params) {
       return cuda::make_qsgd_codec(params);
     case CodecId::kSign:
       return cuda::make_sign_codec(params);
-    case CodecId::kTopk:
-    case CodecId::kRandomk:
     case CodecId::kPowersgd:
+      return cuda::make_powersgd_codec(params);
+    case CodecId::kTopk:
+      if (params.overlap == 0.0) return cuda::make_topk_codec(params);
       break;
+    case CodecId::kRandomk:
+      return cuda::make_randomk_codec(params);
   }
   return Status(ErrorCode::kUnsupported,
                 "codec " + name + " has no CUDA implementation yet; encode from host memory");

@@ -45,53 +45,24 @@ class NoneCodec final : public CudaCodec {
   }
 
   Status decode(const FrameView& frame, const Stream*, std::span<float> out) const override {
-    GRADGATE_RETURN_IF_ERROR(check_frame(frame, out));
-    auto call = begin_call();
-    if (!call.ok()) return call.status();
-    GRADGATE_RETURN_IF_ERROR(launch_none_decode(payload_at<float>(frame), out.data(), out.size(),
-                                                /*overwrite=*/true, call->tally(), call->cuda));
-    auto tally = call->scratch->finish(call->cuda);
-    if (!tally.ok()) return tally.status();
-    return element_frames::check_finite_values(frame, tally->count[0]);
+    return decode_into(frame, out, /*overwrite=*/true);
   }
 
   Status decode_accumulate(const FrameView& frame, const Stream*,
                            std::span<float> acc) const override {
-    GRADGATE_RETURN_IF_ERROR(check_frame(frame, acc));
-    auto call = begin_call();
-    if (!call.ok()) return call.status();
-    const float* values = payload_at<float>(frame);
-    GRADGATE_RETURN_IF_ERROR(launch_count_nonfinite(values, acc.size(), call->tally(), call->cuda));
-    auto tally = call->scratch->finish(call->cuda);
-    if (!tally.ok()) return tally.status();
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(frame, tally->count[0]));
-    GRADGATE_RETURN_IF_ERROR(launch_none_decode(values, acc.data(), acc.size(),
-                                                /*overwrite=*/false, call->tally(), call->cuda));
-    return call->scratch->finish(call->cuda).status();
+    return decode_into(frame, acc, /*overwrite=*/false);
   }
 
   Result<size_t> add_frames(const FrameView& a, const FrameView& b,
                             std::span<std::byte> out) const override {
-    const size_t bytes = kFrameHeaderBytes + a.payload.size();
-    GRADGATE_RETURN_IF_ERROR(check_add(a, b, out, bytes));
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_none(a));
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_none(b));
-    GRADGATE_RETURN_IF_ERROR(check_aligned(a));
-    GRADGATE_RETURN_IF_ERROR(check_aligned(b));
-    GRADGATE_RETURN_IF_ERROR(check_aligned(out));
-    auto call = begin_call();
+    auto call = begin_add(a, b, out, 0, element_frames::check_none);
     if (!call.ok()) return call.status();
-    auto sink = crc_sink(out, a.header, 0);
-    if (!sink.ok()) return sink.status();
     GRADGATE_RETURN_IF_ERROR(launch_seal_header(out.data(), a.header, {}, call->cuda));
     GRADGATE_RETURN_IF_ERROR(launch_none_write(
         payload_at<float>(a), payload_at<float>(b), frame_at<float>(out, kFrameHeaderBytes),
-        a.header.element_count, *sink, call->tally(), call->cuda));
-    auto tally = call->scratch->finish(call->cuda);
-    if (!tally.ok()) return tally.status();
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(a, tally->count[0]));
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(b, tally->count[1]));
-    return bytes;
+        a.header.element_count, call->sink, call->tally(), call->cuda));
+    GRADGATE_RETURN_IF_ERROR(finish_add(*call, a, b).status());
+    return call->bytes;
   }
 
  private:
@@ -105,10 +76,20 @@ class NoneCodec final : public CudaCodec {
     return call.scratch->finish(call.cuda);
   }
 
-  Status check_frame(const FrameView& frame, std::span<float> out) const {
+  Status decode_into(const FrameView& frame, std::span<float> out, bool overwrite) const {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, out));
     GRADGATE_RETURN_IF_ERROR(element_frames::check_none(frame));
-    return check_aligned(frame);
+    GRADGATE_RETURN_IF_ERROR(check_aligned(frame));
+    const float* values = payload_at<float>(frame);
+    return decode_floats(
+        frame, overwrite,
+        [&](const Call& call) {
+          return launch_count_nonfinite(values, out.size(), call.tally(), call.cuda);
+        },
+        [&](const Call& call, bool replace) {
+          return launch_none_decode(values, out.data(), out.size(), replace, call.tally(),
+                                    call.cuda);
+        });
   }
 };
 

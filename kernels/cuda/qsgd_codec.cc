@@ -48,6 +48,7 @@ class QsgdCodec final : public CudaCodec {
       auto local = max_magnitude(*call, grad.data(), call->residual, grad.size());
       if (!local.ok()) return local.status();
       scale = *local;
+      call->stream->set_last_encode_passes(2);  // the read-only pass for the scale first
       GRADGATE_RETURN_IF_ERROR(call->scratch->begin(call->cuda));
     }
     if (!std::isfinite(scale)) return nonfinite_gradient(stream, 1);
@@ -83,27 +84,20 @@ class QsgdCodec final : public CudaCodec {
 
   Result<size_t> add_frames(const FrameView& a, const FrameView& b,
                             std::span<std::byte> out) const override {
-    const size_t bytes = kFrameHeaderBytes + a.payload.size();
-    GRADGATE_RETURN_IF_ERROR(check_add(a, b, out, bytes));
-    auto la = element_frames::check_qsgd(a);
-    if (!la.ok()) return la.status();
-    auto lb = element_frames::check_qsgd(b);
-    if (!lb.ok()) return lb.status();
-    GRADGATE_RETURN_IF_ERROR(check_aligned(a));
-    GRADGATE_RETURN_IF_ERROR(check_aligned(b));
-    GRADGATE_RETURN_IF_ERROR(check_aligned(out));
-    auto call = begin_call();
+    auto call = begin_add(a, b, out, kScaleBytes, [](const FrameView& frame) {
+      return element_frames::check_qsgd(frame).status();
+    });
     if (!call.ok()) return call.status();
+    const QsgdLayout la = QsgdLayout::from_param(a.header.param);
+    const QsgdLayout lb = QsgdLayout::from_param(b.header.param);
     FrameHeader header = a.header;
-    header.param = QsgdLayout{la->bits, la->headroom, la->summands + lb->summands}.param();
-    auto sink = crc_sink(out, header, kScaleBytes);
-    if (!sink.ok()) return sink.status();
+    header.param = QsgdLayout{la.bits, la.headroom, la.summands + lb.summands}.param();
     // Same payload sizes (check_add) and valid layouts: a and b have levels of the same width.
     GRADGATE_RETURN_IF_ERROR(
         launch_seal_header(out.data(), header, {kScaleBytes, 0, a.payload.data()}, call->cuda));
     GRADGATE_RETURN_IF_ERROR(launch_qsgd_sum(
-        la->width(), levels_of(a), levels_of(b), out.data() + kFrameHeaderBytes + kScaleBytes,
-        a.header.element_count, *sink, call->tally(), call->cuda));
+        la.width(), levels_of(a), levels_of(b), out.data() + kFrameHeaderBytes + kScaleBytes,
+        a.header.element_count, call->sink, call->tally(), call->cuda));
     GRADGATE_RETURN_IF_ERROR(
         call->scratch->copy_word(0, a.payload.data(), kScaleBytes, call->cuda));
     GRADGATE_RETURN_IF_ERROR(
@@ -111,11 +105,11 @@ class QsgdCodec final : public CudaCodec {
     auto tally = call->scratch->finish(call->cuda);
     if (!tally.ok()) return tally.status();
     const float scale_a = bits_float(tally->word[0]), scale_b = bits_float(tally->word[1]);
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_qsgd_values(a, *la, scale_a, tally->max[0]));
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_qsgd_values(b, *lb, scale_b, tally->max[1]));
-    auto sum = element_frames::qsgd_sum_layout(spec(), *la, *lb, scale_a, scale_b);
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_qsgd_values(a, la, scale_a, tally->max[0]));
+    GRADGATE_RETURN_IF_ERROR(element_frames::check_qsgd_values(b, lb, scale_b, tally->max[1]));
+    auto sum = element_frames::qsgd_sum_layout(spec(), la, lb, scale_a, scale_b);
     if (!sum.ok()) return sum.status();
-    return bytes;
+    return call->bytes;
   }
 
  private:

@@ -30,6 +30,7 @@ class SignCodec final : public CudaCodec {
     const size_t bytes = max_frame_bytes(stream.desc());
     auto call = begin_encode(round, ctx, grad, stream, out, bytes, kScaleBytes);
     if (!call.ok()) return call.status();
+    call->stream->set_last_encode_passes(2);  // the read-only pass for the scale first
     const size_t n = grad.size();
     auto sums = call->scratch->area((n + rules::kSumBlock - 1) / rules::kSumBlock * sizeof(double));
     if (!sums.ok()) return sums.status();

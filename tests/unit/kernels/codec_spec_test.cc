@@ -309,13 +309,14 @@ TEST(CodecSpecTest, MakeCodecForPicksTheCpuCodecForHostMemory) {
 }
 
 TEST(CodecSpecTest, MakeCodecForDeviceMemoryIsTheCudaCodecOrUnsupported) {
-  // Without CUDA in the build, or without a device, kUnsupported says so; topk has no CUDA codec.
+  // Without CUDA in the build, or without a device, kUnsupported says so; overlap-seeking top-k
+  // has no CUDA codec.
   auto fp16 = make_codec_for(parse_codec_spec("fp16").value(), MemoryKind::kDevice);
   if (!fp16.ok()) {
     EXPECT_EQ(fp16.status().code(), ErrorCode::kUnsupported);
     EXPECT_NE(fp16.status().message().find("fp16"), std::string::npos);
   }
-  auto topk = make_codec_for(parse_codec_spec("topk").value(), MemoryKind::kDevice);
+  auto topk = make_codec_for(parse_codec_spec("topk:overlap=0.5").value(), MemoryKind::kDevice);
   ASSERT_FALSE(topk.ok());
   EXPECT_EQ(topk.status().code(), ErrorCode::kUnsupported);
   auto invalid = make_codec_for({.id = CodecId::kQsgd, .bits = 0}, MemoryKind::kDevice);

@@ -276,8 +276,6 @@ TEST_P(CudaCodecTest, EncodeAddMatchesTheCpu) {
   Bytes expected(codecs.cpu->max_frame_bytes(codecs.cpu_stream->desc()));
   auto cpu_size = codecs.cpu->encode_add(0, ctx, grad0, *codecs.cpu_stream,
                                          parse_frame(theirs).value(), expected);
-  ASSERT_TRUE(cpu_size.ok()) << cpu_size.status().to_string();
-  expected.resize(*cpu_size);
 
   DeviceFrame device_theirs(theirs);
   DeviceArray<float> device_grad{std::span<const float>(grad0)};
@@ -285,8 +283,16 @@ TEST_P(CudaCodecTest, EncodeAddMatchesTheCpu) {
   ctx.memory = MemoryKind::kDevice;
   auto gpu_size = codecs.gpu->encode_add(0, ctx, device_grad.span(), *codecs.gpu_stream,
                                          device_theirs.view, out.span());
-  ASSERT_TRUE(gpu_size.ok()) << gpu_size.status().to_string();
-  EXPECT_TRUE(same_bytes(expected, out.download(*gpu_size)));
+  // A sum out of the 16-bit range (large n draws large values) fails alike on both.
+  ASSERT_EQ(cpu_size.ok(), gpu_size.ok())
+      << cpu_size.status().to_string() << " vs " << gpu_size.status().to_string();
+  if (cpu_size.ok()) {
+    expected.resize(*cpu_size);
+    EXPECT_TRUE(same_bytes(expected, out.download(*gpu_size)));
+  } else {
+    EXPECT_EQ(cpu_size.status().code(), gpu_size.status().code());
+    EXPECT_EQ(cpu_size.status().message(), gpu_size.status().message());
+  }
   EXPECT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()));
 }
 
@@ -316,10 +322,9 @@ TEST_P(CudaCodecTest, ErrorFeedbackInvariantHoldsOver100Steps) {
   std::vector<float> residual(n(), 0.0f);
   for (uint64_t step = 0; step < 100; ++step) {
     const auto grad = make_finite_values(n(), 1000 + step);
-    const StepContext ctx = context(MemoryKind::kDevice, step);
-    auto frame = codecs.encode_gpu(grad, ctx);
+    auto frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
     ASSERT_TRUE(frame.ok()) << frame.status().to_string();
-    auto cpu_frame = codecs.encode_cpu(grad, ctx);
+    auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, step));
     ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
     ASSERT_TRUE(same_bytes(*cpu_frame, *frame)) << "step " << step;
     auto decoded = decode_on_gpu(*codecs.gpu, *frame, std::vector<float>(n(), 0.0f), true);
@@ -407,11 +412,12 @@ TEST_F(CudaFrameCheckTest, HostMemoryAndCpuStreamsAreRefused) {
   EXPECT_EQ(cpu_stream.status().code(), ErrorCode::kInvalidArgument);
 }
 
-TEST_F(CudaFrameCheckTest, CodecsWithoutACudaImplementationAreUnsupported) {
-  for (const char* spec : {"topk", "randomk", "powersgd"}) {
+TEST_F(CudaFrameCheckTest, EveryCodecHasACudaImplementation) {
+  for (const char* spec : {"none", "fp16", "bf16", "qsgd", "sign", "topk", "topk:select=exact",
+                           "randomk", "powersgd"}) {
     auto codec = make_cuda_codec(parse_codec_spec(spec).value());
-    ASSERT_FALSE(codec.ok());
-    EXPECT_EQ(codec.status().code(), ErrorCode::kUnsupported);
+    ASSERT_TRUE(codec.ok()) << spec << ": " << codec.status().to_string();
+    EXPECT_EQ((*codec)->spec(), format_codec_spec(parse_codec_spec(spec).value()));
   }
 }
 

@@ -65,8 +65,7 @@ Result<std::unique_ptr<Codec>> make_cpu_codec(const CodecParams& params);
 
 /// Makes the CUDA implementation of the codec: it encodes and decodes device memory, on the
 /// device current when its streams are made. kUnsupported when this build has no CUDA, when no
-/// CUDA device is usable, and for codecs without a CUDA implementation yet (topk, randomk,
-/// powersgd).
+/// CUDA device is usable, and for topk with overlap > 0 (no CUDA implementation yet).
 Result<std::unique_ptr<Codec>> make_cuda_codec(const CodecParams& params);
 
 /// The implementation for buffers in `memory`: the CPU codec for kHost and kPinned, the CUDA codec

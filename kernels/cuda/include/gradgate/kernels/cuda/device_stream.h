@@ -10,12 +10,21 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/status.h"
 
 namespace gradgate::kernels::cuda {
+
+/// What a codec keeps per stream beyond the residual (warm-start thresholds, candidate buffers,
+/// low-rank factors), owned by the stream. Its device memory counts in memory_bytes().
+class DeviceCodecState {
+ public:
+  virtual ~DeviceCodecState() = default;
+  virtual size_t memory_bytes() const = 0;
+};
 
 class DeviceStream final : public Stream {
  public:
@@ -29,7 +38,17 @@ class DeviceStream final : public Stream {
   const float* device_residual() const { return residual_; }
   bool has_residual() const { return residual_ != nullptr; }
 
-  /// Bytes of device memory the stream holds.
+  /// The codec's own state: nullptr until the codec sets it (on its first encode, typically).
+  /// The codec that made the stream is the only one that reads or writes it.
+  DeviceCodecState* codec_state() const { return codec_state_.get(); }
+  void set_codec_state(std::unique_ptr<DeviceCodecState> state) { codec_state_ = std::move(state); }
+
+  /// Passes over the n-element arrays (gradient, residual) that the last encode made: 1 for a
+  /// fused streaming encode, more for codecs that rescan. For benchmarks and tests.
+  int last_encode_passes() const { return last_encode_passes_; }
+  void set_last_encode_passes(int passes) { last_encode_passes_ = passes; }
+
+  /// Bytes of device memory the stream holds: the residual and the codec's state.
   size_t memory_bytes() const override;
 
   /// Copies the residual into `out`, which must hold desc().elements floats (none without a
@@ -41,6 +60,8 @@ class DeviceStream final : public Stream {
       : Stream(desc, false), residual_(residual) {}
 
   float* residual_;
+  std::unique_ptr<DeviceCodecState> codec_state_;
+  int last_encode_passes_ = 0;
 };
 
 /// The residual of any stream, host (CPU codecs) or device (CUDA codecs), as host values: empty

@@ -1,0 +1,95 @@
+// Host-side entry points of the topk kernels: the pass that adds the gradient into the residual
+// and collects the candidates, the radix select among them (topk_plan.h), the sort of the
+// selection by index, and the payload's indices written and read on the device. Each enqueues its
+// kernels on `stream` and returns the launch's Status. Host-only: compiles without nvcc.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "launch.h"
+#include "topk_plan.h"
+
+namespace gradgate::kernels::cuda {
+
+/// A list of (index, value) pairs being appended to: room for `capacity`.
+struct PairList {
+  uint32_t* index;
+  float* value;
+  uint64_t capacity;
+};
+
+/// Elements to select from: `count` pairs, or with index == nullptr the dense array `value`
+/// (element i at index i).
+struct PairSource {
+  const uint32_t* index;
+  const float* value;
+  uint64_t count;
+};
+
+/// The first pass of an encode (with `e`) or a read-only rescan (e == nullptr: v = g): with e,
+/// e += g where the sum is finite and v is the new e. Appends (i, v) of every finite |v| > t to
+/// `out` in no particular order, for as many as fit; tallies the bad v in count[0], all the
+/// elements above t in count[1] (those that did not fit too), the float bits of the largest kept
+/// |v| in max[0] and the sum of the kept |v| in sum.
+Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, const PairList& out,
+                           Tally* tally, cudaStream_t stream);
+
+/// bins (topk::kSelectBins, zeroed here) = the histogram of the order keys of `source` in `range`.
+Status launch_topk_histogram(const PairSource& source, const topk::KeyRange& range, uint32_t* bins,
+                             cudaStream_t stream);
+
+/// Appends the pairs of `source` whose order key is >= `cut` to `out`, counting them in count[2].
+Status launch_topk_keep(const PairSource& source, uint64_t cut, const PairList& out, Tally* tally,
+                        cudaStream_t stream);
+
+/// Device scratch that launch_topk_sort and launch_topk_varint_offsets need for `count` pairs.
+Result<size_t> topk_temp_bytes(uint64_t count);
+
+/// Sorts `count` pairs held in index[0], value[0] by index (indices below 2^index_bits), using
+/// index[1], value[1] as the second buffer; returns which buffer holds the result.
+Result<int> launch_topk_sort(uint32_t* const index[2], float* const value[2], uint64_t count,
+                             int index_bits, void* temp, size_t temp_bytes, cudaStream_t stream);
+
+/// offsets[j] = where the LEB128 varint of gap j of the ascending `index` starts (gap j = index[j]
+/// - index[j - 1] - 1, gap 0 = index[0]), offsets[count] = their total bytes; offsets has room
+/// for count + 1.
+Status launch_topk_varint_offsets(const uint32_t* index, uint64_t count, uint64_t* offsets,
+                                  void* temp, size_t temp_bytes, cudaStream_t stream);
+
+/// A topk payload to write: [u32 count][u32 index_bytes][indices][values].
+struct TopkPayloadOut {
+  std::byte* payload;  // 4-byte aligned
+  uint32_t count;
+  uint32_t index_bytes;
+  bool bitmap;  // indices as a bitmap of index_bytes bytes, else varints at `offsets`
+  bool fp16;    // values as IEEE half, else fp32
+};
+
+/// Writes the payload of the ascending `index` and their `value`, and sets e (if any) at those
+/// indices to what the wire does not carry: 0, or the fp16 rounding error.
+Status launch_topk_write(const uint32_t* index, const float* value, const uint64_t* offsets,
+                         const TopkPayloadOut& out, float* e, cudaStream_t stream);
+
+/// The index bytes of a received topk payload and where to decode them.
+struct TopkIndexIn {
+  const std::byte* bytes;
+  uint64_t byte_count;
+  bool bitmap;
+  uint64_t count;     // the payload's count
+  uint64_t elements;  // n
+};
+
+/// Device scratch that launch_topk_decode_indices needs.
+Result<size_t> topk_decode_temp_bytes(const TopkIndexIn& in);
+
+/// Decodes the indices into `index` (room for in.count) after checking them: tallies in word[0]
+/// the indices the bytes hold, in count[1] those >= n, and in count[2] the malformed bytes (a
+/// varint longer than 5 bytes or left open at the end; a bitmap bit past n). `temp` holds
+/// topk_decode_temp_bytes.
+Status launch_topk_decode_indices(const TopkIndexIn& in, uint32_t* index, void* temp,
+                                  size_t temp_bytes, Tally* tally, cudaStream_t stream);
+
+}  // namespace gradgate::kernels::cuda

@@ -1,0 +1,185 @@
+#include "topk_selection.h"
+
+#include <bit>
+#include <string>
+
+#include "sparse_launch.h"
+
+namespace gradgate::kernels::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+int index_bits(uint64_t n) { return std::max(1, static_cast<int>(std::bit_width(n - 1))); }
+
+// The cut of a radix select over `source`, whose keys all lie in [lo, hi]: `levels` histograms.
+struct RadixCut {
+  uint64_t key = 0;
+  size_t selected = 0;
+  int levels = 0;
+};
+
+Result<RadixCut> radix_select(const PairSource& source, uint64_t lo, uint64_t hi, size_t k,
+                              size_t k_max, TopkDeviceState& state, cudaStream_t stream) {
+  RadixCut cut;
+  topk::KeyRange range = topk::key_range(lo, hi);
+  size_t above = 0;
+  for (;;) {
+    GRADGATE_RETURN_IF_ERROR(launch_topk_histogram(source, range, state.bins, stream));
+    GRADGATE_RETURN_IF_ERROR(read_device(state.host_bins.data(), state.bins,
+                                         topk::kSelectBins * sizeof(uint32_t), stream));
+    ++cut.levels;
+    const topk::CutStep step = topk::cut_step(state.host_bins.data(), range, above, k, k_max);
+    if (step.done) {
+      cut.key = step.key;
+      cut.selected = step.selected;
+      return cut;
+    }
+    range = step.next;
+    above = step.above;
+  }
+}
+
+// Keeps the pairs of `source` at or above `cut` in the state's first selection buffer.
+Status keep(const PairSource& source, uint64_t cut, size_t expected, TopkDeviceState& state,
+            Scratch& scratch, cudaStream_t stream) {
+  GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
+  const PairList out{state.selected_index[0], state.selected_value[0], state.selected_capacity};
+  GRADGATE_RETURN_IF_ERROR(launch_topk_keep(source, cut, out, scratch.device_tally(), stream));
+  auto tally = scratch.finish(stream);
+  if (!tally.ok()) return tally.status();
+  if (tally->count[2] != expected) {
+    return Status(ErrorCode::kInternal, "topk selection kept " + std::to_string(tally->count[2]) +
+                                            " elements where the histograms counted " +
+                                            std::to_string(expected));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t candidates, size_t selected) {
+  auto temp_bytes = topk_temp_bytes(selected);
+  if (!temp_bytes.ok()) return temp_bytes.status();
+  const size_t candidate_index = 0;
+  const size_t candidate_value = candidate_index + aligned(candidates * sizeof(uint32_t));
+  const size_t selected_index = candidate_value + aligned(candidates * sizeof(float));
+  const size_t selected_value = selected_index + 2 * aligned(selected * sizeof(uint32_t));
+  const size_t bins = selected_value + 2 * aligned(selected * sizeof(float));
+  const size_t offsets = bins + aligned(topk::kSelectBins * sizeof(uint32_t));
+  const size_t temp = offsets + aligned((selected + 1) * sizeof(uint64_t));
+  const size_t total = temp + aligned(*temp_bytes);
+  auto memory = device_alloc<std::byte>(total);
+  if (!memory.ok()) return memory.status();
+  auto state = std::unique_ptr<TopkDeviceState>(new TopkDeviceState());
+  std::byte* base = memory->get();
+  state->candidates = {reinterpret_cast<uint32_t*>(base + candidate_index),
+                       reinterpret_cast<float*>(base + candidate_value), candidates};
+  for (int b = 0; b < 2; ++b) {
+    state->selected_index[b] = reinterpret_cast<uint32_t*>(
+        base + selected_index + b * aligned(selected * sizeof(uint32_t)));
+    state->selected_value[b] =
+        reinterpret_cast<float*>(base + selected_value + b * aligned(selected * sizeof(float)));
+  }
+  state->selected_capacity = selected;
+  state->bins = reinterpret_cast<uint32_t*>(base + bins);
+  state->varint_offsets = reinterpret_cast<uint64_t*>(base + offsets);
+  state->temp = base + temp;
+  state->temp_bytes = *temp_bytes;
+  state->host_bins.resize(topk::kSelectBins);
+  state->memory_ = std::move(memory).value();
+  state->bytes_ = total;
+  return state;
+}
+
+Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDeviceState& state,
+                                              Scratch& scratch, cudaStream_t stream) {
+  DeviceSelection selection;
+  const uint64_t n = in.n;
+  const size_t cap = state.candidates.capacity;
+  const float* v = in.e ? in.e : in.g;  // the values selected from, after the first pass
+  const bool was_warm = state.warm.warm();
+  float t_scan = state.warm.candidate_threshold();
+
+  // Pass 1: e += g and the candidates above the warm-start threshold (none when cold).
+  GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
+  GRADGATE_RETURN_IF_ERROR(
+      launch_topk_collect(in.g, in.e, n, t_scan, state.candidates, scratch.device_tally(), stream));
+  auto first = scratch.finish(stream);
+  if (!first.ok()) return first.status();
+  selection.passes = 1;
+  if (first->count[0] != 0) {
+    if (in.e) {
+      GRADGATE_RETURN_IF_ERROR(launch_unaccumulate(in.g, in.e, n, stream));
+      GRADGATE_RETURN_IF_ERROR(scratch.finish(stream).status());
+    }
+    selection.nonfinite = first->count[0];
+    return selection;
+  }
+  const double b = first->sum / static_cast<double>(n);
+  const float largest = bits_float(first->max[0]);
+  size_t count = first->count[1];
+
+  // Read-only rescans until the candidates fit [k, cap].
+  const auto scan = [&](float t) -> Status {
+    GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
+    GRADGATE_RETURN_IF_ERROR(
+        launch_topk_collect(v, nullptr, n, t, state.candidates, scratch.device_tally(), stream));
+    auto tally = scratch.finish(stream);
+    if (!tally.ok()) return tally.status();
+    count = tally->count[1];
+    ++selection.passes;
+    return {};
+  };
+  topk::ScanSteering steering(in.k, cap, b);
+  if (!was_warm) {
+    t_scan = topk::laplace_threshold(b, n, topk::kCandidateFactor * static_cast<double>(in.k));
+    GRADGATE_RETURN_IF_ERROR(scan(t_scan));
+  }
+  while (!steering.in_window(count)) {
+    const auto next = steering.next(t_scan, count);
+    if (!next) break;
+    t_scan = *next;
+    GRADGATE_RETURN_IF_ERROR(scan(t_scan));
+  }
+
+  const uint64_t top_key = topk::order_key(largest, 0);
+  if (count > cap || (count < in.k && t_scan > 0.0f)) {
+    // Ties: no candidate threshold separates k. The k largest non-zero |v| of the whole array.
+    const PairSource dense{nullptr, v, n};
+    const uint64_t nonzero = topk::first_key_above(0.0f);
+    RadixCut cut{nonzero, 0, 0};
+    if (top_key >= nonzero) {
+      auto found = radix_select(dense, nonzero, top_key, in.k, in.k, state, stream);
+      if (!found.ok()) return found.status();
+      cut = *found;
+    }
+    GRADGATE_RETURN_IF_ERROR(keep(dense, cut.key, cut.selected, state, scratch, stream));
+    selection.passes += cut.levels + 1;
+    selection.count = cut.selected;
+    state.warm.threshold = 0.0f;  // cold again next step
+  } else {
+    const PairSource candidates{state.candidates.index, state.candidates.value, count};
+    RadixCut cut{topk::first_key_above(t_scan), count, 0};
+    if (count > in.k_max) {
+      auto found = radix_select(candidates, cut.key, top_key, in.k, in.k_max, state, stream);
+      if (!found.ok()) return found.status();
+      cut = *found;
+    }
+    GRADGATE_RETURN_IF_ERROR(keep(candidates, cut.key, cut.selected, state, scratch, stream));
+    selection.count = cut.selected;
+    const auto cut_bits = static_cast<uint32_t>(cut.key >> 32);
+    state.warm.update(cut_bits > 0 ? bits_float(cut_bits - 1) : 0.0f, t_scan, count, cut.selected,
+                      b, was_warm);
+  }
+
+  auto sorted = launch_topk_sort(state.selected_index, state.selected_value, selection.count,
+                                 index_bits(n), state.temp, state.temp_bytes, stream);
+  if (!sorted.ok()) return sorted.status();
+  selection.index = state.selected_index[*sorted];
+  selection.value = state.selected_value[*sorted];
+  return selection;
+}
+
+}  // namespace gradgate::kernels::cuda

@@ -1,0 +1,76 @@
+// Top-k selection with error feedback on the GPU, the device counterpart of
+// kernels/cpu/topk_select.h. One fused pass adds the gradient into the residual and collects the
+// candidates above a warm-started threshold (block-wise compaction, one atomic per block); read-
+// only rescans correct that threshold until the candidates number between k and 8k + 1024; a
+// radix select among the candidates (topk_plan.h) cuts them to [k, 1.1 k] (threshold mode) or to
+// exactly the k largest |v|, ties by lower index (exact mode: the CPU codec's selection, bit for
+// bit); the selection is then sorted by index. When ties defeat every candidate threshold the
+// radix select runs over the whole array instead. In steady state only the first pass reads the
+// n-element arrays.
+//
+// The residual keeps the selected values until the frame is written (the writer clears them).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "device_memory.h"
+#include "gradgate/kernels/cuda/device_stream.h"
+#include "scratch.h"
+#include "topk_launch.h"
+#include "topk_plan.h"
+
+namespace gradgate::kernels::cuda {
+
+/// What a topk stream keeps on the device: the warm start, the candidate and selection buffers,
+/// the histogram and the sort's scratch, sized once for the stream's n and k.
+class TopkDeviceState final : public DeviceCodecState {
+ public:
+  /// Buffers for `candidates` candidates and selections of up to `selected`.
+  static Result<std::unique_ptr<TopkDeviceState>> make(size_t candidates, size_t selected);
+  size_t memory_bytes() const override { return bytes_; }
+
+  topk::WarmStart warm;
+  PairList candidates{};
+  uint32_t* selected_index[2] = {};
+  float* selected_value[2] = {};
+  uint64_t selected_capacity = 0;
+  uint32_t* bins = nullptr;
+  uint64_t* varint_offsets = nullptr;  // selected_capacity + 1
+  void* temp = nullptr;
+  size_t temp_bytes = 0;
+  std::vector<uint32_t> host_bins;
+
+ private:
+  DevicePtr<std::byte> memory_;
+  size_t bytes_ = 0;
+};
+
+/// A selection in the state's buffers, ascending by index; or the count of NaN and infinite
+/// values of g + e that made it fail (the residual then as it was, to float rounding).
+struct DeviceSelection {
+  const uint32_t* index = nullptr;
+  const float* value = nullptr;
+  uint64_t count = 0;
+  int passes = 0;  // passes over the n-element arrays
+  uint64_t nonfinite = 0;
+};
+
+/// What one selection works on.
+struct SelectionInput {
+  const float* g;
+  float* e;  // nullptr without error feedback
+  uint64_t n;
+  size_t k;
+  size_t k_max;  // k for exact selection
+};
+
+/// e += g, then selects. The tally of `scratch` is used; `stream` is synchronised on return.
+Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDeviceState& state,
+                                              Scratch& scratch, cudaStream_t stream);
+
+}  // namespace gradgate::kernels::cuda

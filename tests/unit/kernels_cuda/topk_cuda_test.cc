@@ -1,0 +1,274 @@
+// The CUDA topk codec against the CPU codec: exact selection gives the same frames byte for byte
+// and the same residuals bit for bit; threshold selection keeps k to 1.1 k elements, cold and warm,
+// in at most two passes in steady state; frames decode across the two; error feedback holds over
+// 100 steps; non-finite gradients and malformed frames fail as on the CPU. Every test skips
+// without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "codec_data.h"
+#include "codec_test_util.h"
+#include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/frame.h"
+#include "sparse_cuda_test_util.h"
+
+namespace gradgate::kernels {
+namespace {
+
+using sparse_test::Bytes;
+using sparse_test::CodecPair;
+using sparse_test::context;
+using test_util::make_finite_values;
+using test_util::same_bits;
+using test_util::same_bytes;
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!sparse_test::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+size_t k_of(double density, size_t n) {
+  return std::clamp<size_t>(static_cast<size_t>(std::llround(density * static_cast<double>(n))), 1,
+                            n);
+}
+
+uint32_t frame_count(const Bytes& frame) {
+  uint32_t count = 0;
+  std::memcpy(&count, frame.data() + kFrameHeaderBytes, sizeof count);
+  return count;
+}
+
+// Gaussian or Laplace values of scale 1e-3: independent every step.
+std::vector<float> gradient(bool laplace, size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  std::exponential_distribution<float> exponential(1e3f);
+  std::vector<float> out(n);
+  for (auto& v : out) v = laplace ? (rng() & 1 ? 1.0f : -1.0f) * exponential(rng) : normal(rng);
+  return out;
+}
+
+using SizeAndDensity = std::tuple<size_t, double>;
+
+class TopkExactTest : public ::testing::TestWithParam<SizeAndDensity> {
+ protected:
+  void SetUp() override {
+    if (!sparse_test::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  }
+  size_t n() const { return std::get<0>(GetParam()); }
+  double density() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(TopkExactTest, FramesAndResidualsMatchTheCpuCodec) {
+  for (const char* options : {"select=exact", "select=exact,values=fp16", "select=exact,ef=0"}) {
+    const std::string spec = "topk:density=" + std::to_string(density()) + "," + options;
+    SCOPED_TRACE(spec);
+    CodecPair codecs(spec, n());
+    for (uint64_t step = 0; step < 4; ++step) {
+      const auto grad = make_finite_values(n(), 10 + step);
+      auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, step));
+      auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
+      ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
+      ASSERT_TRUE(gpu_frame.ok()) << gpu_frame.status().to_string();
+      ASSERT_TRUE(same_bytes(*cpu_frame, *gpu_frame)) << "step " << step;
+      ASSERT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()))
+          << "step " << step;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, TopkExactTest,
+    ::testing::Combine(::testing::Values(size_t{1}, size_t{7}, size_t{1000}, (size_t{1} << 20) + 3),
+                       ::testing::Values(0.1, 0.01, 0.001)),
+    [](const ::testing::TestParamInfo<SizeAndDensity>& test) {
+      return std::to_string(std::get<0>(test.param)) + "_" +
+             test_util::spec_test_name(std::to_string(std::get<1>(test.param)));
+    });
+
+class TopkCudaTest : public GpuTest {};
+
+TEST_F(TopkCudaTest, ThresholdCountsStayInTheWindowColdAndWarm) {
+  const size_t n = size_t{1} << 20;
+  for (bool laplace : {false, true}) {
+    for (double density : {0.01, 0.001}) {
+      SCOPED_TRACE(testing::Message() << (laplace ? "laplace" : "gaussian") << " " << density);
+      CodecPair codecs("topk:density=" + std::to_string(density), n);
+      const size_t k = k_of(density, n);
+      for (uint64_t step = 0; step <= 20; ++step) {
+        const auto grad = gradient(laplace, n, 100 + step);
+        auto frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
+        ASSERT_TRUE(frame.ok()) << frame.status().to_string();
+        const uint32_t count = frame_count(*frame);
+        EXPECT_GE(count, k) << "step " << step;
+        EXPECT_LE(count, k + k / 10) << "step " << step;
+        if (step >= 3) {
+          EXPECT_LE(codecs.gpu_passes(), 2) << "step " << step;
+        }
+        auto decoded =
+            sparse_test::decode_on_cpu(*codecs.cpu, *frame, std::vector<float>(n, 0.0f), true);
+        ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+      }
+    }
+  }
+}
+
+TEST_F(TopkCudaTest, CpuFramesDecodeOnTheGpuToTheSameValues) {
+  // Density 0.5 writes a bitmap, the others gap varints.
+  for (const char* spec : {"topk:density=0.01", "topk:density=0.5", "topk:density=0.05,values=fp16",
+                           "topk:density=0.1,select=exact"}) {
+    for (size_t n : {size_t{1}, size_t{37}, size_t{100003}}) {
+      SCOPED_TRACE(testing::Message() << spec << " n " << n);
+      CodecPair codecs(spec, n);
+      const auto grad = make_finite_values(n, 20);
+      const Bytes frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, 1)).value();
+      const Bytes gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, 1)).value();
+      ASSERT_TRUE(parse_frame(gpu_frame).ok());  // the device-written CRC verifies on the host
+      const auto acc = make_finite_values(n, 21);
+      for (bool overwrite : {false, true}) {
+        auto expected = sparse_test::decode_on_cpu(*codecs.cpu, frame, acc, overwrite);
+        ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+        auto on_gpu = sparse_test::decode_on_gpu(*codecs.gpu, frame, acc, overwrite);
+        ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().to_string();
+        EXPECT_TRUE(same_bits(*expected, *on_gpu));
+        auto gpu_frame_on_gpu = sparse_test::decode_on_gpu(*codecs.gpu, gpu_frame, acc, overwrite);
+        auto gpu_frame_on_cpu = sparse_test::decode_on_cpu(*codecs.cpu, gpu_frame, acc, overwrite);
+        ASSERT_TRUE(gpu_frame_on_gpu.ok()) << gpu_frame_on_gpu.status().to_string();
+        ASSERT_TRUE(gpu_frame_on_cpu.ok()) << gpu_frame_on_cpu.status().to_string();
+        EXPECT_TRUE(same_bits(*gpu_frame_on_cpu, *gpu_frame_on_gpu));
+      }
+    }
+  }
+}
+
+TEST_F(TopkCudaTest, ErrorFeedbackInvariantHoldsOver100Steps) {
+  for (const char* spec :
+       {"topk:density=0.01", "topk:density=0.05,select=exact", "topk:density=0.02,values=fp16"}) {
+    SCOPED_TRACE(spec);
+    const size_t n = 5000;
+    CodecPair codecs(spec, n);
+    std::vector<float> residual(n, 0.0f);
+    for (uint64_t step = 0; step < 100; ++step) {
+      const auto grad = make_finite_values(n, 1000 + step);
+      auto frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
+      ASSERT_TRUE(frame.ok()) << frame.status().to_string();
+      SCOPED_TRACE(step);
+      sparse_test::expect_error_feedback(codecs, grad, *frame, residual);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_F(TopkCudaTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
+  const size_t n = 10007;
+  for (const char* spec : {"topk:density=0.01,select=exact", "topk:density=0.01"}) {
+    SCOPED_TRACE(spec);
+    CodecPair codecs(spec, n);
+    const bool exact = std::string(spec).find("exact") != std::string::npos;
+    for (uint64_t step = 0; step < 3; ++step) {  // warm, with a residual to restore
+      const auto warm = make_finite_values(n, 50 + step);
+      ASSERT_TRUE(codecs.encode_cpu(warm, context(MemoryKind::kHost, step)).ok());
+      ASSERT_TRUE(codecs.encode_gpu(warm, context(MemoryKind::kDevice, step)).ok());
+    }
+    const auto before = codecs.gpu_residual();
+    auto grad = test_util::make_values(n, 51, true);
+    grad[n / 2] = std::numeric_limits<float>::quiet_NaN();
+    const auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, 3));
+    const auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, 3));
+    ASSERT_FALSE(cpu_frame.ok());
+    ASSERT_FALSE(gpu_frame.ok());
+    EXPECT_EQ(gpu_frame.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(gpu_frame.status().message(), cpu_frame.status().message());
+    const auto after = codecs.gpu_residual();
+    if (exact) {
+      EXPECT_TRUE(same_bits(codecs.cpu_stream->residual(), after));
+    }
+    for (size_t i = 0; i < n; ++i) {  // e + g - g: exact to the rounding of the sum
+      const double g = std::isfinite(grad[i]) ? std::fabs(grad[i]) : 0.0;  // inf, NaN: kept
+      const double rounding = 1e-6 * (1.0 + std::fabs(before[i]) + g);
+      ASSERT_NEAR(before[i], after[i], rounding) << "element " << i;
+    }
+  }
+}
+
+// A topk payload with `count` and the given index bytes and fp32 values.
+Bytes topk_frame(uint64_t n, uint8_t flags, uint32_t count, const std::vector<uint8_t>& indices,
+                 const std::vector<float>& values) {
+  Bytes frame(kFrameHeaderBytes + 8 + indices.size() + 4 * values.size());
+  std::byte* p = frame.data() + kFrameHeaderBytes;
+  const auto index_bytes = static_cast<uint32_t>(indices.size());
+  std::memcpy(p, &count, 4);
+  std::memcpy(p + 4, &index_bytes, 4);
+  std::memcpy(p + 8, indices.data(), indices.size());
+  std::memcpy(p + 8 + indices.size(), values.data(), 4 * values.size());
+  FrameHeader header;
+  header.codec = CodecId::kTopk;
+  header.flags = flags;
+  header.tensor_id = 7;
+  header.job_id = 3;
+  header.element_count = n;
+  header.payload_bytes = static_cast<uint32_t>(frame.size() - kFrameHeaderBytes);
+  seal_frame(header, frame);
+  return frame;
+}
+
+TEST_F(TopkCudaTest, MalformedFramesFailLikeTheCpu) {
+  const uint64_t n = 20;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    const char* what;
+    Bytes frame;
+  };
+  const Case cases[] = {
+      {"valid varints", topk_frame(n, 0, 2, {3, 4}, {1.0f, 2.0f})},
+      {"valid bitmap", topk_frame(n, 1, 2, {0x08, 0x01, 0x00}, {1.0f, 2.0f})},
+      {"count beyond n", topk_frame(n, 0, 21, {}, {})},
+      {"more indices than count", topk_frame(n, 0, 1, {3, 4}, {1.0f})},
+      {"fewer indices than count", topk_frame(n, 0, 2, {3}, {1.0f, 2.0f})},
+      {"index out of range", topk_frame(n, 0, 2, {3, 16}, {1.0f, 2.0f})},
+      {"truncated varint", topk_frame(n, 0, 1, {0x83}, {1.0f})},
+      {"varint longer than 5 bytes",
+       topk_frame(n, 0, 1, {0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, {1.0f})},
+      {"bitmap bit past n", topk_frame(n, 1, 2, {0x01, 0x00, 0x10}, {1.0f, 2.0f})},
+      {"bitmap more bits than count", topk_frame(n, 1, 1, {0x03, 0x00, 0x00}, {1.0f})},
+      {"bitmap of the wrong length", topk_frame(n, 1, 1, {0x01, 0x00}, {1.0f})},
+      {"NaN value", topk_frame(n, 0, 2, {3, 4}, {1.0f, nan})},
+      {"unknown flags", topk_frame(n, 4, 0, {}, {})},
+  };
+  CodecPair codecs("topk:density=0.1", n);
+  const std::vector<float> acc(n, 1.0f);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    for (bool overwrite : {false, true}) {
+      const auto expected = sparse_test::decode_on_cpu(*codecs.cpu, c.frame, acc, overwrite);
+      const auto on_gpu = sparse_test::decode_on_gpu(*codecs.gpu, c.frame, acc, overwrite);
+      ASSERT_EQ(on_gpu.ok(), expected.ok()) << on_gpu.status().to_string();
+      if (expected.ok()) {
+        EXPECT_TRUE(same_bits(*expected, *on_gpu));
+      } else {
+        EXPECT_EQ(on_gpu.status().code(), expected.status().code());
+      }
+    }
+  }
+}
+
+TEST_F(TopkCudaTest, OverlapHasNoCudaImplementation) {
+  auto codec = make_cuda_codec(parse_codec_spec("topk:overlap=0.5").value());
+  ASSERT_FALSE(codec.ok());
+  EXPECT_EQ(codec.status().code(), ErrorCode::kUnsupported);
+  EXPECT_TRUE(make_cuda_codec(parse_codec_spec("topk").value()).ok());
+}
+
+}  // namespace
+}  // namespace gradgate::kernels

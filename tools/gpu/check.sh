@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The one check of the CUDA kernels on a GPU machine, run from the repository root:
+#
+#   tools/gpu/check.sh OUT_DIR
+#
+# Builds the kernels alone (GRADGATE_KERNELS_ONLY: CMake, nvcc and a C++ compiler, nothing else),
+# runs both kernel test binaries, the kernel benchmark from 2^20 to 2^28 elements with torch.topk
+# on the same tensor, compute-sanitizer memcheck on the CUDA tests (small sizes), and prints a
+# summary.
+# GoogleTest is built from its sources, because a GPU machine may have no -dev packages:
+# GTEST_SOURCE_DIR, else .gpu/googletest (a copy of /usr/src/googletest shipped with the tree),
+# else /usr/src/googletest.
+# Every step has a timeout and the whole run a deadline (DEADLINE_S, 400 s); without a GPU the GPU
+# steps are skipped. Writes at most 8 files into OUT_DIR: build.log, kernels_tests.log,
+# cuda_tests.log, memcheck.log, bench.jsonl, torch_topk.jsonl, summary.txt. Exit status 0 when
+# every step that ran passed.
+set -u
+out=${1:?usage: tools/gpu/check.sh OUT_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 2
+build=${BUILD_DIR:-build-gpu}
+gtest=${GTEST_SOURCE_DIR:-$root/.gpu/googletest}
+[[ -n ${GTEST_SOURCE_DIR:-} || -d $gtest ]] || gtest=/usr/src/googletest
+deadline=$((SECONDS + ${DEADLINE_S:-400}))
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+dump=$scratch/gaussian.f32
+steps=$scratch/steps  # step|status|seconds, for the summary
+: >"$steps"
+
+# run NAME LIMIT_S LOG CMD...: CMD under a timeout cut to the deadline, its output in LOG.
+run() {
+  local name=$1 limit=$2 log=$3 left status start
+  shift 3
+  left=$((deadline - SECONDS))
+  ((limit > left)) && limit=$left
+  if ((limit < 5)); then
+    echo "$name|skipped (deadline)|0" >>"$steps"
+    return 1
+  fi
+  start=$SECONDS
+  timeout -k 5 "$limit" "$@" >>"$log" 2>&1
+  status=$?
+  if ((status == 0)); then
+    echo "$name|ok|$((SECONDS - start))" >>"$steps"
+  elif ((status == 124 || status == 137)); then
+    echo "$name|timed out after ${limit}s|$((SECONDS - start))" >>"$steps"
+  else
+    echo "$name|failed (exit $status)|$((SECONDS - start))" >>"$steps"
+  fi
+  return "$status"
+}
+
+skip() { echo "$1|skipped ($2)|0" >>"$steps"; }
+
+have_gpu=0
+if ! command -v nvidia-smi >/dev/null; then
+  gpu="none (no nvidia-smi)"
+elif gpu=$(timeout 20 nvidia-smi -L 2>&1); then
+  have_gpu=1
+fi
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+built=0
+if run configure 90 "$out/build.log" cmake -S . -B "$build" "${generator[@]}" \
+  -DCMAKE_BUILD_TYPE=Release -DGRADGATE_KERNELS_ONLY=ON -DGRADGATE_WERROR=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DGRADGATE_WITH_CUDA=ON -DGRADGATE_GTEST_SOURCE_DIR="$gtest" &&
+  run build 200 "$out/build.log" cmake --build "$build" -j "$(nproc)" --target \
+    gradgate_kernels_tests gradgate_kernels_cuda_tests gradgate_kernel_bench; then
+  built=1
+fi
+
+if ((built)); then
+  run kernels_tests 60 "$out/kernels_tests.log" "$build/tests/gradgate_kernels_tests"
+  run cuda_tests 60 "$out/cuda_tests.log" \
+    "$build/tests/unit/kernels_cuda/gradgate_kernels_cuda_tests"
+else
+  skip kernels_tests "no build"
+  skip cuda_tests "no build"
+fi
+
+if ((built && have_gpu)); then
+  run bench 120 "$out/bench.jsonl" "$build/bench/kernels/gradgate_kernel_bench" \
+    --sizes 2^20,2^22,2^24,2^26,2^28 --dump "$dump"
+  if [[ -s $dump ]]; then
+    run torch_topk 60 "$out/torch_topk.jsonl" python3 bench/kernels/torch_topk.py "$dump"
+  else
+    skip torch_topk "no dump"
+  fi
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # Every test but the large sizes and the 100-step loops: memcheck slows every kernel by orders
+  # of magnitude. Last, so that it takes whatever time is left.
+  run memcheck 180 "$out/memcheck.log" "$sanitizer" --tool memcheck --error-exitcode 1 \
+    "$build/tests/unit/kernels_cuda/gradgate_kernels_cuda_tests" \
+    '--gtest_filter=-*1048579*:*ErrorFeedbackInvariantHoldsOver100Steps*:PowersgdGpuTest.ValuesMatchTheCpuCodecWithinTolerance'
+else
+  for step in memcheck bench torch_topk; do skip "$step" "$( ((built)) && echo no GPU || echo no build)"; done
+fi
+
+{
+  echo "GPU: ${gpu:-none}"
+  python3 tools/gpu/summarize.py "$out" "$steps" ||
+    column -t -s '|' "$steps"
+} | tee "$out/summary.txt"
+failed=$(grep -c -v '|ok|\|skipped' "$steps")
+((failed == 0))
