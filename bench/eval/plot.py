@@ -33,7 +33,10 @@ MB = 1e6
 
 def load(out, target):
     """(summary rows recomputed, per-run results, scenario or None) of run_eval's --out."""
-    settings = json.loads((out / "summary.json").read_text())["settings"]
+    recorded = json.loads((out / "summary.json").read_text())
+    settings = recorded["settings"]
+    if target is None:
+        target = recorded.get("fixed_target")  # run_eval's --target, if it had one
     results = [json.loads(p.read_text()) for p in (out / "results").glob("*.json")]
     results.sort(key=lambda r: (r["model"], -netlab.speed(r["rate_mbit"]), runs.position(r["run"])))
     summary = summaries.summarize(results, int(settings["steps"]), target)

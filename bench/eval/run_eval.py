@@ -158,7 +158,8 @@ class Evaluation:
             log_level=args.log_level)
         self.info = {"command": sys.argv, "machine": machine(args),
                      "settings": {k: str(v) for k, v in dataclasses.asdict(self.settings).items()},
-                     "hosts": args.hosts, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                     "fixed_target": args.target, "hosts": args.hosts,
+                     "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         (args.out / "results").mkdir(parents=True, exist_ok=True)
 
     @staticmethod
