@@ -8,7 +8,7 @@
 #                                  tests, a bounded fuzz run)
 #   ./gradgate.sh build            installs dependencies and builds into build/
 #
-# Environment: GRADGATE_FUZZ_SECONDS (default 60) bounds the fuzz run; JOBS the build parallelism.
+# Environment: GRADGATE_FUZZ_SECONDS (default 30) bounds the fuzz run; JOBS the build parallelism.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -67,13 +67,13 @@ run_tests() {
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$JOBS"
 
-  log "fuzzing the frame decoders for ${GRADGATE_FUZZ_SECONDS:-60} s"
+  log "fuzzing the frame decoders for ${GRADGATE_FUZZ_SECONDS:-30} s"
   configure_and_build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" -DGRADGATE_BUILD_FUZZERS=ON -DGRADGATE_BUILD_TESTS=OFF \
     -DGRADGATE_BUILD_APPS=OFF -DGRADGATE_WITH_CUDA=OFF -DGRADGATE_WERROR=OFF
   local corpus
   corpus=$(mktemp -d)
-  build-fuzz/tests/fuzz/frame_decode_fuzz -max_total_time="${GRADGATE_FUZZ_SECONDS:-60}" \
+  build-fuzz/tests/fuzz/frame_decode_fuzz -max_total_time="${GRADGATE_FUZZ_SECONDS:-30}" \
     -max_len=4096 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
   rm -rf "$corpus"
 }
