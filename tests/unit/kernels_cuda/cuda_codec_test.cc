@@ -2,16 +2,13 @@
 // the same residuals bit for bit, for every element-wise codec and sizes from 1 to 2^20 + 3;
 // frames decode across the two; sums; the error-feedback invariant over 100 steps; non-finite
 // gradients and malformed frames give the CPU's errors. Every test skips without a CUDA device.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <memory>
 #include <span>
 #include <string>
 #include <tuple>
@@ -19,156 +16,27 @@
 
 #include "codec_data.h"
 #include "codec_test_util.h"
+#include "cuda_test_util.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
-#include "gradgate/kernels/cuda/device_stream.h"
 #include "gradgate/kernels/frame.h"
 #include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels {
 namespace {
 
-using cuda::residual_on_host;
-using test_util::Bytes;
+using cuda_test::add_on_gpu;
+using cuda_test::Bytes;
+using cuda_test::CodecPair;
+using cuda_test::context;
+using cuda_test::decode_on_cpu;
+using cuda_test::decode_on_gpu;
+using cuda_test::DeviceArray;
+using cuda_test::DeviceFrame;
 using test_util::make_finite_values;
 using test_util::make_values;
 using test_util::same_bits;
 using test_util::same_bytes;
-
-bool gpu_available() {
-  int devices = 0;
-  const bool ok = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
-  cudaGetLastError();
-  return ok;
-}
-
-// Every test derives from this: it skips without a usable CUDA device.
-class GpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  }
-};
-
-template <typename Param>
-class GpuParamTest : public ::testing::TestWithParam<Param> {
- protected:
-  void SetUp() override {
-    if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  }
-};
-
-// A device copy of host values, freed with it.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t n) : size_(n) {
-    EXPECT_EQ(cudaMalloc(&data_, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
-  }
-  explicit DeviceArray(std::span<const T> host) : DeviceArray(host.size()) { upload(host); }
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  void upload(std::span<const T> host) {
-    EXPECT_EQ(cudaMemcpy(data_, host.data(), host.size_bytes(), cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  std::vector<T> download(size_t count) const {
-    std::vector<T> host(count);
-    EXPECT_EQ(cudaMemcpy(host.data(), data_, count * sizeof(T), cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return host;
-  }
-  std::vector<T> download() const { return download(size_); }
-  std::span<T> span() { return {static_cast<T*>(data_), size_}; }
-
- private:
-  void* data_ = nullptr;
-  size_t size_;
-};
-
-constexpr uint32_t kJob = 3, kTensor = 7;
-
-StepContext context(MemoryKind memory, uint64_t step, uint32_t worker = 0, float scale = 0.0f) {
-  StepContext ctx;
-  ctx.step = step;
-  ctx.policy_version = 2;
-  ctx.worker = worker;
-  ctx.job_seed = 0x5EEDull;
-  ctx.agreed_scale = scale;
-  ctx.memory = memory;
-  return ctx;
-}
-
-// A CPU codec and the CUDA codec of one spec, each with its stream of one tensor.
-struct CodecPair {
-  std::unique_ptr<Codec> cpu, gpu;
-  std::unique_ptr<Stream> cpu_stream, gpu_stream;
-
-  CodecPair(const std::string& spec, size_t n) {
-    const CodecParams params = parse_codec_spec(spec).value();
-    cpu = make_codec_for(params, MemoryKind::kHost).value();
-    auto made = make_codec_for(params, MemoryKind::kDevice);
-    EXPECT_TRUE(made.ok()) << made.status().to_string();
-    gpu = std::move(made).value();
-    const TensorDesc desc = test_util::matrix_desc(1, n, kJob, kTensor);
-    cpu_stream = cpu->make_stream(desc).value();
-    gpu_stream = gpu->make_stream(desc).value();
-  }
-
-  Result<Bytes> encode_cpu(std::span<const float> grad, const StepContext& ctx) {
-    return test_util::encode_frame(*cpu, 0, ctx, grad, *cpu_stream);
-  }
-  Result<Bytes> encode_gpu(std::span<const float> grad, StepContext ctx) {
-    ctx.memory = MemoryKind::kDevice;
-    DeviceArray<float> device_grad(grad);
-    DeviceArray<std::byte> out(gpu->max_frame_bytes(gpu_stream->desc()));
-    auto size = gpu->encode(0, ctx, device_grad.span(), *gpu_stream, out.span());
-    if (!size.ok()) return size.status();
-    return out.download(*size);
-  }
-  std::vector<float> gpu_residual() { return residual_on_host(*gpu_stream).value(); }
-};
-
-// A frame in device memory with its host-parsed view (header on the host, payload on the device).
-struct DeviceFrame {
-  DeviceArray<std::byte> bytes;
-  FrameView view;
-
-  explicit DeviceFrame(const Bytes& frame) : bytes(std::span<const std::byte>(frame)) {
-    view = parse_frame(frame).value();
-    view.payload = bytes.span().subspan(kFrameHeaderBytes);
-  }
-};
-
-Result<std::vector<float>> decode_on_gpu(const Codec& codec, const Bytes& frame,
-                                         std::span<const float> acc, bool overwrite) {
-  DeviceFrame device(frame);
-  DeviceArray<float> out(acc);
-  const Status status = overwrite ? codec.decode(device.view, nullptr, out.span())
-                                  : codec.decode_accumulate(device.view, nullptr, out.span());
-  if (!status.ok()) return status;
-  return out.download();
-}
-
-Result<std::vector<float>> decode_on_cpu(const Codec& codec, const Bytes& frame,
-                                         std::vector<float> acc, bool overwrite) {
-  auto view = parse_frame(frame);
-  if (!view.ok()) return view.status();
-  const Status status =
-      overwrite ? codec.decode(*view, nullptr, acc) : codec.decode_accumulate(*view, nullptr, acc);
-  if (!status.ok()) return status;
-  return acc;
-}
-
-Result<Bytes> add_on_gpu(const Codec& codec, const Bytes& a, const Bytes& b) {
-  DeviceFrame da(a), db(b);
-  DeviceArray<std::byte> out(std::max(a.size(), b.size()));
-  auto size = codec.add_frames(da.view, db.view, out.span());
-  if (!size.ok()) return size.status();
-  return out.download(*size);
-}
 
 const std::vector<std::string> kSpecs = {"none",
                                          "fp16",
@@ -188,7 +56,7 @@ std::string case_name(const ::testing::TestParamInfo<SpecAndSize>& test) {
          std::to_string(std::get<1>(test.param));
 }
 
-class CudaCodecTest : public GpuParamTest<SpecAndSize> {
+class CudaCodecTest : public cuda_test::GpuParamTest<SpecAndSize> {
  protected:
   const std::string& spec() const { return std::get<0>(GetParam()); }
   size_t n() const { return std::get<1>(GetParam()); }
@@ -330,14 +198,9 @@ TEST_P(CudaCodecTest, ErrorFeedbackInvariantHoldsOver100Steps) {
     auto decoded = decode_on_gpu(*codecs.gpu, *frame, std::vector<float>(n(), 0.0f), true);
     ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
     const auto after = keeps_residual ? codecs.gpu_residual() : std::vector<float>(n(), 0.0f);
-    for (size_t i = 0; i < n(); ++i) {
-      // grad + residual_before == decoded + residual_after, to float rounding.
-      const double before = static_cast<double>(grad[i]) + residual[i];
-      const double now = static_cast<double>((*decoded)[i]) + after[i];
-      const double magnitude = std::fabs(before) + std::fabs((*decoded)[i]) + std::fabs(after[i]);
-      ASSERT_NEAR(before, now, 1e-6 * (1.0 + magnitude)) << "step " << step << " element " << i;
-    }
-    residual = after;
+    SCOPED_TRACE("step " + std::to_string(step));
+    cuda_test::expect_error_feedback(grad, *decoded, after, residual);
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -346,7 +209,7 @@ INSTANTIATE_TEST_SUITE_P(Specs, CudaCodecTest,
                                             ::testing::ValuesIn(kSizes)),
                          case_name);
 
-class CudaFrameCheckTest : public GpuTest {};
+class CudaFrameCheckTest : public cuda_test::GpuTest {};
 
 TEST_F(CudaFrameCheckTest, MalformedPayloadsFailLikeTheCpu) {
   struct Corruption {

@@ -4,7 +4,6 @@
 // (1-D, non-square, rank above a side); frames decoded across the two codecs and a job that mixes
 // them; the error-feedback invariant over 100 steps; 4 workers summing; non-finite gradients and
 // malformed frames give the CPU codec's errors. Every test skips without a CUDA device.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 
 #include "codec_data.h"
 #include "codec_test_util.h"
+#include "cuda_test_util.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/cuda/device_stream.h"
@@ -30,61 +30,16 @@
 namespace gradgate::kernels {
 namespace {
 
-using test_util::Bytes;
+using cuda_test::Bytes;
+using cuda_test::context;
+using cuda_test::DeviceArray;
+using cuda_test::DeviceFrame;
 
 /// GPU against CPU: the largest difference allowed, as a fraction of the data's scale.
 constexpr double kTolerance = 1e-3;
 constexpr uint32_t kJob = 3, kTensor = 17;
 
-bool gpu_available() {
-  int devices = 0;
-  const bool ok = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
-  cudaGetLastError();
-  return ok;
-}
-
-class PowersgdGpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  }
-};
-
-// Device memory holding a copy of host values, freed with it.
-template <typename T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::span<const T> host) : size_(host.size()) {
-    EXPECT_EQ(cudaMalloc(&data_, std::max<size_t>(size_, 1) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(data_, host.data(), host.size_bytes(), cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  ~DeviceBuffer() { cudaFree(data_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  std::span<T> span() { return {static_cast<T*>(data_), size_}; }
-  std::vector<T> download(size_t count) const {
-    std::vector<T> host(count);
-    EXPECT_EQ(cudaMemcpy(host.data(), data_, count * sizeof(T), cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return host;
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t size_;
-};
-
-// A frame view whose payload is copied to the device (the header stays on the host).
-struct DeviceView {
-  DeviceBuffer<std::byte> payload;
-  FrameView view;
-
-  explicit DeviceView(const FrameView& host) : payload(host.payload), view(host) {
-    view.payload = payload.span();
-  }
-};
+class PowersgdGpuTest : public cuda_test::GpuTest {};
 
 TensorDesc desc_of(size_t elements, size_t rows = 0, size_t cols = 0) {
   TensorDesc d;
@@ -153,9 +108,9 @@ class Side {
                        Stream& stream) const {
     if (!gpu_) return test_util::encode_frame(*codec_, round, ctx, grad, stream);
     ctx.memory = MemoryKind::kDevice;
-    DeviceBuffer<float> device_grad(grad);
+    DeviceArray<float> device_grad(grad);
     const Bytes room(codec_->max_frame_bytes(stream.desc()));
-    DeviceBuffer<std::byte> out{std::span<const std::byte>(room)};
+    DeviceArray<std::byte> out{std::span<const std::byte>(room)};
     auto size = codec_->encode(round, ctx, device_grad.span(), stream, out.span());
     if (!size.ok()) return size.status();
     return out.download(*size);
@@ -169,8 +124,8 @@ class Side {
       out.resize(*size);
       return out;
     }
-    DeviceView da(a), db(b);
-    DeviceBuffer<std::byte> device_out{std::span<const std::byte>(out)};
+    DeviceFrame da(a), db(b);
+    DeviceArray<std::byte> device_out{std::span<const std::byte>(out)};
     auto size = codec_->add_frames(da.view, db.view, device_out.span());
     if (!size.ok()) return size.status();
     return device_out.download(*size);
@@ -178,7 +133,7 @@ class Side {
 
   Status absorb(int round, const FrameView& frame, Stream& stream) const {
     if (!gpu_) return codec_->absorb(round, frame, stream);
-    DeviceView device(frame);
+    DeviceFrame device(frame);
     return codec_->absorb(round, device.view, stream);
   }
 
@@ -189,8 +144,8 @@ class Side {
       return overwrite ? codec_->decode(frame, stream, acc)
                        : codec_->decode_accumulate(frame, stream, acc);
     }
-    DeviceView device(frame);
-    DeviceBuffer<float> device_out{std::span<const float>(acc)};
+    DeviceFrame device(frame);
+    DeviceArray<float> device_out{std::span<const float>(acc)};
     const Status status = overwrite
                               ? codec_->decode(device.view, stream, device_out.span())
                               : codec_->decode_accumulate(device.view, stream, device_out.span());
@@ -213,15 +168,6 @@ FrameView view(const Bytes& frame) {
   return parsed.ok() ? *parsed : FrameView{};
 }
 
-StepContext context(uint64_t step, uint32_t worker = 0) {
-  StepContext ctx;
-  ctx.step = step;
-  ctx.worker = worker;
-  ctx.policy_version = 2;
-  ctx.job_seed = 0x5EED;
-  return ctx;
-}
-
 struct StepResult {
   std::vector<std::vector<Bytes>> frames;   // [round][worker]
   std::vector<Bytes> sums;                  // [round]
@@ -236,8 +182,8 @@ StepResult run_step(const Side& side, const std::vector<std::unique_ptr<Stream>>
   for (int round = 0; round < 2; ++round) {
     auto& frames = out.frames.emplace_back();
     for (size_t w = 0; w < streams.size(); ++w) {
-      auto frame =
-          side.encode(round, context(step, static_cast<uint32_t>(w)), grads[w], *streams[w]);
+      auto frame = side.encode(round, context(MemoryKind::kHost, step, static_cast<uint32_t>(w)),
+                               grads[w], *streams[w]);
       EXPECT_TRUE(frame.ok()) << frame.status().to_string();
       frames.push_back(frame.ok() ? *frame : Bytes{});
     }
@@ -378,8 +324,10 @@ TEST_F(PowersgdGpuTest, CpuAndGpuWorkersShareAJob) {
     const auto g0 = gaussian(d.elements, 100 + step), g1 = gaussian(d.elements, 200 + step);
     Bytes sum;
     for (int round = 0; round < 2; ++round) {
-      const Bytes a = cpu.encode(round, context(step, 0), g0, *cpu_stream[0]).value();
-      const Bytes b = gpu.encode(round, context(step, 1), g1, *gpu_stream[0]).value();
+      const Bytes a =
+          cpu.encode(round, context(MemoryKind::kHost, step, 0), g0, *cpu_stream[0]).value();
+      const Bytes b =
+          gpu.encode(round, context(MemoryKind::kHost, step, 1), g1, *gpu_stream[0]).value();
       sum = cpu.add(view(a), view(b)).value();
       const Bytes on_gpu = gpu.add(view(a), view(b)).value();
       EXPECT_TRUE(test_util::same_bytes(sum, on_gpu)) << "step " << step << " round " << round;
@@ -402,16 +350,10 @@ TEST_F(PowersgdGpuTest, ErrorFeedbackInvariantHoldsOver100Steps) {
     for (uint64_t step = 0; step < 100; ++step) {
       const std::vector<std::vector<float>> grads{gaussian(d.elements, 1000 + step)};
       const StepResult out = run_step(gpu, streams, grads, step);
-      const auto after = Side::residual(*streams[0]);
-      for (size_t i = 0; i < d.elements; ++i) {
-        // grad + residual_before == decoded + residual_after, to float rounding.
-        const double before = double{grads[0][i]} + residual[i];
-        const double now = double{out.decoded[0][i]} + after[i];
-        const double magnitude =
-            std::fabs(before) + std::fabs(out.decoded[0][i]) + std::fabs(after[i]);
-        ASSERT_NEAR(before, now, 1e-6 * (1.0 + magnitude)) << "step " << step << " element " << i;
-      }
-      residual = after;
+      SCOPED_TRACE("step " + std::to_string(step));
+      cuda_test::expect_error_feedback(grads[0], out.decoded[0], Side::residual(*streams[0]),
+                                       residual);
+      if (HasFatalFailure()) return;
     }
   }
 }
@@ -454,8 +396,10 @@ TEST_F(PowersgdGpuTest, FourWorkersSumLikeTheCpu) {
 // Both codecs' outcome of one encode: the same error, and residuals left alike.
 void expect_same_failure(Pair& pair, int round, uint64_t step, const std::vector<float>& grad) {
   const auto before = Side::residual(*pair.gpu_streams[0]);
-  auto expected = pair.cpu.encode(round, context(step), grad, *pair.cpu_streams[0]);
-  auto actual = pair.gpu.encode(round, context(step), grad, *pair.gpu_streams[0]);
+  auto expected =
+      pair.cpu.encode(round, context(MemoryKind::kHost, step), grad, *pair.cpu_streams[0]);
+  auto actual =
+      pair.gpu.encode(round, context(MemoryKind::kHost, step), grad, *pair.gpu_streams[0]);
   ASSERT_FALSE(expected.ok());
   ASSERT_FALSE(actual.ok());
   EXPECT_EQ(actual.status().code(), expected.status().code());
@@ -478,13 +422,13 @@ TEST_F(PowersgdGpuTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
   expect_same_failure(pair, 1, 3, good);  // round 1 before round 0 was absorbed
   for (Side* side : {&pair.cpu, &pair.gpu}) {
     auto& stream = side == &pair.cpu ? *pair.cpu_streams[0] : *pair.gpu_streams[0];
-    const Bytes round0 = side->encode(0, context(3), good, stream).value();
+    const Bytes round0 = side->encode(0, context(MemoryKind::kHost, 3), good, stream).value();
     ASSERT_TRUE(side->absorb(0, view(round0), stream).ok());
   }
   bad = good;
   bad[7] = std::numeric_limits<float>::infinity();
   expect_same_failure(pair, 1, 3, bad);
-  EXPECT_TRUE(pair.gpu.encode(1, context(3), good, *pair.gpu_streams[0]).ok());
+  EXPECT_TRUE(pair.gpu.encode(1, context(MemoryKind::kHost, 3), good, *pair.gpu_streams[0]).ok());
 
   // A product beyond the float range: 16 x 1 of 3e38 gives Q_w = 16 * 3e38 / 4 in round 1.
   const TensorDesc column = desc_of(16, 16, 1);
@@ -492,7 +436,7 @@ TEST_F(PowersgdGpuTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
   const std::vector<float> big(16, 3e38f);
   for (Side* side : {&huge.cpu, &huge.gpu}) {
     auto& stream = side == &huge.cpu ? *huge.cpu_streams[0] : *huge.gpu_streams[0];
-    const Bytes round0 = side->encode(0, context(0), big, stream).value();
+    const Bytes round0 = side->encode(0, context(MemoryKind::kHost, 0), big, stream).value();
     ASSERT_TRUE(side->absorb(0, view(round0), stream).ok());
   }
   expect_same_failure(huge, 1, 0, big);
@@ -578,8 +522,8 @@ TEST_F(PowersgdGpuTest, MalformedFramesFailLikeTheCpu) {
   EXPECT_EQ(pair.gpu.add(g, g).status().code(), ErrorCode::kMalformedFrame);
   // The next step's round 0 leaves the old round-1 frame without its P_hat.
   const std::vector<float> next = gaussian(1000, 2);
-  ASSERT_TRUE(pair.cpu.encode(0, context(1), next, *pair.cpu_streams[0]).ok());
-  ASSERT_TRUE(pair.gpu.encode(0, context(1), next, *pair.gpu_streams[0]).ok());
+  ASSERT_TRUE(pair.cpu.encode(0, context(MemoryKind::kHost, 1), next, *pair.cpu_streams[0]).ok());
+  ASSERT_TRUE(pair.gpu.encode(0, context(MemoryKind::kHost, 1), next, *pair.gpu_streams[0]).ok());
   expect_alike(base, "stale P_hat");
 }
 

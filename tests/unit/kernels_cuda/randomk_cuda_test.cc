@@ -15,27 +15,23 @@
 
 #include "codec_data.h"
 #include "codec_test_util.h"
+#include "cuda_test_util.h"
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/frame.h"
-#include "sparse_cuda_test_util.h"
 
 namespace gradgate::kernels {
 namespace {
 
-using sparse_test::Bytes;
-using sparse_test::CodecPair;
-using sparse_test::context;
+using cuda_test::Bytes;
+using cuda_test::CodecPair;
+using cuda_test::context;
+using cuda_test::SizeAndDensity;
 using test_util::make_finite_values;
 using test_util::same_bits;
 using test_util::same_bytes;
 
-using SizeAndDensity = std::tuple<size_t, double>;
-
-class RandomkCudaTest : public ::testing::TestWithParam<SizeAndDensity> {
+class RandomkCudaTest : public cuda_test::GpuParamTest<SizeAndDensity> {
  protected:
-  void SetUp() override {
-    if (!sparse_test::gpu_available()) GTEST_SKIP() << "no CUDA device";
-  }
   size_t n() const { return std::get<0>(GetParam()); }
   std::string spec(const char* options = "") const {
     return "randomk:density=" + std::to_string(std::get<1>(GetParam())) + options;
@@ -69,13 +65,13 @@ TEST_P(RandomkCudaTest, FramesDecodeAndAddAcrossCpuAndGpu) {
       other.encode_cpu(make_finite_values(n(), 21), context(MemoryKind::kHost, 1, 1)).value();
   const auto acc = make_finite_values(n(), 22);
   for (bool overwrite : {false, true}) {
-    auto expected = sparse_test::decode_on_cpu(*codecs.cpu, a, acc, overwrite);
-    auto on_gpu = sparse_test::decode_on_gpu(*codecs.gpu, a, acc, overwrite);
+    auto expected = cuda_test::decode_on_cpu(*codecs.cpu, a, acc, overwrite);
+    auto on_gpu = cuda_test::decode_on_gpu(*codecs.gpu, a, acc, overwrite);
     ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().to_string();
     EXPECT_TRUE(same_bits(*expected, *on_gpu));
   }
   auto expected_sum = test_util::add_frame_bytes(*codecs.cpu, a, b);
-  auto sum = sparse_test::add_on_gpu(*codecs.gpu, a, b);
+  auto sum = cuda_test::add_on_gpu(*codecs.gpu, a, b);
   ASSERT_TRUE(sum.ok()) << sum.status().to_string();
   EXPECT_TRUE(same_bytes(*expected_sum, *sum));
 
@@ -86,9 +82,9 @@ TEST_P(RandomkCudaTest, FramesDecodeAndAddAcrossCpuAndGpu) {
   auto cpu_size =
       codecs.cpu->encode_add(0, ctx, grad, *codecs.cpu_stream, parse_frame(b).value(), expected);
   ASSERT_TRUE(cpu_size.ok()) << cpu_size.status().to_string();
-  sparse_test::DeviceFrame device_b(b);
-  sparse_test::DeviceArray<float> device_grad{std::span<const float>(grad)};
-  sparse_test::DeviceArray<std::byte> out(expected.size());
+  cuda_test::DeviceFrame device_b(b);
+  cuda_test::DeviceArray<float> device_grad{std::span<const float>(grad)};
+  cuda_test::DeviceArray<std::byte> out(expected.size());
   auto gpu_size = codecs.gpu->encode_add(0, context(MemoryKind::kDevice, 1), device_grad.span(),
                                          *codecs.gpu_stream, device_b.view, out.span());
   ASSERT_TRUE(gpu_size.ok()) << gpu_size.status().to_string();
@@ -105,7 +101,7 @@ TEST_P(RandomkCudaTest, ErrorFeedbackInvariantHoldsOver100Steps) {
     auto frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
     ASSERT_TRUE(frame.ok()) << frame.status().to_string();
     SCOPED_TRACE(step);
-    sparse_test::expect_error_feedback(codecs, grad, *frame, residual);
+    cuda_test::expect_error_feedback(codecs, grad, *frame, residual);
     if (HasFatalFailure()) return;
   }
 }
@@ -126,21 +122,10 @@ TEST_P(RandomkCudaTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
   EXPECT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sizes, RandomkCudaTest,
-    ::testing::Combine(::testing::Values(size_t{1}, size_t{7}, size_t{1000}, (size_t{1} << 20) + 3),
-                       ::testing::Values(0.1, 0.01, 0.001)),
-    [](const ::testing::TestParamInfo<SizeAndDensity>& test) {
-      return std::to_string(std::get<0>(test.param)) + "_" +
-             test_util::spec_test_name(std::to_string(std::get<1>(test.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Sizes, RandomkCudaTest, cuda_test::sizes_and_densities(),
+                         cuda_test::size_and_density_name);
 
-class RandomkFrameCheckTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!sparse_test::gpu_available()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class RandomkFrameCheckTest : public cuda_test::GpuTest {};
 
 TEST_F(RandomkFrameCheckTest, MalformedFramesFailLikeTheCpu) {
   const size_t n = 100;
@@ -153,15 +138,15 @@ TEST_F(RandomkFrameCheckTest, MalformedFramesFailLikeTheCpu) {
   test_util::reseal_crc(nan_value);
   const std::vector<float> acc(n, 1.0f);
   for (bool overwrite : {false, true}) {
-    const auto expected = sparse_test::decode_on_cpu(*codecs.cpu, nan_value, acc, overwrite);
-    const auto on_gpu = sparse_test::decode_on_gpu(*codecs.gpu, nan_value, acc, overwrite);
+    const auto expected = cuda_test::decode_on_cpu(*codecs.cpu, nan_value, acc, overwrite);
+    const auto on_gpu = cuda_test::decode_on_gpu(*codecs.gpu, nan_value, acc, overwrite);
     ASSERT_FALSE(expected.ok());
     ASSERT_FALSE(on_gpu.ok());
     EXPECT_EQ(on_gpu.status().code(), expected.status().code());
     EXPECT_EQ(on_gpu.status().message(), expected.status().message());
   }
   const auto expected = test_util::add_frame_bytes(*codecs.cpu, good, nan_value);
-  const auto on_gpu = sparse_test::add_on_gpu(*codecs.gpu, good, nan_value);
+  const auto on_gpu = cuda_test::add_on_gpu(*codecs.gpu, good, nan_value);
   ASSERT_FALSE(on_gpu.ok());
   EXPECT_EQ(on_gpu.status().code(), expected.status().code());
   EXPECT_EQ(on_gpu.status().message(), expected.status().message());
@@ -173,7 +158,7 @@ TEST_F(RandomkFrameCheckTest, MalformedFramesFailLikeTheCpu) {
   std::memcpy(other_key.data() + kFrameHeaderBytes, other_step.data() + kFrameHeaderBytes, 8);
   test_util::reseal_crc(other_key);
   const auto cpu_keys = test_util::add_frame_bytes(*codecs.cpu, good, other_key);
-  const auto gpu_keys = sparse_test::add_on_gpu(*codecs.gpu, good, other_key);
+  const auto gpu_keys = cuda_test::add_on_gpu(*codecs.gpu, good, other_key);
   ASSERT_FALSE(gpu_keys.ok());
   EXPECT_EQ(gpu_keys.status().code(), ErrorCode::kIncompatible);
   EXPECT_EQ(gpu_keys.status().message(), cpu_keys.status().message());

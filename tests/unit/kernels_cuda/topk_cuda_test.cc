@@ -17,26 +17,20 @@
 
 #include "codec_data.h"
 #include "codec_test_util.h"
+#include "cuda_test_util.h"
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/frame.h"
-#include "sparse_cuda_test_util.h"
 
 namespace gradgate::kernels {
 namespace {
 
-using sparse_test::Bytes;
-using sparse_test::CodecPair;
-using sparse_test::context;
+using cuda_test::Bytes;
+using cuda_test::CodecPair;
+using cuda_test::context;
+using cuda_test::SizeAndDensity;
 using test_util::make_finite_values;
 using test_util::same_bits;
 using test_util::same_bytes;
-
-class GpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!sparse_test::gpu_available()) GTEST_SKIP() << "no CUDA device";
-  }
-};
 
 size_t k_of(double density, size_t n) {
   return std::clamp<size_t>(static_cast<size_t>(std::llround(density * static_cast<double>(n))), 1,
@@ -59,13 +53,8 @@ std::vector<float> gradient(bool laplace, size_t n, uint64_t seed) {
   return out;
 }
 
-using SizeAndDensity = std::tuple<size_t, double>;
-
-class TopkExactTest : public ::testing::TestWithParam<SizeAndDensity> {
+class TopkExactTest : public cuda_test::GpuParamTest<SizeAndDensity> {
  protected:
-  void SetUp() override {
-    if (!sparse_test::gpu_available()) GTEST_SKIP() << "no CUDA device";
-  }
   size_t n() const { return std::get<0>(GetParam()); }
   double density() const { return std::get<1>(GetParam()); }
 };
@@ -88,16 +77,10 @@ TEST_P(TopkExactTest, FramesAndResidualsMatchTheCpuCodec) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sizes, TopkExactTest,
-    ::testing::Combine(::testing::Values(size_t{1}, size_t{7}, size_t{1000}, (size_t{1} << 20) + 3),
-                       ::testing::Values(0.1, 0.01, 0.001)),
-    [](const ::testing::TestParamInfo<SizeAndDensity>& test) {
-      return std::to_string(std::get<0>(test.param)) + "_" +
-             test_util::spec_test_name(std::to_string(std::get<1>(test.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Sizes, TopkExactTest, cuda_test::sizes_and_densities(),
+                         cuda_test::size_and_density_name);
 
-class TopkCudaTest : public GpuTest {};
+class TopkCudaTest : public cuda_test::GpuTest {};
 
 TEST_F(TopkCudaTest, ThresholdCountsStayInTheWindowColdAndWarm) {
   const size_t n = size_t{1} << 20;
@@ -117,7 +100,7 @@ TEST_F(TopkCudaTest, ThresholdCountsStayInTheWindowColdAndWarm) {
           EXPECT_LE(codecs.gpu_passes(), 2) << "step " << step;
         }
         auto decoded =
-            sparse_test::decode_on_cpu(*codecs.cpu, *frame, std::vector<float>(n, 0.0f), true);
+            cuda_test::decode_on_cpu(*codecs.cpu, *frame, std::vector<float>(n, 0.0f), true);
         ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
       }
     }
@@ -137,13 +120,13 @@ TEST_F(TopkCudaTest, CpuFramesDecodeOnTheGpuToTheSameValues) {
       ASSERT_TRUE(parse_frame(gpu_frame).ok());  // the device-written CRC verifies on the host
       const auto acc = make_finite_values(n, 21);
       for (bool overwrite : {false, true}) {
-        auto expected = sparse_test::decode_on_cpu(*codecs.cpu, frame, acc, overwrite);
+        auto expected = cuda_test::decode_on_cpu(*codecs.cpu, frame, acc, overwrite);
         ASSERT_TRUE(expected.ok()) << expected.status().to_string();
-        auto on_gpu = sparse_test::decode_on_gpu(*codecs.gpu, frame, acc, overwrite);
+        auto on_gpu = cuda_test::decode_on_gpu(*codecs.gpu, frame, acc, overwrite);
         ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().to_string();
         EXPECT_TRUE(same_bits(*expected, *on_gpu));
-        auto gpu_frame_on_gpu = sparse_test::decode_on_gpu(*codecs.gpu, gpu_frame, acc, overwrite);
-        auto gpu_frame_on_cpu = sparse_test::decode_on_cpu(*codecs.cpu, gpu_frame, acc, overwrite);
+        auto gpu_frame_on_gpu = cuda_test::decode_on_gpu(*codecs.gpu, gpu_frame, acc, overwrite);
+        auto gpu_frame_on_cpu = cuda_test::decode_on_cpu(*codecs.cpu, gpu_frame, acc, overwrite);
         ASSERT_TRUE(gpu_frame_on_gpu.ok()) << gpu_frame_on_gpu.status().to_string();
         ASSERT_TRUE(gpu_frame_on_cpu.ok()) << gpu_frame_on_cpu.status().to_string();
         EXPECT_TRUE(same_bits(*gpu_frame_on_cpu, *gpu_frame_on_gpu));
@@ -164,7 +147,7 @@ TEST_F(TopkCudaTest, ErrorFeedbackInvariantHoldsOver100Steps) {
       auto frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
       ASSERT_TRUE(frame.ok()) << frame.status().to_string();
       SCOPED_TRACE(step);
-      sparse_test::expect_error_feedback(codecs, grad, *frame, residual);
+      cuda_test::expect_error_feedback(codecs, grad, *frame, residual);
       if (HasFatalFailure()) return;
     }
   }
@@ -251,8 +234,8 @@ TEST_F(TopkCudaTest, MalformedFramesFailLikeTheCpu) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     for (bool overwrite : {false, true}) {
-      const auto expected = sparse_test::decode_on_cpu(*codecs.cpu, c.frame, acc, overwrite);
-      const auto on_gpu = sparse_test::decode_on_gpu(*codecs.gpu, c.frame, acc, overwrite);
+      const auto expected = cuda_test::decode_on_cpu(*codecs.cpu, c.frame, acc, overwrite);
+      const auto on_gpu = cuda_test::decode_on_gpu(*codecs.gpu, c.frame, acc, overwrite);
       ASSERT_EQ(on_gpu.ok(), expected.ok()) << on_gpu.status().to_string();
       if (expected.ok()) {
         EXPECT_TRUE(same_bits(*expected, *on_gpu));

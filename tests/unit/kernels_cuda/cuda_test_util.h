@@ -1,5 +1,8 @@
-// Helpers of the sparse codecs' GPU tests (topk, randomk): device buffers, a CPU and a CUDA codec
-// of one spec side by side, and frames encoded, decoded and added on either side.
+// Helpers shared by the CUDA codec tests: fixtures that skip without a CUDA device, device copies
+// of host arrays and frames, a CPU and a CUDA codec of one spec side by side, frames encoded,
+// decoded and added on either side, and the error-feedback invariant. Every test of this folder
+// compares the CUDA codecs with the CPU codecs the same way, so one copy of each helper serves
+// them all.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codec_test_util.h"
@@ -20,7 +24,7 @@
 #include "gradgate/kernels/cuda/device_stream.h"
 #include "gradgate/kernels/frame.h"
 
-namespace gradgate::kernels::sparse_test {
+namespace gradgate::kernels::cuda_test {
 
 using test_util::Bytes;
 
@@ -31,7 +35,39 @@ inline bool gpu_available() {
   return ok;
 }
 
-/// A device copy of host values, freed with it.
+/// A fixture that skips its tests without a usable CUDA device.
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+/// GpuTest for parameterized tests.
+template <typename Param>
+class GpuParamTest : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+/// The parameters of the sparse codecs' tests: a tensor size and a density, named `n_density`.
+using SizeAndDensity = std::tuple<size_t, double>;
+
+/// Sizes from 1 to 2^20 + 3, each with densities 0.1, 0.01 and 0.001.
+inline auto sizes_and_densities() {
+  return ::testing::Combine(
+      ::testing::Values(size_t{1}, size_t{7}, size_t{1000}, (size_t{1} << 20) + 3),
+      ::testing::Values(0.1, 0.01, 0.001));
+}
+
+inline std::string size_and_density_name(const ::testing::TestParamInfo<SizeAndDensity>& test) {
+  return std::to_string(std::get<0>(test.param)) + "_" +
+         test_util::spec_test_name(std::to_string(std::get<1>(test.param)));
+}
+
+/// Device memory of `n` values, or a copy of host values; freed with it.
 template <typename T>
 class DeviceArray {
  public:
@@ -60,17 +96,19 @@ class DeviceArray {
   size_t size_;
 };
 
-inline StepContext context(MemoryKind memory, uint64_t step, uint32_t worker = 0) {
+inline StepContext context(MemoryKind memory, uint64_t step, uint32_t worker = 0,
+                           float scale = 0.0f) {
   StepContext ctx;
   ctx.step = step;
   ctx.policy_version = 2;
   ctx.worker = worker;
   ctx.job_seed = 0x5EEDull;
+  ctx.agreed_scale = scale;
   ctx.memory = memory;
   return ctx;
 }
 
-/// A CPU codec and the CUDA codec of one spec, each with its stream of one tensor.
+/// A CPU codec and the CUDA codec of one spec, each with its stream of one tensor of `n` values.
 struct CodecPair {
   std::unique_ptr<Codec> cpu, gpu;
   std::unique_ptr<Stream> cpu_stream, gpu_stream;
@@ -103,17 +141,24 @@ struct CodecPair {
   }
 };
 
-/// A frame in device memory with its host-parsed view (header on the host, payload on the device).
+/// A frame on the device with its view: the header on the host, the payload on the device.
 struct DeviceFrame {
   DeviceArray<std::byte> bytes;
   FrameView view;
 
+  /// A whole frame copied to the device, its host copy parsed (and its checksum verified).
   explicit DeviceFrame(const Bytes& frame) : bytes(std::span<const std::byte>(frame)) {
     view = parse_frame(frame).value();
     view.payload = bytes.span().subspan(kFrameHeaderBytes);
   }
+  /// The payload of `host` copied to the device, its header kept as it is (unchecked).
+  explicit DeviceFrame(const FrameView& host) : bytes(host.payload), view(host) {
+    view.payload = bytes.span();
+  }
 };
 
+/// `frame` decoded on the device into a copy of `acc` (decode when `overwrite`, else
+/// decode_accumulate).
 inline Result<std::vector<float>> decode_on_gpu(const Codec& codec, const Bytes& frame,
                                                 std::span<const float> acc, bool overwrite) {
   DeviceFrame device(frame);
@@ -124,6 +169,7 @@ inline Result<std::vector<float>> decode_on_gpu(const Codec& codec, const Bytes&
   return out.download();
 }
 
+/// `frame` decoded on the host into `acc`, as decode_on_gpu.
 inline Result<std::vector<float>> decode_on_cpu(const Codec& codec, const Bytes& frame,
                                                 std::vector<float> acc, bool overwrite) {
   auto view = parse_frame(frame);
@@ -134,6 +180,7 @@ inline Result<std::vector<float>> decode_on_cpu(const Codec& codec, const Bytes&
   return acc;
 }
 
+/// The sum of frames `a` and `b`, added on the device.
 inline Result<Bytes> add_on_gpu(const Codec& codec, const Bytes& a, const Bytes& b) {
   DeviceFrame da(a), db(b);
   DeviceArray<std::byte> out(std::max(a.size(), b.size()));
@@ -142,8 +189,20 @@ inline Result<Bytes> add_on_gpu(const Codec& codec, const Bytes& a, const Bytes&
   return out.download(*size);
 }
 
-/// Checks the error-feedback invariant of one step of `codecs`' GPU side on `grad`: grad +
-/// residual before == decoded frame + residual after, to float rounding. Updates `residual`.
+/// Checks the error-feedback invariant of one step: grad + residual before == decoded + `after`
+/// (the residual after the step), to float rounding. Then sets `residual` to `after`.
+inline void expect_error_feedback(std::span<const float> grad, std::span<const float> decoded,
+                                  const std::vector<float>& after, std::vector<float>& residual) {
+  for (size_t i = 0; i < grad.size(); ++i) {
+    const double before = static_cast<double>(grad[i]) + residual[i];
+    const double now = static_cast<double>(decoded[i]) + after[i];
+    const double magnitude = std::fabs(before) + std::fabs(decoded[i]) + std::fabs(after[i]);
+    ASSERT_NEAR(before, now, 1e-6 * (1.0 + magnitude)) << "element " << i;
+  }
+  residual = after;
+}
+
+/// The same for one step of `codecs`' GPU side on `grad` that wrote `frame`, decoded on the CPU.
 inline void expect_error_feedback(CodecPair& codecs, std::span<const float> grad,
                                   const Bytes& frame, std::vector<float>& residual) {
   const size_t n = grad.size();
@@ -151,13 +210,7 @@ inline void expect_error_feedback(CodecPair& codecs, std::span<const float> grad
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   const auto after = codecs.gpu_residual();
   ASSERT_EQ(after.size(), n);
-  for (size_t i = 0; i < n; ++i) {
-    const double before = static_cast<double>(grad[i]) + residual[i];
-    const double now = static_cast<double>((*decoded)[i]) + after[i];
-    const double magnitude = std::fabs(before) + std::fabs((*decoded)[i]) + std::fabs(after[i]);
-    ASSERT_NEAR(before, now, 1e-6 * (1.0 + magnitude)) << "element " << i;
-  }
-  residual = after;
+  expect_error_feedback(grad, *decoded, after, residual);
 }
 
-}  // namespace gradgate::kernels::sparse_test
+}  // namespace gradgate::kernels::cuda_test
