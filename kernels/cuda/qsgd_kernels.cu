@@ -12,8 +12,10 @@ namespace {
 using Stage = TileStage<32>;
 
 // One Philox call serves 8 elements (philox.h): thread L of a group of 8 draws the bits of block
-// 8m + L and quantises elements 64m + 8s + L, s = 0..7, so a group covers 64 elements.
+// 8m + L and quantises elements 64m + 8s + L, s = 0..7, so a group covers 64 elements. A thread
+// loads its 8 elements of g and e before it stores any, to keep 16 loads in flight.
 constexpr uint32_t kGroupElements = 64;
+constexpr uint32_t kGroupSteps = kGroupElements / 8;
 constexpr uint32_t kRoundElements = kTileThreads / 8 * kGroupElements;
 
 template <typename Int>
@@ -30,11 +32,22 @@ __global__ void __launch_bounds__(kTileThreads)
   for (uint32_t base = threadIdx.x / 8 * kGroupElements; base < tile.count;
        base += kRoundElements) {
     const Philox4 bits = rules::qsgd_bits(philox_block(tile.first + base + lane), key);
-    for (uint32_t j = base + lane; j < base + kGroupElements && j < tile.count; j += 8) {
+    float gs[kGroupSteps], es[kGroupSteps];
+#pragma unroll
+    for (uint32_t s = 0; s < kGroupSteps; ++s) {
+      const uint32_t j = base + lane + 8 * s;
+      gs[s] = j < tile.count ? g[tile.first + j] : 0.0f;
+      es[s] = e && j < tile.count ? e[tile.first + j] : 0.0f;
+    }
+#pragma unroll
+    for (uint32_t s = 0; s < kGroupSteps; ++s) {
+      const uint32_t j = base + lane + 8 * s;
+      if (j >= tile.count) break;
       const uint64_t i = tile.first + j;
-      const float residual = e ? e[i] : 0.0f;
-      const float v = rules::ef_value(g[i], e ? &residual : nullptr);
-      const int32_t level = rules::qsgd_level(v, rules::qsgd_uniform(bits, i), grid);
+      const float residual = es[s];
+      const float v = rules::ef_value(gs[s], e ? &residual : nullptr);
+      // i = 64m + 8s + lane picks the word and half that 8s picks (philox.h), a constant here.
+      const int32_t level = rules::qsgd_level(v, rules::qsgd_uniform(bits, 8 * s), grid);
       out[i] = static_cast<Int>(level);
       stage.put(j * static_cast<uint32_t>(sizeof(Int)), static_cast<Int>(level));
       if (e) e[i] = rules::residual_after(v, rules::qsgd_value(level, grid.to_value), residual);

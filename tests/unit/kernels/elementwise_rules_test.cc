@@ -17,6 +17,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codec_data.h"
@@ -55,6 +56,11 @@ const Crc32cZeros& zeros_table() {
   return *table;
 }
 
+const Crc32cSlices& slices_table() {
+  static const auto table = std::make_unique<Crc32cSlices>(make_crc32c_slices());
+  return *table;
+}
+
 const uint32_t* byte_table() {
   static const auto table = [] {
     std::array<uint32_t, 256> t{};
@@ -88,10 +94,14 @@ uint32_t tiled_frame_crc(std::span<const std::byte> frame, size_t prefix_bytes, 
       const uint32_t end = std::min(begin + shape.segment_bytes, tile_bytes);
       std::vector<uint32_t> words((end - begin + 3) / 4);
       std::memcpy(words.data(), body.data() + offset + begin, end - begin);
-      const uint32_t reg = crc32c_register(byte_table(), words.data(), end - begin);
-      tile ^= crc32c_multiply(reg, zeros.level[0][tile_bytes - end]);
+      const uint32_t reg = crc32c_register(slices_table(), words.data(), end - begin);
+      tile ^= crc32c_multiply(slices_table(), reg, zeros.level[0][tile_bytes - end]);
     }
-    crc ^= crc32c_multiply(tile, zeros(body.size() - offset - tile_bytes));
+    const uint64_t after = body.size() - offset - tile_bytes;
+    for (int l = 0; l < 3; ++l) {
+      tile = crc32c_multiply(slices_table(), tile, zeros.level[l][Crc32cZeros::digit(after, l)]);
+    }
+    crc ^= tile;
   }
   return crc;
 }
@@ -415,6 +425,58 @@ TEST(Crc32cCombineTest, PiecesFromZeroShiftedToTheEndXorToTheRegister) {
     ASSERT_EQ(crc32c_multiply(c, kCrc32cOne) ^ crc32c_multiply(a, crc32c_zeros(bytes - cut1)) ^
                   crc32c_multiply(b, crc32c_zeros(bytes - cut2)),
               whole);
+  }
+}
+
+TEST(Crc32cCombineTest, SlicesStepAWordAtATime) {
+  const Crc32cSlices& slices = slices_table();
+  for (uint32_t n = 0; n < 256; ++n) ASSERT_EQ(slices.table[3][n], crc32c_table_entry(n)) << n;
+  std::mt19937 rng(8);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const uint32_t reg = rng(), word = rng();
+    ASSERT_EQ(crc32c_step_word(slices, reg, word), crc32c_step_word(byte_table(), reg, word));
+  }
+  for (uint32_t bytes = 0; bytes <= 70; ++bytes) {
+    std::vector<uint32_t> words(bytes / 4 + 1);
+    for (auto& w : words) w = rng();
+    ASSERT_EQ(crc32c_register(slices, words.data(), bytes),
+              crc32c_register(byte_table(), words.data(), bytes))
+        << bytes;
+  }
+}
+
+TEST(Crc32cCombineTest, ClmulIsTheCarrylessProduct) {
+  // Schoolbook carry-less product, then the reflected scaling of crc32c_clmul.
+  const auto schoolbook = [](uint32_t a, uint32_t b) {
+    uint64_t product = 0;
+    for (int i = 0; i < 32; ++i) {
+      if ((a >> i) & 1u) product ^= uint64_t{b} << i;
+    }
+    return product << 1;
+  };
+  std::mt19937 rng(9);
+  std::vector<std::pair<uint32_t, uint32_t>> cases = {
+      {0, 0}, {~0u, ~0u}, {~0u, 1}, {kCrc32cOne, kCrc32cOne}, {0x11111111u, ~0u}};
+  for (int trial = 0; trial < 5000; ++trial) cases.emplace_back(rng(), rng());
+  for (int sparse = 0; sparse < 2000; ++sparse) cases.emplace_back(rng() & rng(), rng() | rng());
+  for (const auto& [a, b] : cases) {
+    ASSERT_EQ(crc32c_clmul(a, b), schoolbook(a, b)) << a << " " << b;
+    ASSERT_EQ(crc32c_multiply(slices_table(), a, b), crc32c_multiply(a, b)) << a << " " << b;
+  }
+  static_assert(crc32c_clmul(~0u, ~0u) == (0x5555555555555555ull & ~(1ull << 63)) << 1);
+}
+
+TEST(Crc32cCombineTest, ZerosDigitsMultiplyToThePower) {
+  const Crc32cZeros& zeros = zeros_table();
+  std::mt19937_64 rng(10);
+  std::vector<uint64_t> cases = {0, 1, 4095, 4096, (1ull << 24) + 1, (1ull << 36) - 1};
+  for (int trial = 0; trial < 300; ++trial) cases.push_back(rng() >> (28 + trial % 36));
+  for (uint64_t bytes : cases) {
+    uint32_t power = kCrc32cOne;
+    for (int l = 0; l < 3; ++l) {
+      power = crc32c_multiply(slices_table(), power, zeros.level[l][Crc32cZeros::digit(bytes, l)]);
+    }
+    ASSERT_EQ(power, crc32c_zeros(bytes)) << bytes;
   }
 }
 

@@ -209,6 +209,42 @@ INSTANTIATE_TEST_SUITE_P(Specs, CudaCodecTest,
                                             ::testing::ValuesIn(kSizes)),
                          case_name);
 
+// The scale passes past the sizes above: sign's ordered sum over several chunks of block sums, and
+// gradients that are not 16-byte aligned (the 4-byte loads), for sign and qsgd's local scale.
+class CudaScalePassTest : public cuda_test::GpuTest {};
+
+TEST_F(CudaScalePassTest, LargeAndUnalignedGradientsMatchTheCpuCodec) {
+  const size_t n = size_t{4096} * 2048 * 2 + 4096 * 3 + 5;
+  for (const std::string spec : {"sign", "qsgd:bits=8,workers=64"}) {
+    for (size_t offset : {0, 1}) {
+      SCOPED_TRACE(spec + ", offset " + std::to_string(offset));
+      CodecPair codecs(spec, n);
+      for (uint64_t step = 0; step < 2; ++step) {
+        const auto grad = make_finite_values(n, 80 + step);
+        DeviceArray<float> device_grad(n + offset);
+        ASSERT_EQ(cudaMemcpy(device_grad.span().data() + offset, grad.data(), n * sizeof(float),
+                             cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        const std::span<const float> gpu_grad = device_grad.span().subspan(offset, n);
+        StepContext ctx = context(MemoryKind::kHost, step, 1);
+        if (codecs.cpu->needs_agreed_scale()) {
+          EXPECT_EQ(codecs.gpu->local_scale(gpu_grad, *codecs.gpu_stream),
+                    codecs.cpu->local_scale(grad, *codecs.cpu_stream));
+        }
+        auto cpu_frame = codecs.encode_cpu(grad, ctx);
+        ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
+        ctx.memory = MemoryKind::kDevice;
+        DeviceArray<std::byte> out(codecs.gpu->max_frame_bytes(codecs.gpu_stream->desc()));
+        auto size = codecs.gpu->encode(0, ctx, gpu_grad, *codecs.gpu_stream, out.span());
+        ASSERT_TRUE(size.ok()) << size.status().to_string();
+        ASSERT_TRUE(same_bytes(*cpu_frame, out.download(*size))) << "step " << step;
+        ASSERT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()))
+            << "step " << step;
+      }
+    }
+  }
+}
+
 class CudaFrameCheckTest : public cuda_test::GpuTest {};
 
 TEST_F(CudaFrameCheckTest, MalformedPayloadsFailLikeTheCpu) {

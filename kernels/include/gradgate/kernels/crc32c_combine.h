@@ -63,6 +63,26 @@ GRADGATE_HOST_DEVICE constexpr uint32_t crc32c_multiply(uint32_t a, uint32_t b) 
   return product;
 }
 
+/// The 64-bit carry-less product of two registers, scaled so that its high word is the register
+/// of the product's terms x^0 .. x^31 and its low word that of x^32 .. x^63 (the part that
+/// crc32c_multiply below reduces). Integer multiplies of operands with three-bit holes: each sum
+/// of partial products stays under 16, so no carry reaches the next kept bit.
+GRADGATE_HOST_DEVICE constexpr uint64_t crc32c_clmul(uint32_t a, uint32_t b) {
+  constexpr uint32_t kEvery4 = 0x11111111u;
+  uint64_t x[4] = {}, y[4] = {};
+  for (int k = 0; k < 4; ++k) {
+    x[k] = a & (kEvery4 << k);
+    y[k] = b & (kEvery4 << k);
+  }
+  uint64_t product = 0;
+  for (int k = 0; k < 4; ++k) {  // the bits of positions k mod 4: products x[i] y[j], i + j = k
+    const uint64_t sum =
+        (x[0] * y[k]) ^ (x[1] * y[(k + 3) % 4]) ^ (x[2] * y[(k + 2) % 4]) ^ (x[3] * y[(k + 1) % 4]);
+    product |= sum & (0x1111111111111111ull << k);
+  }
+  return product << 1;  // reflected: bit 63 - d holds x^d
+}
+
 /// x^(8 * bytes) mod P: multiplying a register by it appends `bytes` zero bytes. O(log bytes).
 GRADGATE_HOST_DEVICE constexpr uint32_t crc32c_zeros(uint64_t bytes) {
   uint32_t result = kCrc32cOne;
@@ -87,6 +107,50 @@ GRADGATE_HOST_DEVICE constexpr uint32_t crc32c_seed(uint32_t crc_before, uint32_
   return ~crc32c_multiply(~crc_before, body_zeros);
 }
 
+/// Byte tables of "multiply by x^32" (feed four zero bytes): table[b][n] = (n << 8b) x^32 mod P.
+/// A word costs four independent lookups where the byte table takes four dependent ones
+/// (slicing by 4), and a multiply costs one crc32c_clmul and one such step.
+struct alignas(16) Crc32cSlices {
+  uint32_t table[4][256];
+};
+
+constexpr Crc32cSlices make_crc32c_slices() {
+  Crc32cSlices slices{};
+  const uint32_t x32 = crc32c_zeros(4);
+  for (uint32_t b = 0; b < 4; ++b) {
+    for (uint32_t n = 0; n < 256; ++n) slices.table[b][n] = crc32c_multiply(n << (8 * b), x32);
+  }
+  return slices;
+}
+
+/// The register after feeding the 4 bytes of the little-endian `word` (crc32c_step_word, sliced).
+GRADGATE_HOST_DEVICE inline uint32_t crc32c_step_word(const Crc32cSlices& s, uint32_t reg,
+                                                      uint32_t word) {
+  reg ^= word;
+  return s.table[0][reg & 0xFFu] ^ s.table[1][(reg >> 8) & 0xFFu] ^
+         s.table[2][(reg >> 16) & 0xFFu] ^ s.table[3][reg >> 24];
+}
+
+/// crc32c_register with the sliced tables: whole words by slices, the last bytes one by one.
+GRADGATE_HOST_DEVICE inline uint32_t crc32c_register(const Crc32cSlices& s, const uint32_t* words,
+                                                     uint32_t bytes) {
+  uint32_t reg = 0;
+  const uint32_t whole = bytes / 4;
+  for (uint32_t w = 0; w < whole; ++w) reg = crc32c_step_word(s, reg, words[w]);
+  // table[3][n] = (n << 24) x^32 = n x^8: the byte table.
+  for (uint32_t b = 0; b < bytes % 4; ++b)
+    reg = crc32c_step(s.table[3], reg, words[whole] >> (8 * b));
+  return reg;
+}
+
+/// crc32c_multiply with the sliced tables: a carry-less product and one word step to reduce it.
+GRADGATE_HOST_DEVICE inline uint32_t crc32c_multiply(const Crc32cSlices& s, uint32_t a,
+                                                     uint32_t b) {
+  const uint64_t product = crc32c_clmul(a, b);
+  return static_cast<uint32_t>(product >> 32) ^
+         crc32c_step_word(s, static_cast<uint32_t>(product), 0);
+}
+
 /// crc32c_zeros by table: x^(8 bytes) for any bytes < 2^36 with three lookups and at most two
 /// multiplies, or one lookup for bytes < 4096 (a tile of the GPU kernels).
 struct Crc32cZeros {
@@ -95,13 +159,16 @@ struct Crc32cZeros {
   /// level[l][k] = x^(8 k 2^(12 l)) mod P.
   uint32_t level[3][kSize];
 
+  /// Digit `l` of `bytes` in base 2^12: x^(8 bytes) is the product of level[l][digit(bytes, l)]
+  /// over l (an entry for a zero digit is 1).
+  GRADGATE_HOST_DEVICE static constexpr uint32_t digit(uint64_t bytes, int l) {
+    return static_cast<uint32_t>(bytes >> (kBits * l)) & (kSize - 1);
+  }
+
   GRADGATE_HOST_DEVICE uint32_t operator()(uint64_t bytes) const {
-    uint32_t power = level[0][bytes & (kSize - 1)];
-    if (const auto mid = (bytes >> kBits) & (kSize - 1))
-      power = crc32c_multiply(power, level[1][mid]);
-    if (const auto high = (bytes >> (2 * kBits)) & (kSize - 1)) {
-      power = crc32c_multiply(power, level[2][high]);
-    }
+    uint32_t power = level[0][digit(bytes, 0)];
+    if (const auto mid = digit(bytes, 1)) power = crc32c_multiply(power, level[1][mid]);
+    if (const auto high = digit(bytes, 2)) power = crc32c_multiply(power, level[2][high]);
     return power;
   }
 };
