@@ -4,6 +4,7 @@
 #include "gradgate/kernels/element_rules.h"
 #include "launch.h"
 #include "tile_crc.cuh"
+#include "tile_elements.cuh"
 
 namespace gradgate::kernels::cuda {
 namespace {
@@ -19,16 +20,25 @@ __global__ void __launch_bounds__(kTileThreads)
   stage.init_table();
   const TileSpan tile = tile_span(n, kTileElements);
   uint32_t bad = 0;
-  for (uint32_t j = threadIdx.x; j < tile.count; j += kTileThreads) {
-    const uint64_t i = tile.first + j;
-    const float residual = e ? e[i] : 0.0f;
-    const float v = rules::ef_value(g[i], e ? &residual : nullptr);
-    const uint16_t h = rules::half_encode<Format>(v);
-    out[i] = h;
-    stage.put(j * 2, h);
-    if (e) e[i] = rules::residual_after(v, Format::decode(h), residual);
-    bad += !rules::finite(v);
-  }
+  struct Pair {
+    float g, e;
+  };
+  for_tile_elements<kTileElements>(
+      tile.count,
+      [&](uint32_t j) {
+        const uint64_t i = tile.first + j;
+        return Pair{g[i], e ? e[i] : 0.0f};
+      },
+      [&](uint32_t j, Pair p) {
+        const uint64_t i = tile.first + j;
+        const float residual = p.e;
+        const float v = rules::ef_value(p.g, e ? &residual : nullptr);
+        const uint16_t h = rules::half_encode<Format>(v);
+        out[i] = h;
+        stage.put(j * 2, h);
+        if (e) e[i] = rules::residual_after(v, Format::decode(h), residual);
+        bad += !rules::finite(v);
+      });
   stage.fold_crc(tile.first * 2, tile.count * 2, sink);
   tally_count(&tally->count[0], bad);
 }
@@ -48,16 +58,23 @@ __global__ void __launch_bounds__(kTileThreads)
   stage.init_table();
   const TileSpan tile = tile_span(n, kTileElements);
   uint32_t bad_a = 0, bad_b = 0, bad_sum = 0;
-  for (uint32_t j = threadIdx.x; j < tile.count; j += kTileThreads) {
-    const uint64_t i = tile.first + j;
-    const uint16_t ha = a[i], hb = b[i];
-    const uint16_t h = rules::half_sum<Format>(ha, hb);
-    out[i] = h;
-    stage.put(j * 2, h);
-    bad_a += !rules::half_finite<Format>(ha);
-    bad_b += !rules::half_finite<Format>(hb);
-    bad_sum += !rules::half_finite<Format>(h);
-  }
+  struct Pair {
+    uint16_t a, b;
+  };
+  for_tile_elements<kTileElements>(
+      tile.count,
+      [&](uint32_t j) {
+        const uint64_t i = tile.first + j;
+        return Pair{a[i], b[i]};
+      },
+      [&](uint32_t j, Pair p) {
+        const uint16_t h = rules::half_sum<Format>(p.a, p.b);
+        out[tile.first + j] = h;
+        stage.put(j * 2, h);
+        bad_a += !rules::half_finite<Format>(p.a);
+        bad_b += !rules::half_finite<Format>(p.b);
+        bad_sum += !rules::half_finite<Format>(h);
+      });
   stage.fold_crc(tile.first * 2, tile.count * 2, sink);
   tally_count(&tally->count[0], bad_a);
   tally_count(&tally->count[1], bad_b);

@@ -4,6 +4,7 @@
 #include "gradgate/kernels/element_rules.h"
 #include "launch.h"
 #include "tile_crc.cuh"
+#include "tile_elements.cuh"
 
 namespace gradgate::kernels::cuda {
 namespace {
@@ -19,18 +20,25 @@ __global__ void __launch_bounds__(kTileThreads)
   stage.init_table();
   const TileSpan tile = tile_span(n, kTileElements);
   uint32_t bad_a = 0, bad_b = 0;
-  for (uint32_t j = threadIdx.x; j < tile.count; j += kTileThreads) {
-    const uint64_t i = tile.first + j;
-    float v = a[i];
-    bad_a += !rules::finite(v);
-    if (b) {
-      const float vb = b[i];
-      bad_b += !rules::finite(vb);
-      v += vb;
-    }
-    out[i] = v;
-    stage.put(j * 4, v);
-  }
+  struct Pair {
+    float a, b;
+  };
+  for_tile_elements<kTileElements>(
+      tile.count,
+      [&](uint32_t j) {
+        const uint64_t i = tile.first + j;
+        return Pair{a[i], b ? b[i] : 0.0f};
+      },
+      [&](uint32_t j, Pair p) {
+        float v = p.a;
+        bad_a += !rules::finite(v);
+        if (b) {
+          bad_b += !rules::finite(p.b);
+          v += p.b;
+        }
+        out[tile.first + j] = v;
+        stage.put(j * 4, v);
+      });
   stage.fold_crc(tile.first * 4, tile.count * 4, sink);
   tally_count(&tally->count[0], bad_a);
   tally_count(&tally->count[1], bad_b);
