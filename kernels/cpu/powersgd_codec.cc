@@ -251,16 +251,7 @@ class PowersgdCodec final : public CpuCodec {
     if (own == nullptr) {
       return Status(ErrorCode::kInvalidArgument, spec() + ": the stream was not made by powersgd");
     }
-    if (summed.header.codec != id()) {
-      return Status(
-          ErrorCode::kIncompatible,
-          spec() + ": cannot absorb a " + std::string(codec_name(summed.header.codec)) + " frame");
-    }
-    if (round < 0 || round > 1 || summed.header.round != round) {
-      return Status(ErrorCode::kInvalidArgument,
-                    spec() + ": absorb of round " + std::to_string(round) + " was given a round " +
-                        std::to_string(summed.header.round) + " frame");
-    }
+    GRADGATE_RETURN_IF_ERROR(check_absorb(round, summed));
     auto payload = parse_payload(summed);
     if (!payload.ok()) return payload.status();
     PowersgdState& st = own->state;

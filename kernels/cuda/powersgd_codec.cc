@@ -155,16 +155,7 @@ class PowersgdCodec final : public CudaCodec {
   Status absorb(int round, const FrameView& summed, Stream& stream) const override {
     PowersgdState* st = state_of(&stream);
     if (st == nullptr) return not_ours();
-    if (summed.header.codec != id()) {
-      return Status(
-          ErrorCode::kIncompatible,
-          spec() + ": cannot absorb a " + std::string(codec_name(summed.header.codec)) + " frame");
-    }
-    if (round < 0 || round > 1 || summed.header.round != round) {
-      return Status(ErrorCode::kInvalidArgument,
-                    spec() + ": absorb of round " + std::to_string(round) + " was given a round " +
-                        std::to_string(summed.header.round) + " frame");
-    }
+    GRADGATE_RETURN_IF_ERROR(check_absorb(round, summed));
     auto payload = parse_payload(summed);
     if (!payload.ok()) return payload.status();
     GRADGATE_RETURN_IF_ERROR(powersgd::check_stream_matches(spec(), summed, payload->shape,

@@ -75,6 +75,20 @@ Status CodecBase::check_decode(const FrameView& frame, std::span<float> acc) con
   return {};
 }
 
+Status CodecBase::check_absorb(int round, const FrameView& summed) const {
+  if (summed.header.codec != params_.id) {
+    return Status(
+        ErrorCode::kIncompatible,
+        spec() + ": cannot absorb a " + std::string(codec_name(summed.header.codec)) + " frame");
+  }
+  if (round < 0 || round >= rounds() || summed.header.round != round) {
+    return Status(ErrorCode::kInvalidArgument, spec() + ": absorb of round " +
+                                                   std::to_string(round) + " was given a round " +
+                                                   std::to_string(summed.header.round) + " frame");
+  }
+  return {};
+}
+
 Status CodecBase::check_add(const FrameView& a, const FrameView& b, std::span<std::byte> out,
                             size_t frame_bytes) const {
   if (a.header.codec != params_.id) {

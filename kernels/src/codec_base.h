@@ -39,6 +39,8 @@ class CodecBase : public Codec {
                         uint8_t flags = 0, uint32_t param = 0) const;
   /// Checks that the frame is of this codec and `acc` has its element count.
   Status check_decode(const FrameView& frame, std::span<float> acc) const;
+  /// Checks that `summed` is a frame of this codec for `round`, a round of the codec.
+  Status check_absorb(int round, const FrameView& summed) const;
   /// Checks that a and b are frames of this codec for the same stream with the same flags and
   /// payload size, and that `out` holds `frame_bytes`. Params are the codec's to compare.
   Status check_add(const FrameView& a, const FrameView& b, std::span<std::byte> out,
