@@ -415,6 +415,30 @@ TEST(PowersgdCodec, RoundOneNeedsRoundZeroAbsorbed) {
   for (float e : (*stream)->residual()) ASSERT_EQ(e, 0.0f);
 }
 
+TEST(PowersgdCodec, AbsorbRefusesAnotherCodecsFrameAndTheWrongRound) {
+  auto codec = make_powersgd(4, true);
+  const TensorDesc d = desc_of(1000);
+  auto stream = codec->make_stream(d);
+  ASSERT_TRUE(stream.ok());
+  Bytes out(codec->max_frame_bytes(d));
+  auto size = codec->encode(0, StepContext{}, gaussian(1000, 6), **stream, out);
+  ASSERT_TRUE(size.ok()) << size.status().to_string();
+  out.resize(*size);
+  const Status wrong_round = codec->absorb(1, view(out), **stream);
+  EXPECT_EQ(wrong_round.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(wrong_round.message().find("absorb of round 1 was given a round 0 frame"),
+            std::string::npos)
+      << wrong_round.message();
+  EXPECT_EQ(codec->absorb(2, view(out), **stream).code(), ErrorCode::kInvalidArgument);
+  FrameView other = view(out);
+  other.header.codec = CodecId::kTopk;
+  const Status incompatible = codec->absorb(0, other, **stream);
+  EXPECT_EQ(incompatible.code(), ErrorCode::kIncompatible);
+  EXPECT_NE(incompatible.message().find("cannot absorb a topk frame"), std::string::npos)
+      << incompatible.message();
+  EXPECT_TRUE(codec->absorb(0, view(out), **stream).ok());
+}
+
 TEST(PowersgdCodec, NonFiniteGradientLeavesResidual) {
   auto codec = make_powersgd(2, true);
   const TensorDesc d = desc_of(40 * 30, 40, 30);
