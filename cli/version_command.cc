@@ -10,7 +10,8 @@ void add_version_command(CLI::App& app) {
       app.add_subcommand("version", "Print the version and the optional parts built in");
   version->callback([] {
     std::cout << "gradgate " << GRADGATE_VERSION << " (cuda " << GRADGATE_HAVE_CUDA << ", dpdk "
-              << GRADGATE_HAVE_DPDK << ")\n";
+              << GRADGATE_HAVE_DPDK << ")\n"
+              << "transports: " << GRADGATE_TRANSPORTS << "\n";
   });
 }
 

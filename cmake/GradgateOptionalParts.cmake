@@ -45,4 +45,10 @@ if(NOT GRADGATE_HAVE_DPDK)
   set(GRADGATE_HAVE_DPDK 0)
 endif()
 
+# The transports built in, for `gradgate version`, /v1/status and gradgate_build_info.
+set(GRADGATE_TRANSPORTS "tcp")
+if(GRADGATE_HAVE_DPDK)
+  string(APPEND GRADGATE_TRANSPORTS ",dpdk")
+endif()
+
 message(STATUS "gradgate: CUDA ${GRADGATE_HAVE_CUDA}, DPDK ${GRADGATE_HAVE_DPDK}")

@@ -12,9 +12,13 @@ std::shared_ptr<prometheus::Registry> make_registry(std::string_view component) 
   auto registry = std::make_shared<prometheus::Registry>();
   prometheus::BuildGauge()
       .Name("gradgate_build_info")
-      .Help("Always 1; the labels say which version of which gradgate component runs")
+      .Help(
+          "Always 1; the labels say which version of which gradgate component runs, and the "
+          "transports its build has")
       .Register(*registry)
-      .Add({{"version", GRADGATE_VERSION}, {"component", std::string(component)}})
+      .Add({{"version", GRADGATE_VERSION},
+            {"component", std::string(component)},
+            {"transports", GRADGATE_TRANSPORTS}})
       .Set(1);
   return registry;
 }

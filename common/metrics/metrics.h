@@ -16,7 +16,8 @@ namespace gradgate::metrics {
 inline constexpr std::string_view kTextFormatContentType =
     "text/plain; version=0.0.4; charset=utf-8";
 
-/// A registry holding `gradgate_build_info{version="<project version>",component="<component>"} 1`.
+/// A registry holding `gradgate_build_info{version="<project version>",component="<component>",
+/// transports="tcp,dpdk"} 1` (transports: those the build has).
 /// Register the component's metrics in it; prometheus::Registry is thread-safe.
 std::shared_ptr<prometheus::Registry> make_registry(std::string_view component);
 

@@ -87,6 +87,28 @@ Status store_node_rank(GatewayConfig& config, std::string_view text) {
   return {};
 }
 
+Status store_transport(GatewayConfig& config, std::string_view text) {
+  auto kind = parse_transport_kind(text);
+  if (!kind.ok()) return kind.status();
+  config.transport = *kind;
+  return {};
+}
+
+template <auto Field>
+Status store_bool(GatewayConfig& config, std::string_view text) {
+  auto value = parse_bool(text);
+  if (!value.ok()) return value.status();
+  config.*Field = *value;
+  return {};
+}
+
+Status store_eal_arg(GatewayConfig& config, std::string_view text) {
+  config.dpdk_eal_args.emplace_back(text);
+  return {};
+}
+
+void clear_eal_args(GatewayConfig& config) { config.dpdk_eal_args.clear(); }
+
 using C = GatewayConfig;
 
 constexpr ConfigKey kKeys[] = {
@@ -96,6 +118,7 @@ constexpr ConfigKey kKeys[] = {
     {"job.node_name", false, store_string<&C::node_name>, nullptr},
     {"job.size", false, store_unsigned<&C::size, kU32Max>, nullptr},
     {"job.local_workers", false, store_unsigned<&C::local_workers, kU32Max>, nullptr},
+    {"job.transport", false, store_transport, nullptr},
     {"ingress.socket", false, store_string<&C::socket_path>, nullptr},
     {"compression.codec", false, store_string<&C::codec>, nullptr},
     {"compression.collective", false, store_collective, nullptr},
@@ -108,6 +131,14 @@ constexpr ConfigKey kKeys[] = {
     {"transport.send_queue_bytes", false, store_unsigned<&C::send_queue_bytes, kU64Max>, nullptr},
     {"transport.max_message_bytes", false, store_unsigned<&C::max_message_bytes, kU64Max>, nullptr},
     {"transport.probe_interval_ms", false, store_milliseconds<&C::probe_interval>, nullptr},
+    {"dpdk.cores", false, store_string<&C::dpdk_cores>, nullptr},
+    {"dpdk.memory_mb", false, store_unsigned<&C::dpdk_memory_mb, kU32Max>, nullptr},
+    {"dpdk.no_huge", false, store_bool<&C::dpdk_no_huge>, nullptr},
+    {"dpdk.port", false, store_string<&C::dpdk_port>, nullptr},
+    {"dpdk.mtu", false, store_unsigned<&C::dpdk_mtu, kU32Max>, nullptr},
+    {"dpdk.mbufs", false, store_unsigned<&C::dpdk_mbufs, kU32Max>, nullptr},
+    {"dpdk.udp_port", false, store_unsigned<&C::dpdk_udp_port, 65535>, nullptr},
+    {"dpdk.eal_args", true, store_eal_arg, clear_eal_args},
     {"admin.listen", false, store_endpoint<&C::admin_listen>, nullptr},
     {"control.url", false, store_optional_endpoint<&C::controller>, nullptr},
     {"control.token_file", false, store_string<&C::control_token_file>, nullptr},

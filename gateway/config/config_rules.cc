@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "gateway/transport/tcp/wire.h"
+#include "gradgate/config.h"
 #include "gradgate/kernels/codec_spec.h"
 
 namespace gradgate::gateway {
@@ -17,6 +18,12 @@ namespace {
 constexpr std::size_t kMaxSocketPathBytes = 107;
 // A DNS name's length, which Kubernetes node names follow.
 constexpr std::size_t kMaxNodeNameBytes = 253;
+
+// The DPDK transport's frame sizes: the smallest MTU that leaves room for a useful payload, and
+// jumbo frames.
+constexpr uint32_t kMinDpdkMtu = 128;
+constexpr uint32_t kMaxDpdkMtu = 9000;
+constexpr uint32_t kMinDpdkMbufs = 1023;
 
 constexpr std::array<std::string_view, 5> kLogLevels{"trace", "debug", "info", "warn", "error"};
 constexpr std::array<std::string_view, 2> kLogFormats{"text", "json"};
@@ -31,6 +38,7 @@ class Checker {
     check_ingress(config);
     check_compression(config);
     check_transport(config);
+    if (config.transport == TransportKind::kDpdk) check_dpdk(config);
     check_control(config);
     check_positive("collective.timeout_ms", config.timeout.count());
     check_positive("streams.residual_memory_cap_bytes", config.residual_memory_cap_bytes);
@@ -170,6 +178,49 @@ class Checker {
             "must be <= " + std::to_string(tcp::kMaxLength) + " (2^31 - 1)",
             {"transport.max_message_bytes"});
     }
+  }
+
+  void check_dpdk(const GatewayConfig& config) {
+    if (!GRADGATE_HAVE_DPDK) {
+      issue("job.transport",
+            "dpdk: this gradgate was built without DPDK (no libdpdk at build time); use tcp or a "
+            "build with DPDK (gradgate version lists the transports)",
+            {"job.transport"});
+      return;
+    }
+    if (config.size > 0) {
+      issue("job.transport", "dpdk needs job.nodes (IPv4 addresses); job.size is not supported",
+            {"job.transport", "job.size"});
+    }
+    for (std::size_t i = 0; i < config.nodes.size(); ++i) {
+      const std::string& host = config.nodes[i].host;
+      const bool ipv4 = !host.empty() && host.find_first_not_of("0123456789.") == std::string::npos;
+      if (!ipv4 || host == "0.0.0.0") {
+        issue("job.nodes[" + std::to_string(i) + "]",
+              "dpdk needs every gateway's IPv4 address, got \"" + host + "\"",
+              {"job.transport", "job.nodes"});
+      } else if (config.dpdk_udp_port == 0 && config.nodes[i].port == 0) {
+        issue("job.nodes[" + std::to_string(i) + "]",
+              "dpdk needs a UDP port here (or dpdk.udp_port for every gateway)",
+              {"job.transport", "job.nodes", "dpdk.udp_port"});
+      }
+    }
+    if (config.dpdk_port.empty()) {
+      issue("dpdk.port",
+            "is not set: give a vdev (net_af_packet0,iface=eth1) or a PCI address (0000:3b:00.0)",
+            {"dpdk.port"});
+    }
+    if (config.dpdk_mtu < kMinDpdkMtu || config.dpdk_mtu > kMaxDpdkMtu) {
+      issue("dpdk.mtu",
+            "must be in " + std::to_string(kMinDpdkMtu) + ".." + std::to_string(kMaxDpdkMtu) +
+                ", got " + std::to_string(config.dpdk_mtu),
+            {"dpdk.mtu"});
+    }
+    if (config.dpdk_mbufs < kMinDpdkMbufs) {
+      issue("dpdk.mbufs", "must be at least " + std::to_string(kMinDpdkMbufs), {"dpdk.mbufs"});
+    }
+    check_positive("dpdk.memory_mb", config.dpdk_memory_mb);
+    if (config.dpdk_cores.empty()) issue("dpdk.cores", "must not be empty", {"dpdk.cores"});
   }
 
   template <typename Number>

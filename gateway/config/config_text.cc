@@ -91,4 +91,14 @@ std::string_view collective_mode_name(CollectiveMode mode) {
   return "unknown";
 }
 
+Result<TransportKind> parse_transport_kind(std::string_view text) {
+  if (text == "tcp") return TransportKind::kTcp;
+  if (text == "dpdk") return TransportKind::kDpdk;
+  return invalid(quoted(text) + " is not one of tcp, dpdk");
+}
+
+std::string_view transport_kind_name(TransportKind kind) {
+  return kind == TransportKind::kDpdk ? "dpdk" : "tcp";
+}
+
 }  // namespace gradgate::gateway

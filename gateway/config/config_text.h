@@ -27,6 +27,12 @@ Result<Endpoint> parse_endpoint(std::string_view text);
 /// auto | ring | allgather | aggregator.
 Result<CollectiveMode> parse_collective_mode(std::string_view text);
 
+/// tcp | dpdk.
+Result<TransportKind> parse_transport_kind(std::string_view text);
+
+/// The text form parse_transport_kind reads: "tcp", "dpdk".
+std::string_view transport_kind_name(TransportKind kind);
+
 /// The text form parse_collective_mode reads: "auto", "ring", "allgather", "aggregator".
 std::string_view collective_mode_name(CollectiveMode mode);
 

@@ -23,6 +23,12 @@ enum class CollectiveMode {
                 // error feedback, and send the aggregate back (parameter-server style)
 };
 
+/// How gateways reach each other (job.transport).
+enum class TransportKind {
+  kTcp,   // TcpTransport: kernel sockets, works everywhere
+  kDpdk,  // DpdkTransport: kernel bypass on a DPDK port (builds with DPDK only)
+};
+
 struct GatewayConfig {
   // job: who takes part. Static membership; the control plane makes it dynamic later.
   uint64_t job_id = 1;
@@ -36,6 +42,7 @@ struct GatewayConfig {
   /// (control.url): each registers its transport.listen address and waits for the others.
   uint32_t size = 0;
   uint32_t local_workers = 1;  // training processes that connect to this gateway
+  TransportKind transport = TransportKind::kTcp;
 
   // ingress: how local workers reach the gateway.
   std::string socket_path = "/tmp/gradgate.sock";
@@ -53,6 +60,16 @@ struct GatewayConfig {
   uint64_t send_queue_bytes = uint64_t{512} << 20;  // per peer; beyond it send() refuses
   uint64_t max_message_bytes = uint64_t{1} << 30;   // larger messages are malformed
   std::chrono::milliseconds probe_interval{1000};   // idle links probed; 0: never
+
+  // dpdk: the DPDK transport (job.transport: dpdk). job.nodes are IPv4 addresses and UDP ports.
+  std::string dpdk_cores = "0";    // EAL lcores (-l)
+  uint32_t dpdk_memory_mb = 1024;  // EAL memory (-m)
+  bool dpdk_no_huge = false;       // ordinary pages instead of huge pages
+  std::string dpdk_port;           // vdev string ("net_af_packet0,iface=eth1") or PCI address
+  uint32_t dpdk_mtu = 1500;        // IP bytes per frame
+  uint32_t dpdk_mbufs = 8191;      // frame buffers in the pool
+  uint32_t dpdk_udp_port = 0;      // every gateway's UDP port; 0: each job.nodes entry's port
+  std::vector<std::string> dpdk_eal_args;  // more EAL arguments, as given
 
   // collective
   std::chrono::milliseconds timeout{30000};  // an all-reduce not done by then fails

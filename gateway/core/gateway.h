@@ -30,7 +30,7 @@
 #include "gateway/config/gateway_config.h"
 #include "gateway/core/policy_table.h"
 #include "gateway/ingress/ingress.h"
-#include "gateway/transport/tcp/log_throttle.h"
+#include "gateway/transport/log_throttle.h"
 #include "gateway/transport/transport.h"
 #include "gradgate/kernels/codec.h"
 
@@ -150,7 +150,7 @@ class Gateway final : public IngressHandler {
   Mailbox mailbox_;
   CollectiveEngine engine_;
   PolicyTable policies_;
-  tcp::LogThrottle refused_log_;  // used on the transport's thread only
+  LogThrottle refused_log_;  // used on the transport's thread only
 
   mutable std::mutex mutex_;
   std::condition_variable idle_;

@@ -5,11 +5,14 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "gateway/core/gateway.h"
@@ -17,6 +20,10 @@
 #include "gateway/telemetry/membership.h"
 #include "gateway/telemetry/telemetry.h"
 #include "gateway/transport/tcp_transport.h"
+#include "gradgate/config.h"
+#if GRADGATE_HAVE_DPDK
+#include "gateway/transport/dpdk_transport.h"
+#endif
 
 namespace gradgate::gateway {
 namespace {
@@ -59,6 +66,50 @@ TcpTransportOptions transport_options(const GatewayConfig& config) {
     };
   }
   return options;
+}
+
+#if GRADGATE_HAVE_DPDK
+DpdkTransportOptions dpdk_options(const GatewayConfig& config) {
+  DpdkTransportOptions options;
+  options.job_id = config.job_id;
+  options.rank = config.node_rank;
+  options.peers = config.nodes;
+  if (config.dpdk_udp_port != 0) {
+    for (Endpoint& peer : options.peers) peer.port = static_cast<uint16_t>(config.dpdk_udp_port);
+  }
+  options.eal.cores = config.dpdk_cores;
+  options.eal.memory_mb = config.dpdk_memory_mb;
+  options.eal.no_huge = config.dpdk_no_huge;
+  options.eal.no_pci = config.dpdk_port.starts_with("net_");  // a vdev: no PCI scan needed
+  options.eal.extra_args = config.dpdk_eal_args;
+  options.port.device = config.dpdk_port;
+  options.port.mtu = config.dpdk_mtu;
+  options.port.mbufs = config.dpdk_mbufs;
+  options.send_queue_bytes = config.send_queue_bytes;
+  options.max_message_bytes = std::min(config.max_message_bytes, config.send_queue_bytes);
+  options.message_deadline = config.timeout;
+  return options;
+}
+#endif
+
+/// The transport job.transport names, and the port peers reach it on (TCP: the bound listener,
+/// DPDK: this gateway's UDP port).
+struct ChosenTransport {
+  std::unique_ptr<Transport> transport;
+  std::function<uint16_t()> port;
+};
+
+ChosenTransport make_transport(const GatewayConfig& config) {
+#if GRADGATE_HAVE_DPDK
+  if (config.transport == TransportKind::kDpdk) {
+    DpdkTransportOptions options = dpdk_options(config);
+    const uint16_t port = options.peers[options.rank].port;
+    return {std::make_unique<DpdkTransport>(std::move(options)), [port] { return port; }};
+  }
+#endif
+  auto tcp = std::make_unique<TcpTransport>(transport_options(config));
+  TcpTransport* listener = tcp.get();
+  return {std::move(tcp), [listener] { return listener->listen_port(); }};
 }
 
 Status write_ready_file(const std::string& path, uint16_t port, uint16_t admin_port,
@@ -163,13 +214,14 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   GatewayConfig job = config;
   if (job.node_rank_auto) GRADGATE_RETURN_IF_ERROR(claim_rank(job));
   if (job.nodes.empty()) job.nodes.assign(job.size, Endpoint{});
-  TcpTransport transport(transport_options(job));
+  ChosenTransport chosen = make_transport(job);
+  Transport& transport = *chosen.transport;
   Gateway gateway(job, transport);
   Telemetry telemetry(job, gateway, transport);
   GRADGATE_RETURN_IF_ERROR(gateway.start());
   // Telemetry first: the steps that workers start once the ingress serves report to it.
   auto ingress = make_unix_ingress_server(config.socket_path);
-  Status serving = telemetry.start(transport.listen_port());
+  Status serving = telemetry.start(chosen.port());
   if (serving.ok()) serving = ingress->start(gateway);
   if (!serving.ok()) {
     telemetry.stop();
@@ -178,11 +230,10 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
     return serving;
   }
   spdlog::info("gateway {} of {} (job {}): peers on port {}, workers on {}, codec {}",
-               job.node_rank, job.nodes.size(), config.job_id, transport.listen_port(),
-               config.socket_path, config.codec);
+               job.node_rank, job.nodes.size(), config.job_id, chosen.port(), config.socket_path,
+               config.codec);
   if (!options.ready_file.empty()) {
-    Status ready =
-        write_ready_file(options.ready_file, transport.listen_port(), telemetry.admin_port(), job);
+    Status ready = write_ready_file(options.ready_file, chosen.port(), telemetry.admin_port(), job);
     if (!ready.ok()) spdlog::error("{}", ready.to_string());
   }
   wait_for_stop_signal(gateway, transport, options.stats_interval_seconds);

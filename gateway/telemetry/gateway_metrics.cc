@@ -130,7 +130,17 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                        .Name("gradgate_link_probes_total")
                        .Help("Probes sent to measure idle links")
                        .Register(*registry_)
-                       .Add({})) {}
+                       .Add({})),
+      retransmits_(BuildCounter()
+                       .Name("gradgate_transport_retransmits_total")
+                       .Help("Datagrams sent again after a timeout or a loss (DPDK transport)")
+                       .Register(*registry_)
+                       .Add({})),
+      poll_cpu_seconds_(BuildCounter()
+                            .Name("gradgate_transport_poll_cpu_seconds_total")
+                            .Help("CPU time of the thread that polls the DPDK port")
+                            .Register(*registry_)
+                            .Add({})) {}
 
 GatewayMetrics::PerCodec& GatewayMetrics::codec_locked(std::string_view codec,
                                                        std::string_view device) {
@@ -191,6 +201,11 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
   advance(transport_bytes_sent_, now.transport.bytes_sent, last_bytes_sent_);
   advance(transport_bytes_received_, now.transport.bytes_received, last_bytes_received_);
   advance(probes_sent_, now.transport.probes_sent, last_probes_);
+  advance(retransmits_, now.transport.retransmits, last_retransmits_);
+  if (now.transport.poll_cpu_seconds > last_poll_cpu_seconds_) {
+    poll_cpu_seconds_.Increment(now.transport.poll_cpu_seconds - last_poll_cpu_seconds_);
+    last_poll_cpu_seconds_ = now.transport.poll_cpu_seconds;
+  }
   advance(errors_.Add({{"kind", "rejected_message"}}), now.transport.rejected, last_rejected_);
   advance(errors_.Add({{"kind", "foreign_connection"}}), now.transport.foreign, last_foreign_);
   advance(errors_.Add({{"kind", "refused_message"}}), now.mailbox.refused, last_refused_);

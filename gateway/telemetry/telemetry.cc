@@ -4,6 +4,8 @@
 
 #include "common/http/health.h"
 #include "common/metrics/metrics.h"
+#include "gateway/config/config_text.h"
+#include "gradgate/config.h"
 
 namespace gradgate::gateway {
 
@@ -120,6 +122,8 @@ nlohmann::json Telemetry::status_body() const {
   return {{"job_id", config_.job_id},
           {"node", config_.node_rank},
           {"nodes", config_.nodes.size()},
+          {"transport", transport_kind_name(config_.transport)},
+          {"transports", GRADGATE_TRANSPORTS},
           {"peers_up", peers(true)},
           {"policy_version", stats.applied_policy_version},
           {"fail_static", control_ && control_->fail_static()},

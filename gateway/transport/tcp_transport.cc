@@ -14,10 +14,11 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "gateway/transport/tcp/counters.h"
+#include "gateway/transport/counters.h"
+#include "gateway/transport/log_throttle.h"
+#include "gateway/transport/send_checks.h"
 #include "gateway/transport/tcp/dialer.h"
 #include "gateway/transport/tcp/handshake.h"
-#include "gateway/transport/tcp/log_throttle.h"
 #include "gateway/transport/tcp/peer_connection.h"
 
 namespace gradgate::gateway {
@@ -81,8 +82,8 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
 
   TcpTransportOptions options_;  // peers filled in by start() when resolve_peers is set
   Handlers handlers_;
-  tcp::Counters counters_;
-  tcp::LogThrottle throttle_;  // transport thread only
+  TransportCounters counters_;
+  LogThrottle throttle_;  // transport thread only
   uint16_t listen_port_ = 0;
 
   std::mutex lifecycle_mutex_;  // serialises start() and stop()
@@ -95,8 +96,8 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<asio::steady_timer> accept_retry_;
   std::unique_ptr<asio::steady_timer> probe_timer_;
-  std::vector<std::unique_ptr<tcp::LinkMeter>> meters_;  // by rank; made before the I/O thread
-  std::vector<std::unique_ptr<tcp::Dialer>> dialers_;    // by rank; only lower ranks have one
+  std::vector<std::unique_ptr<LinkMeter>> meters_;     // by rank; made before the I/O thread
+  std::vector<std::unique_ptr<tcp::Dialer>> dialers_;  // by rank; only lower ranks have one
   std::thread thread_;
 
   mutable std::mutex peers_mutex_;
@@ -160,7 +161,7 @@ Status TcpTransport::Mesh::start(Handlers handlers) {
   accept_next();
   meters_.clear();
   for (size_t rank = 0; rank < options_.peers.size(); ++rank) {
-    meters_.push_back(std::make_unique<tcp::LinkMeter>());
+    meters_.push_back(std::make_unique<LinkMeter>());
   }
   probe_timer_ = std::make_unique<asio::steady_timer>(*io_);
   if (options_.probe_interval.count() > 0) schedule_probes();
@@ -308,18 +309,8 @@ void TcpTransport::Mesh::connection_closed(tcp::PeerConnection& connection,
 }
 
 Status TcpTransport::Mesh::send(uint32_t to_rank, Message message) {
-  if (to_rank >= options_.peers.size() || to_rank == options_.rank) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "transport: cannot send to rank " + std::to_string(to_rank) + " (own rank " +
-                      std::to_string(options_.rank) + ", " + std::to_string(options_.peers.size()) +
-                      " peers)");
-  }
-  if (!message || message->empty() || message->size() > options_.max_message_bytes) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "transport: message of " + std::to_string(message ? message->size() : 0) +
-                      " bytes to rank " + std::to_string(to_rank) + " is outside [1, " +
-                      std::to_string(options_.max_message_bytes) + "]");
-  }
+  GRADGATE_RETURN_IF_ERROR(check_send(to_rank, options_.rank, options_.peers.size(), message,
+                                      options_.max_message_bytes));
   // Enqueue under the lock so that stop() cannot tear the connection down meanwhile.
   std::lock_guard lock(peers_mutex_);
   if (to_rank >= peers_.size() || !peers_[to_rank]) {
@@ -375,10 +366,10 @@ void TcpTransport::Mesh::probe_links() {
     std::lock_guard lock(peers_mutex_);
     open = peers_;
   }
-  const auto now = tcp::LinkMeter::Clock::now();
+  const auto now = LinkMeter::Clock::now();
   for (const auto& connection : open) {
     if (!connection) continue;
-    tcp::LinkMeter& meter = *meters_[connection->rank()];
+    LinkMeter& meter = *meters_[connection->rank()];
     meter.set_rtt(connection->rtt_seconds());
     if (now - connection->last_measurable_send() < 2 * options_.probe_interval) continue;
     // Sized from the reverse direction's estimate, the best guess of this one: about 20 ms of
@@ -386,13 +377,13 @@ void TcpTransport::Mesh::probe_links() {
     const double goodput = meter.estimate(connection->rank(), now).goodput_bytes_per_second;
     const double wanted = goodput > 0.0 ? goodput * 0.02 : tcp::PeerConnection::kMaxProbeBytes;
     connection->enqueue_probe(static_cast<uint32_t>(std::clamp<double>(
-        wanted, tcp::LinkMeter::kMinMeasuredBytes, tcp::PeerConnection::kMaxProbeBytes)));
+        wanted, LinkMeter::kMinMeasuredBytes, tcp::PeerConnection::kMaxProbeBytes)));
   }
 }
 
 std::vector<LinkEstimate> TcpTransport::Mesh::links() const {
   std::vector<LinkEstimate> links;
-  const auto now = tcp::LinkMeter::Clock::now();
+  const auto now = LinkMeter::Clock::now();
   for (uint32_t rank = 0; rank < meters_.size(); ++rank) {
     if (rank != options_.rank) links.push_back(meters_[rank]->estimate(rank, now));
   }

@@ -60,8 +60,11 @@ struct TransportStats {
   uint64_t foreign = 0;         // handshakes from another job or an unknown rank: refused
   uint64_t probes_sent = 0;     // link probes (not counted in messages_sent; bytes are)
   uint64_t probes_received = 0;
+  uint64_t retransmits = 0;   // datagram fabrics: packets sent again (timeouts and fast)
   uint64_t queued_bytes = 0;  // gauge: bytes waiting in send queues
   uint32_t peers_up = 0;      // gauge
+  /// Polling fabrics: CPU time of the thread that polls the port (0 where nothing polls).
+  double poll_cpu_seconds = 0.0;
 };
 
 /// The link from one peer to this gateway, as measured on its own traffic (and probes).

@@ -19,7 +19,8 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 PeerConnection::PeerConnection(asio::ip::tcp::socket socket, uint32_t rank, Limits limits,
-                               Counters& counters, LinkMeter& meter, ConnectionOwner& owner)
+                               TransportCounters& counters, LinkMeter& meter,
+                               ConnectionOwner& owner)
     : socket_(std::move(socket)),
       rank_(rank),
       limits_(limits),

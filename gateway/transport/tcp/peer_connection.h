@@ -17,8 +17,8 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
-#include "gateway/transport/tcp/counters.h"
-#include "gateway/transport/tcp/link_meter.h"
+#include "gateway/transport/counters.h"
+#include "gateway/transport/link_meter.h"
 #include "gateway/transport/tcp/wire.h"
 #include "gateway/transport/transport.h"
 
@@ -49,7 +49,7 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   };
 
   PeerConnection(boost::asio::ip::tcp::socket socket, uint32_t rank, Limits limits,
-                 Counters& counters, LinkMeter& meter, ConnectionOwner& owner);
+                 TransportCounters& counters, LinkMeter& meter, ConnectionOwner& owner);
 
   uint32_t rank() const { return rank_; }
 
@@ -79,7 +79,7 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   boost::asio::ip::tcp::socket socket_;
   const uint32_t rank_;
   const Limits limits_;
-  Counters& counters_;
+  TransportCounters& counters_;
   ConnectionOwner& owner_;
 
   LinkMeter& meter_;

@@ -75,7 +75,8 @@ TEST(GatewayTelemetry, MetricsAndStatusFollowTheAllreduces) {
   EXPECT_GT(wire, 0.0);
   EXPECT_LT(wire, raw * 0.05) << "topk at 1% sends a few percent of the raw bytes";
   EXPECT_EQ(sample(text, "gradgate_encode_seconds_count{codec=\"topk\",device=\"cpu\"}"), kSteps);
-  EXPECT_EQ(sample(text, "gradgate_build_info{component=\"gateway\",version=\"" +
+  EXPECT_EQ(sample(text, "gradgate_build_info{component=\"gateway\",transports=\"" +
+                             std::string(GRADGATE_TRANSPORTS) + "\",version=\"" +
                              std::string(GRADGATE_VERSION) + "\"}"),
             1.0);
 

@@ -40,8 +40,8 @@ TEST_F(MetricsTest, ServesBuildInfoAndCountersInTextFormat) {
   ASSERT_EQ(reply.result(), status::ok);
   EXPECT_EQ(reply[beast_http::field::content_type], metrics::kTextFormatContentType);
   EXPECT_NE(reply.body().find("# TYPE gradgate_build_info gauge"), std::string::npos);
-  EXPECT_NE(reply.body().find(std::string(R"(gradgate_build_info{component="test",version=")") +
-                              GRADGATE_VERSION + "\"} 1"),
+  EXPECT_NE(reply.body().find(std::string(R"(gradgate_build_info{component="test",transports=")") +
+                              GRADGATE_TRANSPORTS + R"(",version=")" + GRADGATE_VERSION + "\"} 1"),
             std::string::npos)
       << reply.body();
   EXPECT_NE(reply.body().find("gradgate_test_requests_total 3"), std::string::npos) << reply.body();

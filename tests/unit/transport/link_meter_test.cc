@@ -2,14 +2,13 @@
 // loopback, and probes that measure an idle link without reaching the handler.
 #include <gtest/gtest.h>
 
-#include "gateway/transport/tcp/link_meter.h"
+#include "gateway/transport/link_meter.h"
 #include "tests/unit/transport/transport_test_support.h"
 
 namespace gradgate::gateway::testing {
 namespace {
 
 using std::chrono::milliseconds;
-using tcp::LinkMeter;
 
 TEST(LinkMeterTest, EstimateIsTheMedianOfTheLastSamples) {
   LinkMeter meter;

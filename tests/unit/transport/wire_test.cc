@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gateway/transport/log_throttle.h"
 #include "gateway/transport/tcp/backoff.h"
-#include "gateway/transport/tcp/log_throttle.h"
 
 namespace gradgate::gateway::tcp {
 namespace {

@@ -7,9 +7,9 @@
 
 #include "gateway/transport/transport.h"
 
-namespace gradgate::gateway::tcp {
+namespace gradgate::gateway {
 
-struct Counters {
+struct TransportCounters {
   std::atomic<uint64_t> messages_sent{0};
   std::atomic<uint64_t> messages_received{0};
   std::atomic<uint64_t> bytes_sent{0};
@@ -20,8 +20,10 @@ struct Counters {
   std::atomic<uint64_t> foreign{0};
   std::atomic<uint64_t> probes_sent{0};
   std::atomic<uint64_t> probes_received{0};
+  std::atomic<uint64_t> retransmits{0};
   std::atomic<uint64_t> queued_bytes{0};
   std::atomic<uint32_t> peers_up{0};
+  std::atomic<uint64_t> poll_cpu_nanoseconds{0};
 
   TransportStats snapshot() const {
     TransportStats stats;
@@ -35,10 +37,12 @@ struct Counters {
     stats.foreign = foreign.load();
     stats.probes_sent = probes_sent.load();
     stats.probes_received = probes_received.load();
+    stats.retransmits = retransmits.load();
     stats.queued_bytes = queued_bytes.load();
     stats.peers_up = peers_up.load();
+    stats.poll_cpu_seconds = static_cast<double>(poll_cpu_nanoseconds.load()) * 1e-9;
     return stats;
   }
 };
 
-}  // namespace gradgate::gateway::tcp
+}  // namespace gradgate::gateway

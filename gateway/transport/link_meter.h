@@ -16,7 +16,7 @@
 
 #include "gateway/transport/transport.h"
 
-namespace gradgate::gateway::tcp {
+namespace gradgate::gateway {
 
 class LinkMeter {
  public:
@@ -40,4 +40,4 @@ class LinkMeter {
   double rtt_seconds_ = 0.0;
 };
 
-}  // namespace gradgate::gateway::tcp
+}  // namespace gradgate::gateway

@@ -1,9 +1,9 @@
-#include "gateway/transport/tcp/link_meter.h"
+#include "gateway/transport/link_meter.h"
 
 #include <algorithm>
 #include <vector>
 
-namespace gradgate::gateway::tcp {
+namespace gradgate::gateway {
 
 void LinkMeter::add_transfer(uint64_t bytes, Clock::time_point first, Clock::time_point last) {
   const double seconds = std::chrono::duration<double>(last - first).count();
@@ -36,4 +36,4 @@ LinkEstimate LinkMeter::estimate(uint32_t peer, Clock::time_point now) const {
   return link;
 }
 
-}  // namespace gradgate::gateway::tcp
+}  // namespace gradgate::gateway

@@ -1,0 +1,85 @@
+// job.transport and the dpdk section: read, checked, and refused with a clear error in a build
+// without DPDK.
+#include "config_test_support.h"
+#include "gradgate/config.h"
+
+namespace gradgate::gateway {
+namespace {
+
+using testing::error_lines;
+using ::testing::HasSubstr;
+using testing::parse;
+
+constexpr const char* kDpdkYaml =
+    "job:\n"
+    "  nodes: [\"10.0.0.1:4791\", \"10.0.0.2:4791\"]\n"
+    "  transport: dpdk\n"
+    "dpdk:\n"
+    "  port: \"net_af_packet0,iface=eth1\"\n"
+    "  cores: \"2\"\n"
+    "  memory_mb: 512\n"
+    "  no_huge: true\n"
+    "  mtu: 9000\n"
+    "  mbufs: 16383\n"
+    "  udp_port: 5000\n"
+    "  eal_args: [\"--log-level=warning\"]\n";
+
+TEST(DpdkConfig, TransportDefaultsToTcp) {
+  const auto config = parse("job:\n  nodes: [\"127.0.0.1:29500\"]\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->transport, TransportKind::kTcp);
+}
+
+TEST(DpdkConfig, UnknownTransportIsRefused) {
+  const auto config = parse("job:\n  nodes: [\"127.0.0.1:29500\"]\n  transport: rdma\n");
+  EXPECT_THAT(config.status().message(), HasSubstr("\"rdma\" is not one of tcp, dpdk"));
+}
+
+#if GRADGATE_HAVE_DPDK
+
+TEST(DpdkConfig, ReadsTheDpdkSection) {
+  const auto config = parse(kDpdkYaml);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->transport, TransportKind::kDpdk);
+  EXPECT_EQ(config->dpdk_port, "net_af_packet0,iface=eth1");
+  EXPECT_EQ(config->dpdk_cores, "2");
+  EXPECT_EQ(config->dpdk_memory_mb, 512u);
+  EXPECT_TRUE(config->dpdk_no_huge);
+  EXPECT_EQ(config->dpdk_mtu, 9000u);
+  EXPECT_EQ(config->dpdk_mbufs, 16383u);
+  EXPECT_EQ(config->dpdk_udp_port, 5000u);
+  EXPECT_EQ(config->dpdk_eal_args, (std::vector<std::string>{"--log-level=warning"}));
+}
+
+TEST(DpdkConfig, NeedsAPortIpv4NodesAndSaneSizes) {
+  const auto config = parse(
+      "job:\n  nodes: [\"gateway-0:4791\", \"10.0.0.2:4791\"]\n  transport: dpdk\n"
+      "dpdk:\n  mtu: 64\n  mbufs: 10\n");
+  const std::string all = config.status().message();
+  EXPECT_THAT(all, HasSubstr("job.nodes[0]: dpdk needs every gateway's IPv4 address"));
+  EXPECT_THAT(all, HasSubstr("dpdk.port: is not set"));
+  EXPECT_THAT(all, HasSubstr("dpdk.mtu: must be in 128..9000"));
+  EXPECT_THAT(all, HasSubstr("dpdk.mbufs: must be at least"));
+  EXPECT_EQ(error_lines(config).size(), 4u) << all;
+}
+
+TEST(DpdkConfig, NeedsAUdpPortPerNodeOrOneForAll) {
+  const std::string nodes =
+      "job:\n  nodes: [\"10.0.0.1:4791\", \"10.0.0.2:0\"]\n  transport: dpdk\n"
+      "dpdk:\n  port: net_ring0\n";
+  EXPECT_THAT(parse(nodes).status().message(), HasSubstr("job.nodes[1]: dpdk needs a UDP port"));
+  EXPECT_TRUE(parse(nodes + "  udp_port: 4791\n").ok());
+}
+
+#else
+
+TEST(DpdkConfig, ABuildWithoutDpdkSaysSo) {
+  const auto config = parse(kDpdkYaml);
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("job.transport: dpdk: this gradgate was built without DPDK"));
+}
+
+#endif
+
+}  // namespace
+}  // namespace gradgate::gateway
