@@ -11,6 +11,7 @@
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/frame.h"
 #include "gradient_data.h"
+#include "kernels/encode_traffic.h"
 
 namespace gradgate::bench {
 namespace {
@@ -149,29 +150,29 @@ void measure_selection_references(const std::vector<float>& v, size_t k, double 
 }  // namespace
 
 double encode_traffic_bytes(const CodecParams& p) {
-  const double ef = p.error_feedback ? 1.0 : 0.0;
-  const double grad_pass = 4.0 + 8.0 * ef;   // read g (+ read and write e)
-  const double stats_pass = 4.0 + 4.0 * ef;  // read g (+ read e), writes nothing
+  // The passes, plus the payload per element where it does not depend on the data.
+  double payload = 0.0;  // sparse and low-rank payloads are small beside the passes
   switch (p.id) {
     case CodecId::kNone:
-      return 8.0;
+      payload = 4.0;
+      break;
     case CodecId::kFp16:
     case CodecId::kBf16:
-      return grad_pass + 2.0;
-    case CodecId::kQsgd: {
-      return stats_pass + grad_pass +
-             static_cast<double>(
-                 kernels::qsgd_level_bytes(p.bits, kernels::qsgd_headroom_bits(p.max_workers)));
-    }
+      payload = 2.0;
+      break;
+    case CodecId::kQsgd:
+      payload = static_cast<double>(
+          kernels::qsgd_level_bytes(p.bits, kernels::qsgd_headroom_bits(p.max_workers)));
+      break;
     case CodecId::kSign:
-      return stats_pass + grad_pass + 1.0 / 8.0;
+      payload = 1.0 / 8.0;
+      break;
     case CodecId::kTopk:
     case CodecId::kRandomk:
-      return grad_pass;
     case CodecId::kPowersgd:
-      return stats_pass + grad_pass;  // P = M Q reads M; Q = M^T P and the residual pass fuse
+      break;
   }
-  return grad_pass;
+  return encode_pass_bytes(p) + payload;
 }
 
 CodecBenchOptions default_codec_bench_options() {

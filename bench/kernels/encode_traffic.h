@@ -1,8 +1,7 @@
-// The memory roofline of the kernel benchmark: the least bytes an encode on the device must move
-// per element, and the fraction of the device's copy bandwidth an encode reaches on them. The
-// model is the CPU benchmark's (bench/codec_bench.h: read the gradient, read and write the
-// residual with error feedback, a read-only pass first for codecs that need a global scale) plus
-// the frame written, which matters on the device where the passes themselves are fast.
+// The memory roofline of the benchmarks: the least bytes an encode must move per element (its
+// passes over gradient and residual; the CPU benchmark adds a payload estimate, the kernel
+// benchmark the frame it wrote, which matters on the device where the passes themselves are
+// fast), and the fraction of the copy bandwidth an encode reaches on them.
 #pragma once
 
 #include <cstddef>
@@ -11,18 +10,24 @@
 
 namespace gradgate::bench {
 
-/// Bytes per element of a gradient of `n` elements that an encode of `params` into a frame of
-/// `frame_bytes` must read and write at least.
-inline double least_encode_traffic(const kernels::CodecParams& params, size_t n,
-                                   size_t frame_bytes) {
+/// Bytes per element that an encode of `params` must move in its passes over the gradient and the
+/// residual, the payload it writes left out: read g (and read and write e with error feedback),
+/// and first a read-only pass for codecs that need a global scale. Both benchmarks build on it.
+inline double encode_pass_bytes(const kernels::CodecParams& params) {
   using kernels::CodecId;
   const bool ef = params.error_feedback && params.id != CodecId::kNone;
   const double grad_pass = ef ? 12.0 : 4.0;  // read g (+ read and write e)
   const double scale_pass = ef ? 8.0 : 4.0;  // read g (+ read e), writes nothing
   const bool needs_scale =
       params.id == CodecId::kQsgd || params.id == CodecId::kSign || params.id == CodecId::kPowersgd;
-  return (needs_scale ? scale_pass : 0.0) + grad_pass +
-         static_cast<double>(frame_bytes) / static_cast<double>(n);
+  return (needs_scale ? scale_pass : 0.0) + grad_pass;
+}
+
+/// Bytes per element of a gradient of `n` elements that an encode of `params` into a frame of
+/// `frame_bytes` must read and write at least: its passes and the frame.
+inline double least_encode_traffic(const kernels::CodecParams& params, size_t n,
+                                   size_t frame_bytes) {
+  return encode_pass_bytes(params) + static_cast<double>(frame_bytes) / static_cast<double>(n);
 }
 
 /// The fraction of the copy bandwidth (`copy_gbps`: bytes read + written per second, 1e9) that an
