@@ -20,6 +20,7 @@
 #include "cuda_test_util.h"
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/frame.h"
+#include "topk_select.h"
 
 namespace gradgate::kernels {
 namespace {
@@ -31,11 +32,6 @@ using cuda_test::SizeAndDensity;
 using test_util::make_finite_values;
 using test_util::same_bits;
 using test_util::same_bytes;
-
-size_t k_of(double density, size_t n) {
-  return std::clamp<size_t>(static_cast<size_t>(std::llround(density * static_cast<double>(n))), 1,
-                            n);
-}
 
 uint32_t frame_count(const Bytes& frame) {
   uint32_t count = 0;
@@ -88,7 +84,7 @@ TEST_F(TopkCudaTest, ThresholdCountsStayInTheWindowColdAndWarm) {
     for (double density : {0.01, 0.001}) {
       SCOPED_TRACE(testing::Message() << (laplace ? "laplace" : "gaussian") << " " << density);
       CodecPair codecs("topk:density=" + std::to_string(density), n);
-      const size_t k = k_of(density, n);
+      const size_t k = cpu::topk_count(density, n);
       for (uint64_t step = 0; step <= 20; ++step) {
         const auto grad = gradient(laplace, n, 100 + step);
         auto frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
