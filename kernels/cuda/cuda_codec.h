@@ -30,8 +30,20 @@ class CudaCodec : public CodecBase {
   Result<size_t> encode_add(int round, const StepContext& ctx, std::span<const float> grad,
                             Stream& stream, const FrameView& other,
                             std::span<std::byte> out) const override;
+  /// Both are decode_into(), which overwrites `out` or adds to it.
+  Status decode(const FrameView& frame, const Stream* stream, std::span<float> out) const final {
+    return decode_into(frame, stream, out, /*overwrite=*/true);
+  }
+  Status decode_accumulate(const FrameView& frame, const Stream* stream,
+                           std::span<float> acc) const final {
+    return decode_into(frame, stream, acc, /*overwrite=*/false);
+  }
 
  protected:
+  /// The codec's decode: out = decoded frame when `overwrite`, else out += decoded frame.
+  virtual Status decode_into(const FrameView& frame, const Stream* stream, std::span<float> out,
+                             bool overwrite) const = 0;
+
   /// Where one device operation runs: its CUDA stream and the thread's scratch, tally zeroed.
   struct Call {
     cudaStream_t cuda;

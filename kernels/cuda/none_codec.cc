@@ -44,15 +44,6 @@ class NoneCodec final : public CudaCodec {
     return bytes;
   }
 
-  Status decode(const FrameView& frame, const Stream*, std::span<float> out) const override {
-    return decode_into(frame, out, /*overwrite=*/true);
-  }
-
-  Status decode_accumulate(const FrameView& frame, const Stream*,
-                           std::span<float> acc) const override {
-    return decode_into(frame, acc, /*overwrite=*/false);
-  }
-
   Result<size_t> add_frames(const FrameView& a, const FrameView& b,
                             std::span<std::byte> out) const override {
     auto call = begin_add(a, b, out, 0, element_frames::check_none);
@@ -76,7 +67,8 @@ class NoneCodec final : public CudaCodec {
     return call.scratch->finish(call.cuda);
   }
 
-  Status decode_into(const FrameView& frame, std::span<float> out, bool overwrite) const {
+  Status decode_into(const FrameView& frame, const Stream*, std::span<float> out,
+                     bool overwrite) const override {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, out));
     GRADGATE_RETURN_IF_ERROR(element_frames::check_none(frame));
     GRADGATE_RETURN_IF_ERROR(check_aligned(frame));

@@ -188,15 +188,6 @@ class PowersgdCodec final : public CudaCodec {
     return {};
   }
 
-  Status decode(const FrameView& frame, const Stream* stream, std::span<float> out) const override {
-    return decode_into(frame, stream, out, /*overwrite=*/true);
-  }
-
-  Status decode_accumulate(const FrameView& frame, const Stream* stream,
-                           std::span<float> acc) const override {
-    return decode_into(frame, stream, acc, /*overwrite=*/false);
-  }
-
   Result<size_t> add_frames(const FrameView& a, const FrameView& b,
                             std::span<std::byte> out) const override {
     std::vector<Payload> payloads;  // a's, then b's
@@ -271,7 +262,7 @@ class PowersgdCodec final : public CudaCodec {
   // decode (overwrite: out = P_hat Q^T) or decode_accumulate (out += P_hat Q^T); every check
   // comes before `out` is written.
   Status decode_into(const FrameView& frame, const Stream* stream, std::span<float> out,
-                     bool overwrite) const {
+                     bool overwrite) const override {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, out));
     if (frame.header.round != 1) {
       return Status(ErrorCode::kInvalidArgument,

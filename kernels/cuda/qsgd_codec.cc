@@ -73,15 +73,6 @@ class QsgdCodec final : public CudaCodec {
     return nonfinite_gradient(stream, tally->count[0]);
   }
 
-  Status decode(const FrameView& frame, const Stream*, std::span<float> out) const override {
-    return decode_into(frame, out, /*overwrite=*/true);
-  }
-
-  Status decode_accumulate(const FrameView& frame, const Stream*,
-                           std::span<float> acc) const override {
-    return decode_into(frame, acc, /*overwrite=*/false);
-  }
-
   Result<size_t> add_frames(const FrameView& a, const FrameView& b,
                             std::span<std::byte> out) const override {
     auto call = begin_add(a, b, out, kScaleBytes, [](const FrameView& frame) {
@@ -127,7 +118,8 @@ class QsgdCodec final : public CudaCodec {
   }
 
   // decode (overwrite: out = decoded, checked after) or decode_accumulate (checked first).
-  Status decode_into(const FrameView& frame, std::span<float> out, bool overwrite) const {
+  Status decode_into(const FrameView& frame, const Stream*, std::span<float> out,
+                     bool overwrite) const override {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, out));
     auto layout = element_frames::check_qsgd(frame);
     if (!layout.ok()) return layout.status();

@@ -55,18 +55,10 @@ class SignCodec final : public CudaCodec {
     return bytes;
   }
 
-  Status decode(const FrameView& frame, const Stream*, std::span<float> out) const override {
-    return decode_into(frame, out, /*overwrite=*/true);
-  }
-
-  Status decode_accumulate(const FrameView& frame, const Stream*,
-                           std::span<float> acc) const override {
-    return decode_into(frame, acc, /*overwrite=*/false);
-  }
-
  private:
   // decode (overwrite: out = decoded, checked after) or decode_accumulate (checked first).
-  Status decode_into(const FrameView& frame, std::span<float> out, bool overwrite) const {
+  Status decode_into(const FrameView& frame, const Stream*, std::span<float> out,
+                     bool overwrite) const override {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, out));
     GRADGATE_RETURN_IF_ERROR(element_frames::check_sign(frame));
     GRADGATE_RETURN_IF_ERROR(check_aligned(frame));

@@ -58,15 +58,6 @@ class TopkCodec final : public CudaCodec {
     return write_frame(*call, ctx, round, *selection, **state, out);
   }
 
-  Status decode(const FrameView& frame, const Stream*, std::span<float> out) const override {
-    return decode_into(frame, out, /*overwrite=*/true);
-  }
-
-  Status decode_accumulate(const FrameView& frame, const Stream*,
-                           std::span<float> acc) const override {
-    return decode_into(frame, acc, /*overwrite=*/false);
-  }
-
  private:
   bool fp16() const { return params().values == ValueType::kFp16; }
   size_t value_bytes() const { return fp16() ? 2 : 4; }
@@ -118,7 +109,8 @@ class TopkCodec final : public CudaCodec {
   }
 
   // decode (overwrite: out = decoded) or decode_accumulate; the payload is checked first.
-  Status decode_into(const FrameView& frame, std::span<float> out, bool overwrite) const {
+  Status decode_into(const FrameView& frame, const Stream*, std::span<float> out,
+                     bool overwrite) const override {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, out));
     const uint64_t n = frame.header.element_count;
     if (frame.header.flags & ~(kFlagBitmap | kFlagFp16)) return malformed(frame, "unknown flags");
