@@ -13,6 +13,7 @@ namespace {
 constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kMaxMilliseconds = 24 * 60 * 60 * 1000;  // one day: no deadline is longer
+constexpr uint64_t kMaxIdleSleepUs = 10000;  // beyond 10 ms a polling thread is not polling
 
 // Stores an unsigned key: `config.*Field = parsed` with the given bound.
 template <auto Field, uint64_t Max>
@@ -20,6 +21,15 @@ Status store_unsigned(GatewayConfig& config, std::string_view text) {
   auto value = parse_unsigned(text, Max);
   if (!value.ok()) return value.status();
   config.*Field = static_cast<std::remove_reference_t<decltype(config.*Field)>>(*value);
+  return {};
+}
+
+// Stores a key whose text `Parse` reads: `config.*Field = Parse(text)`.
+template <auto Field, auto Parse>
+Status store_parsed(GatewayConfig& config, std::string_view text) {
+  auto value = Parse(text);
+  if (!value.ok()) return value.status();
+  config.*Field = *std::move(value);
   return {};
 }
 
@@ -46,21 +56,6 @@ Status store_node(GatewayConfig& config, std::string_view text) {
 
 void clear_nodes(GatewayConfig& config) { config.nodes.clear(); }
 
-Status store_collective(GatewayConfig& config, std::string_view text) {
-  auto mode = parse_collective_mode(text);
-  if (!mode.ok()) return mode.status();
-  config.collective = *mode;
-  return {};
-}
-
-template <auto Field>
-Status store_endpoint(GatewayConfig& config, std::string_view text) {
-  auto endpoint = parse_endpoint(text);
-  if (!endpoint.ok()) return endpoint.status();
-  config.*Field = *std::move(endpoint);
-  return {};
-}
-
 // host:port, or "" for none.
 template <auto Field>
 Status store_optional_endpoint(GatewayConfig& config, std::string_view text) {
@@ -68,7 +63,7 @@ Status store_optional_endpoint(GatewayConfig& config, std::string_view text) {
     config.*Field = Endpoint{};
     return {};
   }
-  return store_endpoint<Field>(config, text);
+  return store_parsed<Field, parse_endpoint>(config, text);
 }
 
 // An unsigned rank, or "auto": the controller assigns it (node_rank_auto).
@@ -84,21 +79,6 @@ Status store_node_rank(GatewayConfig& config, std::string_view text) {
                   rank.status().message() + " (or auto: from the controller)");
   }
   config.node_rank = static_cast<uint32_t>(*rank);
-  return {};
-}
-
-Status store_transport(GatewayConfig& config, std::string_view text) {
-  auto kind = parse_transport_kind(text);
-  if (!kind.ok()) return kind.status();
-  config.transport = *kind;
-  return {};
-}
-
-template <auto Field>
-Status store_bool(GatewayConfig& config, std::string_view text) {
-  auto value = parse_bool(text);
-  if (!value.ok()) return value.status();
-  config.*Field = *value;
   return {};
 }
 
@@ -118,13 +98,13 @@ constexpr ConfigKey kKeys[] = {
     {"job.node_name", false, store_string<&C::node_name>, nullptr},
     {"job.size", false, store_unsigned<&C::size, kU32Max>, nullptr},
     {"job.local_workers", false, store_unsigned<&C::local_workers, kU32Max>, nullptr},
-    {"job.transport", false, store_transport, nullptr},
+    {"job.transport", false, store_parsed<&C::transport, parse_transport_kind>, nullptr},
     {"ingress.socket", false, store_string<&C::socket_path>, nullptr},
     {"compression.codec", false, store_string<&C::codec>, nullptr},
-    {"compression.collective", false, store_collective, nullptr},
+    {"compression.collective", false, store_parsed<&C::collective, parse_collective_mode>, nullptr},
     {"compression.min_compress_elements", false, store_unsigned<&C::min_compress_elements, kU64Max>,
      nullptr},
-    {"transport.listen", false, store_endpoint<&C::listen>, nullptr},
+    {"transport.listen", false, store_parsed<&C::listen, parse_endpoint>, nullptr},
     {"transport.connect_timeout_ms", false, store_milliseconds<&C::connect_timeout>, nullptr},
     {"transport.reconnect_min_ms", false, store_milliseconds<&C::reconnect_min>, nullptr},
     {"transport.reconnect_max_ms", false, store_milliseconds<&C::reconnect_max>, nullptr},
@@ -133,13 +113,19 @@ constexpr ConfigKey kKeys[] = {
     {"transport.probe_interval_ms", false, store_milliseconds<&C::probe_interval>, nullptr},
     {"dpdk.cores", false, store_string<&C::dpdk_cores>, nullptr},
     {"dpdk.memory_mb", false, store_unsigned<&C::dpdk_memory_mb, kU32Max>, nullptr},
-    {"dpdk.no_huge", false, store_bool<&C::dpdk_no_huge>, nullptr},
+    {"dpdk.no_huge", false, store_parsed<&C::dpdk_no_huge, parse_bool>, nullptr},
     {"dpdk.port", false, store_string<&C::dpdk_port>, nullptr},
     {"dpdk.mtu", false, store_unsigned<&C::dpdk_mtu, kU32Max>, nullptr},
     {"dpdk.mbufs", false, store_unsigned<&C::dpdk_mbufs, kU32Max>, nullptr},
     {"dpdk.udp_port", false, store_unsigned<&C::dpdk_udp_port, 65535>, nullptr},
     {"dpdk.eal_args", true, store_eal_arg, clear_eal_args},
-    {"admin.listen", false, store_endpoint<&C::admin_listen>, nullptr},
+    {"dpdk.idle_sleep_us", false, store_unsigned<&C::dpdk_idle_sleep_us, kMaxIdleSleepUs>, nullptr},
+    {"dpdk.inject_drop", false, store_parsed<&C::dpdk_inject_drop, parse_fraction>, nullptr},
+    {"dpdk.inject_duplicate", false, store_parsed<&C::dpdk_inject_duplicate, parse_fraction>,
+     nullptr},
+    {"dpdk.inject_reorder", false, store_parsed<&C::dpdk_inject_reorder, parse_fraction>, nullptr},
+    {"dpdk.inject_seed", false, store_unsigned<&C::dpdk_inject_seed, kU64Max>, nullptr},
+    {"admin.listen", false, store_parsed<&C::admin_listen, parse_endpoint>, nullptr},
     {"control.url", false, store_optional_endpoint<&C::controller>, nullptr},
     {"control.token_file", false, store_string<&C::control_token_file>, nullptr},
     {"control.token_env", false, store_string<&C::control_token_env>, nullptr},

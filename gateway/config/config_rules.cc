@@ -221,6 +221,13 @@ class Checker {
     }
     check_positive("dpdk.memory_mb", config.dpdk_memory_mb);
     if (config.dpdk_cores.empty()) issue("dpdk.cores", "must not be empty", {"dpdk.cores"});
+    if (config.dpdk_inject_drop + config.dpdk_inject_duplicate + config.dpdk_inject_reorder >=
+        1.0) {
+      issue("dpdk.inject_drop",
+            "inject_drop + inject_duplicate + inject_reorder must be below 1 (they are fractions "
+            "of the same datagrams)",
+            {"dpdk.inject_drop", "dpdk.inject_duplicate", "dpdk.inject_reorder"});
+    }
   }
 
   template <typename Number>

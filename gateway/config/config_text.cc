@@ -47,6 +47,15 @@ Result<uint64_t> parse_unsigned(std::string_view text, uint64_t max) {
   return value;
 }
 
+Result<double> parse_fraction(std::string_view text) {
+  double value = 0.0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end) return invalid("must be a number, got " + quoted(text));
+  if (!(value >= 0.0 && value < 1.0)) return invalid(quoted(text) + " is not in [0, 1)");
+  return value;
+}
+
 Result<bool> parse_bool(std::string_view text) {
   if (text == "true" || text == "1") return true;
   if (text == "false" || text == "0") return false;

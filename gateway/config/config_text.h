@@ -17,6 +17,9 @@ namespace gradgate::gateway {
 /// A decimal integer in [0, max]: no sign, no spaces, no hex.
 Result<uint64_t> parse_unsigned(std::string_view text, uint64_t max);
 
+/// A decimal number in [0, 1): "0", "0.05", "1e-3".
+Result<double> parse_fraction(std::string_view text);
+
 /// true | false | 1 | 0.
 Result<bool> parse_bool(std::string_view text);
 

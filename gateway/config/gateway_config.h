@@ -70,6 +70,14 @@ struct GatewayConfig {
   uint32_t dpdk_mbufs = 8191;      // frame buffers in the pool
   uint32_t dpdk_udp_port = 0;      // every gateway's UDP port; 0: each job.nodes entry's port
   std::vector<std::string> dpdk_eal_args;  // more EAL arguments, as given
+  uint32_t dpdk_idle_sleep_us = 0;         // 0: the polling thread spins when idle
+  // Fault injection: fractions of outgoing datagrams dropped, sent twice, held back behind the
+  // next one (reordered), drawn from inject_seed. For testing the reliability layer; all 0 in
+  // production.
+  double dpdk_inject_drop = 0.0;
+  double dpdk_inject_duplicate = 0.0;
+  double dpdk_inject_reorder = 0.0;
+  uint64_t dpdk_inject_seed = 1;
 
   // collective
   std::chrono::milliseconds timeout{30000};  // an all-reduce not done by then fails

@@ -88,6 +88,9 @@ DpdkTransportOptions dpdk_options(const GatewayConfig& config) {
   options.send_queue_bytes = config.send_queue_bytes;
   options.max_message_bytes = std::min(config.max_message_bytes, config.send_queue_bytes);
   options.message_deadline = config.timeout;
+  options.idle_sleep = std::chrono::microseconds(config.dpdk_idle_sleep_us);
+  options.impairments = {config.dpdk_inject_drop, config.dpdk_inject_duplicate,
+                         config.dpdk_inject_reorder, config.dpdk_inject_seed};
   return options;
 }
 #endif
@@ -232,6 +235,13 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   spdlog::info("gateway {} of {} (job {}): peers on port {}, workers on {}, codec {}",
                job.node_rank, job.nodes.size(), config.job_id, chosen.port(), config.socket_path,
                config.codec);
+  if (job.transport == TransportKind::kDpdk &&
+      job.dpdk_inject_drop + job.dpdk_inject_duplicate + job.dpdk_inject_reorder > 0.0) {
+    spdlog::warn(
+        "dpdk fault injection is on: {} of outgoing datagrams dropped, {} duplicated, {} "
+        "reordered (dpdk.inject_*)",
+        job.dpdk_inject_drop, job.dpdk_inject_duplicate, job.dpdk_inject_reorder);
+  }
   if (!options.ready_file.empty()) {
     Status ready = write_ready_file(options.ready_file, chosen.port(), telemetry.admin_port(), job);
     if (!ready.ok()) spdlog::error("{}", ready.to_string());

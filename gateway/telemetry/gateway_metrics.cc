@@ -131,6 +131,17 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                        .Help("Probes sent to measure idle links")
                        .Register(*registry_)
                        .Add({})),
+      transport_messages_sent_(BuildCounter()
+                                   .Name("gradgate_transport_messages_sent_total")
+                                   .Help("Messages delivered to other gateways (acknowledged, "
+                                         "where the transport acknowledges)")
+                                   .Register(*registry_)
+                                   .Add({})),
+      transport_messages_received_(BuildCounter()
+                                       .Name("gradgate_transport_messages_received_total")
+                                       .Help("Whole messages received from other gateways")
+                                       .Register(*registry_)
+                                       .Add({})),
       retransmits_(BuildCounter()
                        .Name("gradgate_transport_retransmits_total")
                        .Help("Datagrams sent again after a timeout or a loss (DPDK transport)")
@@ -201,6 +212,8 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
   advance(transport_bytes_sent_, now.transport.bytes_sent, last_bytes_sent_);
   advance(transport_bytes_received_, now.transport.bytes_received, last_bytes_received_);
   advance(probes_sent_, now.transport.probes_sent, last_probes_);
+  advance(transport_messages_sent_, now.transport.messages_sent, last_messages_sent_);
+  advance(transport_messages_received_, now.transport.messages_received, last_messages_received_);
   advance(retransmits_, now.transport.retransmits, last_retransmits_);
   if (now.transport.poll_cpu_seconds > last_poll_cpu_seconds_) {
     poll_cpu_seconds_.Increment(now.transport.poll_cpu_seconds - last_poll_cpu_seconds_);

@@ -79,6 +79,8 @@ class GatewayMetrics {
   prometheus::Counter& transport_bytes_sent_;
   prometheus::Counter& transport_bytes_received_;
   prometheus::Counter& probes_sent_;
+  prometheus::Counter& transport_messages_sent_;
+  prometheus::Counter& transport_messages_received_;
   prometheus::Counter& retransmits_;
   prometheus::Counter& poll_cpu_seconds_;
 
@@ -86,6 +88,7 @@ class GatewayMetrics {
   std::map<std::pair<std::string, std::string>, PerCodec> codecs_;  // by (codec, device)
   // Totals at the last refresh, for counters mirrored from cumulative counts.
   uint64_t last_bytes_sent_ = 0, last_bytes_received_ = 0, last_probes_ = 0, last_retransmits_ = 0;
+  uint64_t last_messages_sent_ = 0, last_messages_received_ = 0;
   double last_poll_cpu_seconds_ = 0.0;
   uint64_t last_rejected_ = 0, last_foreign_ = 0, last_refused_ = 0;
   // Raw and wire bytes at the last refresh: the achieved ratio is over the interval since.

@@ -1,5 +1,7 @@
 #include "gateway/transport/dpdk/eal.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -17,6 +19,9 @@ namespace {
 std::string runtime_directory;
 
 void remove_runtime_directory() { ::rmdir(runtime_directory.c_str()); }
+
+// The CPUs rte_eal_init bound its calling thread to (the main lcore's); empty before it ran.
+cpu_set_t lcore_cpus;
 
 }  // namespace
 
@@ -47,7 +52,15 @@ Status init_eal(const EalOptions& options) {
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  if (rte_eal_init(static_cast<int>(args.size()), argv.data()) < 0) {
+  // rte_eal_init binds the calling thread to the main lcore, and every thread it starts later
+  // would inherit that: the caller gets its own CPUs back, the polling thread asks for the lcore.
+  cpu_set_t caller_cpus;
+  CPU_ZERO(&caller_cpus);
+  const bool known = pthread_getaffinity_np(pthread_self(), sizeof caller_cpus, &caller_cpus) == 0;
+  const int initialised = rte_eal_init(static_cast<int>(args.size()), argv.data());
+  pthread_getaffinity_np(pthread_self(), sizeof lcore_cpus, &lcore_cpus);
+  if (known) pthread_setaffinity_np(pthread_self(), sizeof caller_cpus, &caller_cpus);
+  if (initialised < 0) {
     result = Status(ErrorCode::kUnavailable,
                     std::string("dpdk: EAL initialisation failed: ") + rte_strerror(rte_errno));
   } else {
@@ -58,6 +71,11 @@ Status init_eal(const EalOptions& options) {
                  options.no_huge ? " (no huge pages)" : "");
   }
   return *result;
+}
+
+void bind_to_main_lcore() {
+  if (CPU_COUNT(&lcore_cpus) > 0)
+    pthread_setaffinity_np(pthread_self(), sizeof lcore_cpus, &lcore_cpus);
 }
 
 }  // namespace gradgate::gateway::dpdk

@@ -28,7 +28,13 @@ struct EalOptions {
 /// The argument vector init_eal() passes to rte_eal_init (program name first).
 std::vector<std::string> eal_arguments(const EalOptions& options);
 
-/// Initialises the EAL once per process. kUnavailable with DPDK's reason when it fails.
+/// Initialises the EAL once per process. kUnavailable with DPDK's reason when it fails. The
+/// calling thread keeps its CPU affinity (rte_eal_init would bind it, and every thread the
+/// gateway starts later, to the main lcore).
 Status init_eal(const EalOptions& options);
+
+/// Binds the calling thread to the CPUs of the EAL's main lcore (the first of `cores`): the
+/// polling thread runs there, everything else where the scheduler puts it. No-op before init.
+void bind_to_main_lcore();
 
 }  // namespace gradgate::gateway::dpdk

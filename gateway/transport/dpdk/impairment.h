@@ -1,4 +1,4 @@
-// A test hook that makes a good link lossy: decides, for each outgoing datagram, whether it is
+// Fault injection that makes a good link lossy: decides, for each outgoing datagram, whether it is
 // sent, dropped, sent twice or held back to leave after the next one (reordered). Off by
 // default; the tests of the DPDK transport turn it on to show that the reliability layer delivers
 // every message exactly once anyway.

@@ -71,6 +71,30 @@ TEST(DpdkConfig, NeedsAUdpPortPerNodeOrOneForAll) {
   EXPECT_TRUE(parse(nodes + "  udp_port: 4791\n").ok());
 }
 
+TEST(DpdkConfig, ReadsFaultInjection) {
+  const auto config = parse(std::string(kDpdkYaml) +
+                            "  inject_drop: 0.05\n  inject_duplicate: 1e-2\n  inject_reorder: 0\n"
+                            "  inject_seed: 7\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_DOUBLE_EQ(config->dpdk_inject_drop, 0.05);
+  EXPECT_DOUBLE_EQ(config->dpdk_inject_duplicate, 0.01);
+  EXPECT_DOUBLE_EQ(config->dpdk_inject_reorder, 0.0);
+  EXPECT_EQ(config->dpdk_inject_seed, 7u);
+}
+
+TEST(DpdkConfig, RefusesFaultInjectionOutsideFractions) {
+  const std::string all =
+      parse(std::string(kDpdkYaml) + "  inject_drop: 1.5\n  inject_duplicate: lots\n")
+          .status()
+          .message();
+  EXPECT_THAT(all, HasSubstr("dpdk.inject_drop: \"1.5\" is not in [0, 1)"));
+  EXPECT_THAT(all, HasSubstr("dpdk.inject_duplicate: must be a number, got \"lots\""));
+  EXPECT_THAT(parse(std::string(kDpdkYaml) + "  inject_drop: 0.6\n  inject_reorder: 0.5\n")
+                  .status()
+                  .message(),
+              HasSubstr("inject_drop + inject_duplicate + inject_reorder must be below 1"));
+}
+
 #else
 
 TEST(DpdkConfig, ABuildWithoutDpdkSaysSo) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <rte_eth_ring.h>
 #include <rte_ring.h>
@@ -128,6 +129,23 @@ TEST(DpdkTransportTest, SurvivesLossDuplicationAndReordering) {
   EXPECT_GT(nodes->transports[0]->stats().retransmits + nodes->transports[1]->stats().retransmits,
             0u);
   EXPECT_EQ(nodes->recorders[0].downs(1) + nodes->recorders[1].downs(0), 0);
+}
+
+TEST(DpdkTransportTest, AnIdleSleepDeliversEverythingAndLeavesTheCoreWhenQuiet) {
+  RingPair pair;
+  ASSERT_TRUE(pair.ok);
+  for (auto& options : pair.options) options.idle_sleep = std::chrono::microseconds(1000);
+  auto nodes = start_pair(pair);
+  ASSERT_TRUE(nodes);
+  exchange_every_size(*nodes);
+  // A quiet half second (hellos only): a spinning thread would use about all of it.
+  const double before = nodes->transports[0]->stats().poll_cpu_seconds;
+  const auto quiet_from = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(milliseconds(500));  // the interval measured, not a wait for an event
+  const double quiet =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - quiet_from).count();
+  const double used = nodes->transports[0]->stats().poll_cpu_seconds - before;
+  EXPECT_LT(used, 0.2 * quiet) << "polling CPU " << used << " s in " << quiet << " s";
 }
 
 TEST(DpdkTransportTest, RefusesWhatTcpRefuses) {
