@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <iomanip>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -13,6 +14,7 @@
 #include "gradgate/client.h"
 #include "local_job.h"
 #include "tcp_ring_reference.h"
+#include "veth_pair.h"
 
 namespace gradgate::bench {
 namespace {
@@ -72,23 +74,29 @@ class Workers {
 };
 
 struct Row {
-  uint32_t gateways;
+  std::string transport, link;
+  uint32_t gateways = 0;
   std::string codec;
-  uint64_t bytes;
-  double seconds, reference_seconds;
-  double wire_bytes;  // per gateway and all-reduce
+  uint64_t bytes = 0;
+  double seconds = 0.0, reference_seconds = 0.0;
+  std::string reference;    // what reference_seconds measured
+  double wire_bytes = 0.0;  // per gateway and all-reduce
   // Per gateway and all-reduce, as the gateways report them.
   double encode_seconds = 0.0, communicate_seconds = 0.0, decode_seconds = 0.0;
+  double gateway_cpu_seconds = 0.0;  // all gateways together, per all-reduce
 };
 
 void print(const Row& row, bool json, std::ostream& out) {
   const double ratio = row.seconds / row.reference_seconds;
   const double algbw = static_cast<double>(row.bytes) / row.seconds / 1e9;
   if (json) {
-    out << nlohmann::json{{"gateways", row.gateways},
+    out << nlohmann::json{{"transport", row.transport},
+                          {"link", row.link},
+                          {"gateways", row.gateways},
                           {"codec", row.codec},
                           {"bytes", row.bytes},
                           {"seconds", row.seconds},
+                          {"reference", row.reference},
                           {"reference_seconds", row.reference_seconds},
                           {"vs_reference", ratio},
                           {"algbw_gbps", algbw},
@@ -96,16 +104,18 @@ void print(const Row& row, bool json, std::ostream& out) {
                           {"wire_ratio", row.wire_bytes / static_cast<double>(row.bytes)},
                           {"encode_seconds", row.encode_seconds},
                           {"communicate_seconds", row.communicate_seconds},
-                          {"decode_seconds", row.decode_seconds}}
+                          {"decode_seconds", row.decode_seconds},
+                          {"gateway_cpu_seconds", row.gateway_cpu_seconds}}
                .dump()
         << "\n";
     return;
   }
-  out << std::setw(8) << row.gateways << std::setw(22) << row.codec << std::setw(10)
-      << row.bytes / (1 << 20) << std::fixed << std::setprecision(4) << std::setw(11) << row.seconds
-      << std::setw(11) << row.reference_seconds << std::setprecision(2) << std::setw(10) << ratio
-      << std::setw(9) << algbw << std::setprecision(4) << std::setw(11)
-      << row.wire_bytes / static_cast<double>(row.bytes) << "\n";
+  out << std::setw(9) << row.transport << std::setw(9) << row.gateways << std::setw(22) << row.codec
+      << std::setw(10) << row.bytes / (1 << 20) << std::fixed << std::setprecision(4)
+      << std::setw(11) << row.seconds << std::setw(11) << row.reference_seconds
+      << std::setprecision(2) << std::setw(10) << ratio << std::setw(9) << algbw
+      << std::setprecision(4) << std::setw(11) << row.wire_bytes / static_cast<double>(row.bytes)
+      << std::setw(10) << row.gateway_cpu_seconds << "\n";
 }
 
 std::vector<float> random_gradient(size_t elements, uint32_t seed) {
@@ -116,15 +126,23 @@ std::vector<float> random_gradient(size_t elements, uint32_t seed) {
   return values;
 }
 
-void bench_codec(const AllreduceBenchOptions& options, uint32_t gateways, const std::string& codec,
-                 TcpRingReference& reference, std::ostream& out) {
-  LocalJobOptions job_options;
-  job_options.program = options.program;
-  job_options.nodes = gateways;
-  job_options.codec = codec;
-  job_options.timeout_ms = 120000;
-  job_options.log_level = "warn";
-  LocalJob job(job_options);
+double gateways_cpu_seconds(LocalJob& job) {
+  double seconds = 0.0;
+  for (uint32_t rank = 0; rank < job.options().nodes; ++rank) {
+    seconds += job.gateway(rank).cpu_seconds();
+  }
+  return seconds;
+}
+
+// Times an all-reduce of the same inputs another way; returns its seconds.
+using Reference = std::function<double(uint64_t bytes, const std::vector<std::vector<float>>&)>;
+
+// Prints and returns one row per size (`base` filled in) for all-reduces through `job`'s gateways,
+// timed after `reference` for the same inputs; without a reference, a row is its own.
+std::vector<Row> sweep(const AllreduceBenchOptions& options, LocalJob& job, const Row& base,
+                       const Reference& reference, std::ostream& out) {
+  std::vector<Row> rows;
+  const uint32_t gateways = job.options().nodes;
   Workers workers(job);
   for (uint64_t bytes : options.sizes) {
     const size_t elements = bytes / sizeof(float);
@@ -134,7 +152,7 @@ void bench_codec(const AllreduceBenchOptions& options, uint32_t gateways, const 
     }
     auto tensors = workers.declare("bench." + std::to_string(bytes), elements);
     gg_allreduce_info total{};
-    uint64_t calls = 0;
+    uint64_t calls = 0, runs = 0;
     auto through_gateways = [&] {
       for (uint32_t rank = 0; rank < gateways; ++rank) {
         std::memcpy(gg_tensor_data(tensors[rank]), inputs[rank].data(), bytes);
@@ -153,17 +171,20 @@ void bench_codec(const AllreduceBenchOptions& options, uint32_t gateways, const 
         total.decode_seconds += info.decode_seconds;
         ++calls;
       }
+      ++runs;
       return std::chrono::duration<double>(Clock::now() - start).count();
     };
-    std::vector<std::vector<float>> plain = inputs;
-    auto through_reference = [&] {
-      for (uint32_t rank = 0; rank < gateways; ++rank) plain[rank] = inputs[rank];
-      return reference.allreduce(plain);
-    };
-    Row row{gateways, codec, bytes, 0.0, 0.0, 0.0};
-    // Interleaved, so that both see the same state of this noisy machine.
-    row.reference_seconds = median_seconds(through_reference, options.warmup, options.min_seconds);
-    row.seconds = median_seconds(through_gateways, options.warmup, options.min_seconds);
+    Row row = base;
+    row.bytes = bytes;
+    // A reference timed here is interleaved, so that both see the same state of this noisy machine.
+    if (reference) row.reference_seconds = reference(bytes, inputs);
+    for (int i = 0; i < options.warmup; ++i) through_gateways();
+    const double cpu_before = gateways_cpu_seconds(job);
+    const uint64_t runs_before = runs;
+    row.seconds = median_seconds(through_gateways, 0, options.min_seconds);
+    row.gateway_cpu_seconds =
+        (gateways_cpu_seconds(job) - cpu_before) / static_cast<double>(runs - runs_before);
+    if (!reference) row.reference_seconds = row.seconds;
     const auto per_call = static_cast<double>(calls);
     row.wire_bytes = static_cast<double>(total.wire_bytes) / per_call;
     row.encode_seconds = total.encode_seconds / per_call;
@@ -171,24 +192,117 @@ void bench_codec(const AllreduceBenchOptions& options, uint32_t gateways, const 
     row.decode_seconds = total.decode_seconds / per_call;
     print(row, options.json, out);
     out.flush();
+    rows.push_back(row);
   }
+  return rows;
+}
+
+LocalJobOptions base_job_options(const AllreduceBenchOptions& options, uint32_t gateways,
+                                 const std::string& codec) {
+  LocalJobOptions job_options;
+  job_options.program = options.program;
+  job_options.nodes = gateways;
+  job_options.codec = codec;
+  job_options.timeout_ms = 120000;
+  job_options.log_level = "warn";
+  return job_options;
+}
+
+void bench_loopback(const AllreduceBenchOptions& options, std::ostream& out) {
+  for (uint32_t gateways : options.gateways) {
+    TcpRingReference ring(gateways);
+    const Reference reference = [&](uint64_t, const std::vector<std::vector<float>>& inputs) {
+      std::vector<std::vector<float>> plain = inputs;
+      auto once = [&] {
+        for (uint32_t rank = 0; rank < gateways; ++rank) plain[rank] = inputs[rank];
+        return ring.allreduce(plain);
+      };
+      return median_seconds(once, options.warmup, options.min_seconds);
+    };
+    for (const auto& codec : options.codecs) {
+      LocalJob job(base_job_options(options, gateways, codec));
+      sweep(options, job, {"tcp", "loopback", gateways, codec, 0, 0.0, 0.0, "tcp-ring-loopback"},
+            reference, out);
+    }
+  }
+}
+
+// The DPDK ports' own addresses: not the kernel's on the veth ends, so the kernel ignores them.
+const char* const kDpdkAddresses[] = {"10.199.1.1", "10.199.1.2"};
+
+void bench_veth(const AllreduceBenchOptions& options, std::ostream& out) {
+  VethPair pair;
+  const std::string reference_name = options.transports.front() + "-gateways-veth";
+  for (const auto& codec : options.codecs) {
+    std::map<uint64_t, double> first_seconds;  // the reference: the first transport's
+    const Reference from_first = [&](uint64_t bytes, const std::vector<std::vector<float>>&) {
+      return first_seconds.at(bytes);
+    };
+    for (size_t index = 0; index < options.transports.size(); ++index) {
+      const std::string& transport = options.transports[index];
+      LocalJobOptions job_options = base_job_options(options, 2, codec);
+      job_options.transport = transport;
+      job_options.dpdk_idle_sleep_us = options.dpdk_idle_sleep_us;
+      for (int end = 0; end < 2; ++end) {
+        job_options.netns.push_back(pair.netns(end));
+        job_options.addresses.push_back(transport == "dpdk" ? kDpdkAddresses[end]
+                                                            : pair.address(end));
+        if (transport == "dpdk") {
+          job_options.dpdk_ports.push_back("net_af_packet" + std::to_string(end) +
+                                           ",iface=" + pair.device(end) + ",framecnt=4096");
+        }
+      }
+      LocalJob job(job_options);
+      const auto rows =
+          sweep(options, job, {transport, "veth", 2, codec, 0, 0.0, 0.0, reference_name},
+                index == 0 ? Reference() : from_first, out);
+      if (index == 0) {
+        for (const Row& row : rows) first_seconds[row.bytes] = row.seconds;
+      }
+    }
+  }
+}
+
+// Why the options do not fit together; "" if they do. Resolves options.link and options.gateways.
+std::string resolve(AllreduceBenchOptions& options) {
+  if (options.transports.empty()) return "no transport listed";
+  bool dpdk = false;
+  for (const auto& transport : options.transports) {
+    if (transport != "tcp" && transport != "dpdk") return "unknown transport " + transport;
+    dpdk = dpdk || transport == "dpdk";
+  }
+  if (options.link == "auto") options.link = dpdk ? "veth" : "loopback";
+  if (options.link == "loopback") {
+    if (dpdk) return "the dpdk transport needs --link veth (no DPDK port on loopback)";
+    if (options.gateways.empty()) options.gateways = {2, 4};
+    return "";
+  }
+  if (options.link != "veth") return "unknown link " + options.link;
+  if (options.gateways.empty()) options.gateways = {2};
+  if (options.gateways != std::vector<uint32_t>{2}) return "a veth pair joins 2 gateways only";
+  return VethPair::unavailable();
 }
 
 }  // namespace
 
 AllreduceBenchOptions default_allreduce_bench_options() { return {}; }
 
-bool run_allreduce_bench(const AllreduceBenchOptions& options, std::ostream& out,
-                         std::ostream& err) {
+bool run_allreduce_bench(const AllreduceBenchOptions& given, std::ostream& out, std::ostream& err) {
+  AllreduceBenchOptions options = given;
+  const std::string misfit = resolve(options);
+  if (!misfit.empty()) {
+    err << "gradgate bench allreduce: " << misfit << "\n";
+    return false;
+  }
   if (!options.json) {
-    out << "gateways                 codec   size_MB    seconds  reference  vs_ref  algbw_GB/s"
-           "  wire/raw\n";
+    out << "transport gateways                 codec   size_MB    seconds  reference  vs_ref"
+           "  algbw_GB/s  wire/raw  gw_cpu_s\n";
   }
   try {
-    for (uint32_t gateways : options.gateways) {
-      TcpRingReference reference(gateways);
-      for (const auto& codec : options.codecs)
-        bench_codec(options, gateways, codec, reference, out);
+    if (options.link == "veth") {
+      bench_veth(options, out);
+    } else {
+      bench_loopback(options, out);
     }
   } catch (const std::exception& error) {
     err << "gradgate bench allreduce: " << error.what() << "\n";

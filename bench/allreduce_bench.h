@@ -1,8 +1,10 @@
-// `gradgate bench allreduce`: the time of an all-reduce through real gateway processes on
-// loopback (workers in this process using the C API, the gateways' TCP transport, the codec),
-// over a sweep of sizes and codecs, against a plain TCP ring all-reduce of the same size
-// measured in the same run (see tcp_ring_reference.h). Reports seconds, bus bandwidth, wire
-// bytes and the ratio to the reference.
+// `gradgate bench allreduce`: the time of an all-reduce through real gateway processes (workers
+// in this process using the C API, the gateways' transport, the codec), over a sweep of sizes and
+// codecs, with the CPU time the gateways spent on it. On loopback (TCP) against a plain TCP ring
+// all-reduce of the same size measured in the same run (see tcp_ring_reference.h); on a veth pair
+// between two network namespaces (veth_pair.h) each listed transport (TCP, DPDK on
+// net_af_packet) in turn, against the first one listed. Reports seconds, bus bandwidth, wire bytes
+// and the ratio to the reference.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,12 @@ struct AllreduceBenchOptions {
   std::string program;  // the gradgate binary that runs the gateways
   std::vector<uint64_t> sizes = {1ull << 20, 4ull << 20, 16ull << 20, 64ull << 20, 256ull << 20};
   std::vector<std::string> codecs = {"none", "fp16", "topk:density=0.01"};
-  std::vector<uint32_t> gateways = {2, 4};
+  std::vector<uint32_t> gateways;  // empty: 2 and 4 on loopback, 2 on a veth pair (its only size)
+  /// Transports between the gateways: "tcp", "dpdk". On a veth pair the first is the reference.
+  std::vector<std::string> transports = {"tcp"};
+  /// "loopback" (TCP only), "veth" (needs root and ip) or "auto": veth when dpdk is listed.
+  std::string link = "auto";
+  uint32_t dpdk_idle_sleep_us = 0;  // the DPDK gateways' dpdk.idle_sleep_us
   int warmup = 1;
   double min_seconds = 1.0;  // per measurement, at least 3 and at most 50 repetitions
   bool json = false;
@@ -24,7 +31,8 @@ struct AllreduceBenchOptions {
 
 AllreduceBenchOptions default_allreduce_bench_options();
 
-/// Runs the sweep; false (with the reason on `err`) if a gateway or a call fails.
+/// Runs the sweep; false (with the reason on `err`) if the options do not fit together, the link
+/// cannot be made, or a gateway or a call fails.
 bool run_allreduce_bench(const AllreduceBenchOptions& options, std::ostream& out,
                          std::ostream& err);
 

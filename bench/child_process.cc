@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -67,6 +69,31 @@ std::string ChildProcess::log() const {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+double ChildProcess::cpu_seconds() const {
+  if (reaped_) return 0.0;
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+  std::string stat(std::istreambuf_iterator<char>(in), {});
+  // After the command name in parentheses (which may hold spaces): fields 3 (state) onwards.
+  const size_t name_end = stat.rfind(')');
+  if (name_end == std::string::npos) return 0.0;
+  std::istringstream fields(stat.substr(name_end + 1));
+  std::string field;
+  for (int i = 3; i < 14; ++i) fields >> field;  // state .. cmajflt
+  unsigned long long user = 0, system = 0;
+  fields >> user >> system;
+  return static_cast<double>(user + system) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+std::string find_program(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = dir + "/" + name;
+    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
 }
 
 nlohmann::json wait_for_ready_file(const std::string& path, ChildProcess& process,

@@ -28,6 +28,8 @@ class ChildProcess {
   int wait_exit(std::chrono::milliseconds timeout);
   const std::string& log_path() const { return log_path_; }
   std::string log() const;
+  /// The CPU time (user + system, /proc/<pid>/stat) the process has spent so far; 0 once reaped.
+  double cpu_seconds() const;
 
  private:
   pid_t pid_ = -1;
@@ -35,6 +37,9 @@ class ChildProcess {
   int exit_code_ = -1;
   std::string log_path_;
 };
+
+/// The path of `name` in the first directory of $PATH that holds it; "" if none does.
+std::string find_program(const std::string& name);
 
 /// The JSON object a daemon writes to its ready file (`gradgate gateway|control --ready-file`),
 /// once `path` exists. Throws std::runtime_error with the process's log if it exits first or

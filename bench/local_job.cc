@@ -12,10 +12,18 @@
 #include <thread>
 
 namespace gradgate::bench {
+namespace {
+
+std::string per_rank(const std::vector<std::string>& values, uint32_t rank,
+                     const std::string& fallback) {
+  return rank < values.size() && !values[rank].empty() ? values[rank] : fallback;
+}
+
+}  // namespace
 
 LocalJob::LocalJob(LocalJobOptions options)
     : options_(std::move(options)),
-      ports_(options_.nodes, 0),
+      ports_(options_.nodes, options_.transport == "dpdk" ? options_.dpdk_udp_port : 0),
       admin_ports_(options_.nodes, 0),
       ranks_(options_.nodes, 0) {
   std::string pattern = (std::filesystem::temp_directory_path() / "gradgate-job-XXXXXX").string();
@@ -51,6 +59,7 @@ std::string LocalJob::write_config(uint32_t rank) const {
   const std::string path = dir_ + "/gateway" + std::to_string(rank) + ".yaml";
   std::ofstream out(path, std::ios::trunc);
   out << "job:\n  id: 77\n  local_workers: " << options_.local_workers << "\n";
+  if (options_.transport != "tcp") out << "  transport: " << options_.transport << "\n";
   if (options_.ranks_from_controller) {
     out << "  node_rank: auto\n  node_name: node-" << rank << "\n";
   } else {
@@ -61,7 +70,8 @@ std::string LocalJob::write_config(uint32_t rank) const {
   } else {
     out << "  nodes:\n";
     for (uint32_t peer = 0; peer < options_.nodes; ++peer) {
-      out << "    - \"127.0.0.1:" << ports_[peer] << "\"\n";
+      out << "    - \"" << per_rank(options_.addresses, peer, "127.0.0.1") << ":" << ports_[peer]
+          << "\"\n";
     }
   }
   out << "ingress:\n  socket: " << socket(rank) << "\n"
@@ -75,6 +85,12 @@ std::string LocalJob::write_config(uint32_t rank) const {
       << "control:\n  url: \"" << options_.control_url
       << "\"\n  report_interval_ms: " << options_.report_interval_ms << "\n"
       << "logging:\n  level: " << options_.log_level << "\n";
+  if (options_.transport == "dpdk") {
+    out << "dpdk:\n  port: \"" << per_rank(options_.dpdk_ports, rank, "") << "\"\n  cores: \""
+        << rank % std::max(1u, std::thread::hardware_concurrency())
+        << "\"\n  no_huge: true\n  memory_mb: 512\n  eal_args: [\"--log-level=warning\"]\n"
+        << "  idle_sleep_us: " << options_.dpdk_idle_sleep_us << "\n";
+  }
   return path;
 }
 
@@ -84,11 +100,19 @@ std::string LocalJob::ready_file(uint32_t rank) const {
 
 void LocalJob::launch_gateway(uint32_t rank) {
   std::filesystem::remove(ready_file(rank));
+  std::string program = options_.program;
+  std::vector<std::string> args;
+  const std::string netns = per_rank(options_.netns, rank, "");
+  if (!netns.empty()) {
+    // `ip netns exec` becomes the program: the child is the gateway itself.
+    args = {"netns", "exec", netns, program};
+    program = find_program("ip");
+    if (program.empty()) throw std::runtime_error("no ip command to enter netns " + netns);
+  }
+  args.insert(args.end(), {"gateway", "-c", write_config(rank), "--ready-file", ready_file(rank),
+                           "--stats-interval", "0"});
   gateways_[rank] = std::make_unique<ChildProcess>(
-      options_.program,
-      std::vector<std::string>{"gateway", "-c", write_config(rank), "--ready-file",
-                               ready_file(rank), "--stats-interval", "0"},
-      dir_ + "/gateway" + std::to_string(rank) + ".log");
+      program, args, dir_ + "/gateway" + std::to_string(rank) + ".log");
 }
 
 void LocalJob::await_gateway(uint32_t rank) {

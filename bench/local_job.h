@@ -1,7 +1,9 @@
-// A job of real gateway processes on this machine's loopback, for the all-reduce benchmark, the
-// tests and the demo's C++ users: a temporary directory with one config per gateway, gateways
-// started in rank order on port 0 (a gateway dials the lower ranks, so each learns their ports
-// from their ready files), stopped with SIGTERM when the job goes away.
+// A job of real gateway processes on this machine, for the all-reduce benchmark, the tests and the
+// demo's C++ users: a temporary directory with one config per gateway, gateways started in rank
+// order on port 0 (a gateway dials the lower ranks, so each learns their ports from their ready
+// files), stopped with SIGTERM when the job goes away. By default on loopback over TCP; a gateway
+// may run in its own network namespace (`ip netns exec`, e.g. on an end of a VethPair) and the
+// job may use the DPDK transport (fixed UDP ports, one DPDK port per gateway).
 #pragma once
 
 #include <memory>
@@ -33,6 +35,18 @@ struct LocalJobOptions {
   uint32_t report_interval_ms = 1000;
   /// Gateways started by the constructor (ranks 0..n-1); the others wait for start_gateway().
   uint32_t started = ~0u;
+  /// Per rank: the network namespace gateway `rank` runs in; missing or "": this process's.
+  std::vector<std::string> netns;
+  /// Per rank: the address of gateway `rank` in job.nodes (with DPDK, its port's own address, not
+  /// the kernel's); missing: 127.0.0.1.
+  std::vector<std::string> addresses;
+  /// job.transport: "tcp" or "dpdk".
+  std::string transport = "tcp";
+  /// With dpdk, per rank: `dpdk.port` (e.g. "net_af_packet0,iface=veth0"), on ordinary pages, the
+  /// EAL on core rank % cores; every gateway listens on `dpdk_udp_port`.
+  std::vector<std::string> dpdk_ports;
+  uint16_t dpdk_udp_port = 4791;
+  uint32_t dpdk_idle_sleep_us = 0;  // dpdk.idle_sleep_us
 };
 
 class LocalJob {

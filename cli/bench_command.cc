@@ -20,10 +20,28 @@ void add_allreduce_bench(CLI::App& bench, int& exit_code) {
   auto options =
       std::make_shared<bench::AllreduceBenchOptions>(bench::default_allreduce_bench_options());
   auto* allreduce = bench.add_subcommand(
-      "allreduce", "All-reduce through gateways on loopback against a plain TCP ring");
+      "allreduce",
+      "All-reduce through gateways: on loopback against a plain TCP ring, or on a veth pair "
+      "(root) with each transport against the first");
   allreduce->add_option("--sizes", options->sizes, "Bytes per all-reduce")->capture_default_str();
   allreduce->add_option("--codecs", options->codecs, "Codec specs")->capture_default_str();
-  allreduce->add_option("--gateways", options->gateways, "Gateways in the job")
+  allreduce->add_option("--gateways", options->gateways,
+                        "Gateways in the job [default: 2 4 on loopback, 2 on veth]");
+  allreduce
+      ->add_option("--transport", options->transports,
+                   "Transports between the gateways, timed in turn; the first is the reference "
+                   "on veth")
+      ->check(CLI::IsMember({"tcp", "dpdk"}))
+      ->capture_default_str();
+  allreduce
+      ->add_option("--link", options->link,
+                   "Where the gateways run: loopback, veth (two network namespaces; root) or "
+                   "auto (veth when dpdk is listed)")
+      ->check(CLI::IsMember({"auto", "loopback", "veth"}))
+      ->capture_default_str();
+  allreduce
+      ->add_option("--dpdk-idle-sleep-us", options->dpdk_idle_sleep_us,
+                   "The DPDK gateways' dpdk.idle_sleep_us (0: spin when idle)")
       ->capture_default_str();
   allreduce->add_option("--warmup", options->warmup, "Untimed all-reduces before timing")
       ->capture_default_str();

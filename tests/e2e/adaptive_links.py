@@ -24,34 +24,11 @@ import sys
 import tempfile
 import time
 
-from netns_link import Link, run
+from netns_link import Link, query, wait_ready
 
 TARGET_SECONDS = 0.15  # the policy's communicate time per step
 ELEMENTS = 1 << 20  # one fp32 tensor of 4 MiB: 0.67 s per step dense at 50 Mb/s
 THROTTLE = "50mbit"
-
-
-def wait_ready(path, process, what, seconds=30):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with {process.returncode}")
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} not ready within {seconds} s")
-
-
-def query(ns, url):
-    """GET `url` from inside namespace `ns`; the parsed JSON or None."""
-    code = ("import sys, urllib.request; "
-            "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())")
-    answer = run("ip", "netns", "exec", ns, sys.executable, "-c", code, url, check=False)
-    try:
-        return json.loads(answer.stdout)
-    except json.JSONDecodeError:
-        return None
 
 
 def read_steps(path):

@@ -20,10 +20,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
-from netns_link import Link
+from netns_link import run_on_link, wait_for_text
 
 SIZES = [1, 100, 1400, 1401, 65536, 1 << 20, 16 << 20, 64 << 20]
 # Addresses the DPDK ports use: not the kernel's (on the veth ends), so the kernel ignores them.
@@ -45,16 +44,6 @@ def last_json(log):
     with open(log) as f:
         lines = [line for line in f if line.startswith("{")]
     return json.loads(lines[-1]) if lines else {}
-
-
-def wait_for_line(log, text, process, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and process.poll() is None:
-        with open(log) as f:
-            if text in f.read():
-                return True
-        time.sleep(0.05)
-    return False
 
 
 def exchange(link, peer, work, drop, transport="dpdk"):
@@ -88,7 +77,7 @@ def killed_peer(link, peer, work):
     sender = start(link, 0, peer, argv + ["--mode", "stream"], logs[0])
     failures = []
     try:
-        if not wait_for_line(logs[0], '"up": true', sender, 30):
+        if not wait_for_text(logs[0], '"up": true', sender, 30):
             return ["killed peer: the two ranks never connected"]
         time.sleep(1.0)  # mid-transfer
         receiver.kill()
@@ -116,27 +105,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer", required=True)
     args = parser.parse_args()
-    if os.geteuid() != 0 or not shutil.which("ip"):
-        print("dpdk_veth: needs root and ip (network namespaces)")
-        return 77
-    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
-        print("dpdk_veth: ip netns is unavailable")
-        return 77
-    work = tempfile.mkdtemp(prefix="gradgate-dpdk-")
-    link = Link()
-    failures = []
-    try:
+
+    def body(link, work):
+        failures = []
         for drop in (0.0, 0.01, 0.05):
             failures += exchange(link, args.peer, work, drop)
         failures += killed_peer(link, args.peer, work)
-        failures += exchange(link, args.peer, work, 0.0, "tcp")
-    finally:
-        link.close()
-    for failure in failures:
-        print("FAIL:", failure, f"(logs in {work})")
-    if not failures:
-        shutil.rmtree(work, ignore_errors=True)
-    return 1 if failures else 0
+        return failures + exchange(link, args.peer, work, 0.0, "tcp")
+
+    return run_on_link("dpdk_veth", body)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,61 @@
-"""Two network namespaces joined by a veth pair, for the end-to-end tests (needs root and ip).
+"""Two network namespaces joined by a veth pair, for the end-to-end tests (needs root and ip),
+and helpers for the daemons run in them.
 
 Names carry the test's process id, so that parallel runs never collide; close() removes both
 namespaces (and with them the veth pair).
 """
+import json
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
+import time
 
 
 def run(*args, check=True):
     return subprocess.run(args, check=check, capture_output=True, text=True)
+
+
+def wait_ready(path, process, what, seconds=30):
+    """The JSON of a daemon's ready file once it exists; raises if `process` exits first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}")
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} not ready within {seconds} s")
+
+
+def wait_for_text(path, text, process, seconds):
+    """True once `text` is in the file at `path` (bounded; False if `process` exits first)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        if os.path.exists(path):
+            with open(path) as f:
+                if text in f.read():
+                    return True
+        time.sleep(0.05)
+    return False
+
+
+def fetch(ns, url):
+    """GET `url` from inside namespace `ns`: the body as text, or None."""
+    code = ("import sys, urllib.request; "
+            "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())")
+    answer = run("ip", "netns", "exec", ns, sys.executable, "-c", code, url, check=False)
+    return answer.stdout if answer.returncode == 0 else None
+
+
+def query(ns, url):
+    """GET `url` from inside namespace `ns`: the parsed JSON, or None."""
+    try:
+        return json.loads(fetch(ns, url) or "")
+    except json.JSONDecodeError:
+        return None
 
 
 class Link:
@@ -40,3 +87,35 @@ class Link:
     def close(self):
         for ns in self.ns:
             run("ip", "netns", "del", ns, check=False)
+
+
+def namespaces_unavailable(test):
+    """Why `test` cannot make network namespaces here (not root, no ip), or None."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        return f"{test}: needs root and ip (network namespaces)"
+    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        return f"{test}: ip netns is unavailable"
+    return None
+
+
+def run_on_link(test, body):
+    """Runs body(link, work) -> [failure, ...] on a new Link with a work directory; prints the
+    failures (the logs stay in the work directory then). Returns the exit code: 0, 1 on failures,
+    77 where namespaces are unavailable."""
+    unavailable = namespaces_unavailable(test)
+    if unavailable:
+        print(unavailable)
+        return 77
+    work = tempfile.mkdtemp(prefix=f"gradgate-{test}-")
+    link = Link()
+    try:
+        failures = body(link, work)
+    except RuntimeError as error:
+        failures = [str(error)]
+    finally:
+        link.close()
+    for failure in failures:
+        print("FAIL:", failure, f"(logs in {work})")
+    if not failures:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failures else 0

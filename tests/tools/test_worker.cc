@@ -2,7 +2,9 @@
 // step it fills every tensor with test_value(...), all-reduces all of them, waits, and appends
 // the results (as fp32, in tensor order) to the output file. With --seconds it keeps stepping
 // until that much time has passed, and --step-log records each step's wall time (for tests that
-// watch the time per all-reduce change). Exit code 0 on success, 10 + the gg_status of the first
+// watch the time per all-reduce change). With --digest the output file gets one line per result
+// instead ("STEP NAME FNV1A64-HEX" of its bytes as delivered), for runs too large to keep whole
+// that still must compare bit for bit. Exit code 0 on success, 10 + the gg_status of the first
 // failed call otherwise (with its name and message on stderr).
 #include <chrono>
 #include <cstdio>
@@ -106,6 +108,14 @@ void append_as_fp32(std::ofstream& out, gg_tensor* tensor, gg_dtype dtype) {
             static_cast<std::streamsize>(values.size() * sizeof(float)));
 }
 
+/// FNV-1a over the tensor's bytes as delivered: equal digests for bit-identical results.
+uint64_t fnv1a64(gg_tensor* tensor) {
+  const auto* bytes = static_cast<const unsigned char*>(gg_tensor_data(tensor));
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < gg_tensor_bytes(tensor); ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+  return hash;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,7 +127,7 @@ int main(int argc, char** argv) {
   int64_t timeout_ms = -1;
   double seconds = 0.0;
   std::string step_log_path;
-  bool hang = false;
+  bool hang = false, digest = false;
   app.add_option("--socket", socket_path, "the gateway's ingress socket")->required();
   app.add_option("--local-rank", local_rank, "this worker's rank on its node")->required();
   app.add_option("--tensor", tensor_args, "NAME:ELEMENTS[:DTYPE[:ROWS:COLS]]")->required();
@@ -128,6 +138,7 @@ int main(int argc, char** argv) {
   app.add_option("--step-log", step_log_path,
                  "appends 'unix_time step seconds_of_the_step' per step");
   app.add_option("--timeout-ms", timeout_ms, "gg_wait timeout (negative: none)");
+  app.add_flag("--digest", digest, "write a digest line per result instead of its values");
   app.add_flag("--hang-after-allreduce", hang, "start the first step, print 'started', block");
   CLI11_PARSE(app, argc, argv);
 
@@ -178,7 +189,12 @@ int main(int argc, char** argv) {
     }
     for (size_t t = 0; t < tensors.size(); ++t) {
       check(gg_wait(requests[t], timeout_ms, nullptr), "gg_wait");
-      if (out.is_open()) append_as_fp32(out, tensors[t], specs[t].dtype);
+      if (out.is_open() && digest) {
+        out << step << " " << specs[t].name << " " << std::hex << fnv1a64(tensors[t]) << std::dec
+            << "\n";
+      } else if (out.is_open()) {
+        append_as_fp32(out, tensors[t], specs[t].dtype);
+      }
     }
     if (step_log.is_open()) {
       const auto now = std::chrono::system_clock::now().time_since_epoch();

@@ -1,0 +1,41 @@
+// Two network namespaces joined by a veth pair, for `gradgate bench allreduce --link veth`: a
+// link through the kernel's network stack between gateways on one machine, on which both the TCP
+// transport (the kernel's addresses 10.199.0.1 and 10.199.0.2 /24) and the DPDK one (a
+// net_af_packet port on each end) run. Needs root and `ip`. Names carry this process's id, so
+// that runs side by side never collide; the destructor removes both namespaces, and with them
+// the pair. Not thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gradgate::bench {
+
+class VethPair {
+ public:
+  /// Creates the namespaces and the pair, addressed and up. Throws std::runtime_error with the
+  /// failed `ip` command's output, having removed what it created.
+  VethPair();
+  ~VethPair();
+  VethPair(const VethPair&) = delete;
+  VethPair& operator=(const VethPair&) = delete;
+
+  /// Why a pair cannot be made here (not root, no `ip`); "" if it can.
+  static std::string unavailable();
+
+  /// End 0 or 1: its namespace, its device, its kernel address (without the prefix length).
+  const std::string& netns(int end) const { return netns_[end]; }
+  const std::string& device(int end) const { return devices_[end]; }
+  const std::string& address(int end) const { return addresses_[end]; }
+
+ private:
+  void ip(const std::vector<std::string>& args) const;
+  void remove();
+
+  std::string ip_program_;
+  std::string dir_;  // logs of the ip commands
+  std::vector<std::string> netns_, devices_, addresses_;
+  std::vector<std::string> created_;  // namespaces to remove
+};
+
+}  // namespace gradgate::bench
