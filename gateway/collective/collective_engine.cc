@@ -16,6 +16,15 @@ Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
   if (op.codec == nullptr || op.streams == nullptr) {
     return Status(ErrorCode::kInternal, "all-reduce without a codec or streams");
   }
+  if (op.memory == kernels::MemoryKind::kDevice) {
+    if (op.queue == nullptr || op.host_codec == nullptr) {
+      return Status(ErrorCode::kInternal, "all-reduce in GPU memory without a queue or host codec");
+    }
+    if (op.streams->algorithm == Algorithm::kAggregator) {
+      return Status(ErrorCode::kUnsupported, "the aggregator collective runs on the CPU only");
+    }
+    GRADGATE_RETURN_IF_ERROR(op.queue->make_current());  // the CUDA codec's calls run there
+  }
   Operation operation(options_, transport_, mailbox_, op);
   double total_seconds = 0.0;
   Status status;

@@ -17,6 +17,7 @@
 #include "gateway/collective/tensor_streams.h"
 #include "gateway/transport/transport.h"
 #include "gradgate/kernels/codec.h"
+#include "gradgate/kernels/device_ops.h"
 
 namespace gradgate::gateway {
 
@@ -35,6 +36,13 @@ struct AllreduceOp {
   std::span<float> data;
   const kernels::Codec* codec = nullptr;
   TensorStreams* streams = nullptr;
+  /// Where `data` lives. kDevice: in GPU memory of `queue`'s GPU, with `codec` a CUDA codec and
+  /// `streams` its streams; frames are encoded and decoded there and staged through host memory
+  /// for the transport, and summed on the host by `host_codec`, the same codec on the CPU (the
+  /// frames are the same bytes).
+  kernels::MemoryKind memory = kernels::MemoryKind::kHost;
+  kernels::DeviceQueue* queue = nullptr;
+  const kernels::Codec* host_codec = nullptr;
 };
 
 struct AllreduceReport {

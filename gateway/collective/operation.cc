@@ -23,6 +23,8 @@ Operation::Operation(const CollectiveOptions& options, Transport& transport, Mai
   step_.policy_version = op.policy_version;
   step_.worker = options.rank;
   step_.job_seed = options.job_id;
+  step_.memory = op.memory;
+  if (op.queue != nullptr) step_.cuda_stream = op.queue->cuda_stream();
   for (uint32_t rank = 0; rank < options.nodes; ++rank) {
     down_counts_[rank] = mailbox.down_count(rank);
   }
@@ -78,14 +80,49 @@ kernels::StepContext Operation::step_of(size_t chunk) const {
   return step;
 }
 
+Result<std::byte*> Operation::device_scratch(std::unique_ptr<kernels::DeviceMemory>& slot,
+                                             size_t bytes) {
+  if (!slot || slot->bytes() < bytes) {
+    slot.reset();
+    auto made = kernels::DeviceMemory::allocate(op_.queue->device(), bytes);
+    if (!made.ok()) return made.status();
+    slot = std::move(made).value();
+  }
+  return slot->data();
+}
+
 Result<Mail> Operation::make_frame(
     const kernels::Stream& stream,
     const std::function<Result<size_t>(std::span<std::byte>)>& write) {
-  Mail mail{MessageBytes(kEnvelopeBytes + codec().max_frame_bytes(stream.desc()))};
-  auto size = write(std::span(mail.bytes).subspan(kEnvelopeBytes));
+  const size_t max_bytes = codec().max_frame_bytes(stream.desc());
+  Mail mail{MessageBytes(kEnvelopeBytes + max_bytes)};
+  const std::span<std::byte> out = std::span(mail.bytes).subspan(kEnvelopeBytes);
+  if (!on_device()) {
+    auto size = write(out);
+    if (!size.ok()) return size.status();
+    mail.bytes.resize(kEnvelopeBytes + *size);
+    return mail;
+  }
+  auto device_out = device_scratch(device_out_, max_bytes);
+  if (!device_out.ok()) return device_out.status();
+  auto size = write({*device_out, max_bytes});
   if (!size.ok()) return size.status();
+  GRADGATE_RETURN_IF_ERROR(op_.queue->copy_to_host(out.data(), *device_out, *size));
+  GRADGATE_RETURN_IF_ERROR(op_.queue->synchronize());
   mail.bytes.resize(kEnvelopeBytes + *size);
   return mail;
+}
+
+Result<kernels::FrameView> Operation::codec_view(const kernels::FrameView& view,
+                                                 std::span<const std::byte> frame) {
+  if (!on_device()) return view;
+  auto device_in = device_scratch(device_in_, frame.size());
+  if (!device_in.ok()) return device_in.status();
+  GRADGATE_RETURN_IF_ERROR(op_.queue->copy_to_device(*device_in, frame.data(), frame.size()));
+  GRADGATE_RETURN_IF_ERROR(op_.queue->synchronize());
+  return kernels::FrameView{
+      view.header,
+      std::span<const std::byte>(*device_in, frame.size()).subspan(kernels::kFrameHeaderBytes)};
 }
 
 Result<Mail> Operation::encode(int round, size_t chunk, kernels::Stream& stream,
@@ -97,6 +134,11 @@ Result<Mail> Operation::encode(int round, size_t chunk, kernels::Stream& stream,
 }
 
 Result<Mail> Operation::encode_add(int round, size_t chunk, std::span<const std::byte> other) {
+  if (on_device()) {  // `other` is in host memory: the own frame joins it there
+    auto own = encode(round, chunk);
+    if (!own.ok()) return own.status();
+    return add(own->payload(), other, chunk);
+  }
   auto view = parse(other, chunk);
   if (!view.ok()) return view.status();
   Stopwatch watch(report_.encode_seconds);
@@ -143,7 +185,8 @@ Result<Mail> Operation::add(std::span<const std::byte> a, std::span<const std::b
   auto view_b = parse(b, chunk);
   if (!view_b.ok()) return view_b.status();
   Mail sum{MessageBytes(kEnvelopeBytes + std::max(a.size(), b.size()))};
-  auto size = codec().add_frames(*view_a, *view_b, std::span(sum.bytes).subspan(kEnvelopeBytes));
+  auto size =
+      frame_codec().add_frames(*view_a, *view_b, std::span(sum.bytes).subspan(kEnvelopeBytes));
   if (!size.ok()) return size.status();
   sum.bytes.resize(kEnvelopeBytes + *size);
   return sum;
@@ -154,21 +197,27 @@ Status Operation::decode_into(std::span<const std::byte> frame, size_t chunk,
   Stopwatch watch(report_.decode_seconds);
   auto view = parse(frame, chunk);
   if (!view.ok()) return view.status();
-  return codec().decode_accumulate(*view, streams().streams[chunk].get(), acc);
+  auto decoded = codec_view(*view, frame);
+  if (!decoded.ok()) return decoded.status();
+  return codec().decode_accumulate(*decoded, streams().streams[chunk].get(), acc);
 }
 
 Status Operation::decode_chunk(std::span<const std::byte> frame, size_t chunk) {
   Stopwatch watch(report_.decode_seconds);
   auto view = parse(frame, chunk);
   if (!view.ok()) return view.status();
-  return codec().decode(*view, streams().streams[chunk].get(), chunk_data(chunk));
+  auto decoded = codec_view(*view, frame);
+  if (!decoded.ok()) return decoded.status();
+  return codec().decode(*decoded, streams().streams[chunk].get(), chunk_data(chunk));
 }
 
 Status Operation::absorb(int round, std::span<const std::byte> frame, size_t chunk) {
   Stopwatch watch(report_.decode_seconds);
   auto view = parse(frame, chunk);
   if (!view.ok()) return view.status();
-  return codec().absorb(round, *view, *streams().streams[chunk]);
+  auto absorbed = codec_view(*view, frame);
+  if (!absorbed.ok()) return absorbed.status();
+  return codec().absorb(round, *absorbed, *streams().streams[chunk]);
 }
 
 Message Operation::stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -68,8 +69,17 @@ class Operation {
   /// The step context of `chunk`'s stream (with its agreed scale, once agreed).
   kernels::StepContext step_of(size_t chunk) const;
   /// A mail with room for a frame of `stream`, filled by `write`, which returns the frame's size.
+  /// On the device `write` fills GPU memory, then copied into the mail.
   Result<Mail> make_frame(const kernels::Stream& stream,
                           const std::function<Result<size_t>(std::span<std::byte>)>& write);
+  bool on_device() const { return op_.memory == kernels::MemoryKind::kDevice; }
+  /// The codec that adds frames held in host memory: the CPU twin of a CUDA codec on the device.
+  const kernels::Codec& frame_codec() const { return on_device() ? *op_.host_codec : codec(); }
+  /// The view the codec decodes: `view` itself, or on the device a copy of its frame in GPU memory.
+  Result<kernels::FrameView> codec_view(const kernels::FrameView& view,
+                                        std::span<const std::byte> frame);
+  /// GPU memory of at least `bytes` in `slot`, kept for the operation's later frames.
+  Result<std::byte*> device_scratch(std::unique_ptr<kernels::DeviceMemory>& slot, size_t bytes);
 
   const CollectiveOptions& options_;
   Transport& transport_;
@@ -80,6 +90,8 @@ class Operation {
   std::vector<uint64_t> down_counts_;
   std::vector<float> agreed_scales_;
   AllreduceReport report_;
+  std::unique_ptr<kernels::DeviceMemory> device_out_;  // frames encoded on the device
+  std::unique_ptr<kernels::DeviceMemory> device_in_;   // frames decoded on the device
 };
 
 /// The frame a message or mail carries.

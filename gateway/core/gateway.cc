@@ -40,6 +40,10 @@ bool reduces_in_place(uint32_t local_workers, Dtype dtype) {
   return local_workers == 1 && dtype == Dtype::kFp32;
 }
 
+const char* memory_name(kernels::MemoryKind memory) {
+  return memory == kernels::MemoryKind::kDevice ? "GPU" : "host";
+}
+
 Status over_cap(const std::string& tensor, size_t wanted, size_t in_use, size_t cap) {
   return Status(ErrorCode::kResourceExhausted,
                 "tensor \"" + tensor + "\" needs " + std::to_string(wanted) +
@@ -209,7 +213,59 @@ Status Gateway::set_policy(CodecPolicy policy) {
   return {};
 }
 
-Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, std::span<float> data) {
+Result<Placement> Gateway::place_locked(const std::string& spec, const TensorSpec& tensor,
+                                        bool gpu_buffers) const {
+  auto placed = place_codec(spec, gpu_buffers, config_.collective,
+                            static_cast<uint32_t>(config_.nodes.size()), tensor.elements);
+  if (placed.ok() && gpu_buffers && !placed->on_gpu) {
+    spdlog::info("tensor \"{}\" in GPU memory: codec {} runs on the CPU: {}", tensor.name, spec,
+                 placed->cpu_reason);
+  }
+  return placed;
+}
+
+std::span<float> Gateway::step_data(Tensor& tensor, const WorkerBuffer& in_place) const {
+  if (tensor.on_gpu) return tensor.device->sum();
+  if (in_place.data != nullptr) {
+    return {reinterpret_cast<float*>(in_place.data), tensor.spec.elements};
+  }
+  return tensor.node_sum;
+}
+
+Status Gateway::gather_locked(Tensor& tensor, const WorkerBuffer& in_place) {
+  if (tensor.device) {
+    GRADGATE_RETURN_IF_ERROR(tensor.device->reduce(tensor.buffers, tensor.spec.dtype));
+    return tensor.on_gpu ? Status() : tensor.device->copy_sum_to_host(tensor.node_sum);
+  }
+  if (!tensor.node_sum.empty()) {
+    sum_worker_buffers(tensor.buffers, tensor.spec.dtype, tensor.node_sum);
+    return {};
+  }
+  if (in_place.data == nullptr) {  // the only worker left between asking and the step's start
+    return Status(ErrorCode::kAborted,
+                  "the local worker left before the step of \"" + tensor.spec.name + "\" began");
+  }
+  return {};
+}
+
+Status Gateway::scatter_on_gpu_locked(Tensor& tensor) {
+  if (!tensor.on_gpu) GRADGATE_RETURN_IF_ERROR(tensor.device->copy_sum_from_host(tensor.node_sum));
+  std::vector<bool> to(tensor.in_flight.size());
+  for (size_t rank = 0; rank < to.size(); ++rank) to[rank] = tensor.in_flight[rank] != nullptr;
+  return tensor.device->write_back(tensor.buffers, to, tensor.spec.dtype);
+}
+
+AllreduceOp Gateway::op_of(Tensor& tensor, uint64_t seq, std::span<float> data) const {
+  AllreduceOp op{tensor.id, seq, tensor.policy_version, data, tensor.codec.get(), &tensor.streams};
+  if (tensor.on_gpu) {
+    op.memory = kernels::MemoryKind::kDevice;
+    op.queue = &tensor.device->queue();
+    op.host_codec = tensor.host_codec.get();
+  }
+  return op;
+}
+
+Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerBuffer& in_place) {
   const CodecPolicy* policy = policies_.in_effect(seq);
   const uint32_t version = policy == nullptr ? 0 : policy->version;
   if (version == tensor.policy_version) return {};
@@ -220,25 +276,44 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, std::span<flo
       wanted = named->second;
     }
   }
-  auto codec = make_codec(wanted);
-  if (!codec.ok()) return codec.status();
-  if ((*codec)->spec() != tensor.codec->spec()) {
+  const bool gpu_buffers = tensor.device != nullptr;
+  auto placed = place_locked(wanted, tensor.spec, gpu_buffers);
+  if (!placed.ok()) return placed.status();
+  if (placed->codec->spec() != tensor.codec->spec() || placed->on_gpu != tensor.on_gpu) {
     // As counted against the cap when made (streams may have grown since: scratch space).
     const size_t old_bytes = tensor.memory_bytes - tensor.node_sum.size() * sizeof(float);
-    auto streams =
-        make_streams_locked(tensor.spec, tensor.id, **codec, stats_.residual_bytes - old_bytes);
+    if (placed->on_gpu) GRADGATE_RETURN_IF_ERROR(tensor.device->queue().make_current());
+    auto streams = make_streams_locked(tensor.spec, tensor.id, *placed->codec,
+                                       stats_.residual_bytes - old_bytes);
     if (!streams.ok()) {
       return Status(streams.status().code(), "cannot follow policy version " +
                                                  std::to_string(version) + ": " +
                                                  streams.status().message());
     }
-    fold_residuals(tensor.streams, config_.node_rank, data);
-    stats_.residual_bytes = stats_.residual_bytes - old_bytes + streams->memory_bytes();
-    tensor.memory_bytes = tensor.memory_bytes - old_bytes + streams->memory_bytes();
+    // What error feedback still owes goes out with this step, from where the step's data is.
+    if (tensor.on_gpu) {
+      GRADGATE_RETURN_IF_ERROR(tensor.device->fold_residuals(tensor.streams, config_.node_rank));
+    } else {
+      fold_residuals(tensor.streams, config_.node_rank, step_data(tensor, in_place));
+    }
+    // A tensor in GPU memory whose codec moves between the GPU and the CPU takes its data along.
+    if (gpu_buffers && placed->on_gpu && !tensor.on_gpu) {
+      GRADGATE_RETURN_IF_ERROR(tensor.device->copy_sum_from_host(tensor.node_sum));
+      std::vector<float>().swap(tensor.node_sum);
+    } else if (gpu_buffers && !placed->on_gpu && tensor.on_gpu) {
+      tensor.node_sum.resize(tensor.spec.elements);
+      GRADGATE_RETURN_IF_ERROR(tensor.device->copy_sum_to_host(tensor.node_sum));
+    }
+    const size_t memory = streams->memory_bytes() + tensor.node_sum.size() * sizeof(float);
+    stats_.residual_bytes = stats_.residual_bytes - tensor.memory_bytes + memory;
+    tensor.memory_bytes = memory;
     tensor.streams = std::move(streams).value();
-    tensor.codec = std::move(codec).value();
-    spdlog::info("tensor \"{}\": codec {} ({}) from step {}, policy version {}", tensor.spec.name,
-                 tensor.codec->spec(), algorithm_name(tensor.streams.algorithm), seq, version);
+    tensor.codec = std::move(placed->codec);
+    tensor.host_codec = std::move(placed->host_codec);
+    tensor.on_gpu = placed->on_gpu;
+    spdlog::info("tensor \"{}\": codec {} ({}) on the {} from step {}, policy version {}",
+                 tensor.spec.name, tensor.codec->spec(), algorithm_name(tensor.streams.algorithm),
+                 tensor.on_gpu ? "GPU" : "CPU", seq, version);
   }
   tensor.policy_version = version;
   stats_.applied_policy_version = std::max(stats_.applied_policy_version, version);
@@ -286,36 +361,60 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
                         "\" was declared with another size, dtype or shape "
                         "by another worker of this node");
     }
+    if ((buffer.memory == kernels::MemoryKind::kDevice) != (found->second.device != nullptr)) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "tensor \"" + spec.name + "\": local worker " + std::to_string(local_rank) +
+                        "'s buffer is in " + memory_name(buffer.memory) +
+                        " memory, the other local workers' are not: a node's workers must "
+                        "agree");
+    }
     found->second.buffers[local_rank] = buffer;
     return id;
   }
 
-  auto codec = make_codec(configured_codec(spec));
-  if (!codec.ok()) return codec.status();
-  const size_t node_sum_bytes =
-      reduces_in_place(config_.local_workers, spec.dtype) ? 0 : spec.elements * sizeof(float);
+  const bool gpu_buffers = buffer.memory == kernels::MemoryKind::kDevice;
+  std::unique_ptr<DeviceTensor> device;
+  if (gpu_buffers) {
+    auto made = DeviceTensor::create(buffer.cuda_device, spec.elements);
+    if (!made.ok()) {
+      return Status(made.status().code(),
+                    "tensor \"" + spec.name + "\" in GPU memory: " + made.status().message());
+    }
+    device = std::move(made).value();
+  }
+  auto placed = place_locked(configured_codec(spec), spec, gpu_buffers);
+  if (!placed.ok()) return placed.status();
+  const bool host_sum =
+      gpu_buffers ? !placed->on_gpu : !reduces_in_place(config_.local_workers, spec.dtype);
+  const size_t node_sum_bytes = host_sum ? spec.elements * sizeof(float) : 0;
   if (stats_.residual_bytes + node_sum_bytes > config_.residual_memory_cap_bytes) {
     return over_cap(spec.name, node_sum_bytes, stats_.residual_bytes,
                     config_.residual_memory_cap_bytes);
   }
-  auto streams = make_streams_locked(spec, id, **codec, stats_.residual_bytes + node_sum_bytes);
+  if (placed->on_gpu) GRADGATE_RETURN_IF_ERROR(device->queue().make_current());  // streams' GPU
+  auto streams =
+      make_streams_locked(spec, id, *placed->codec, stats_.residual_bytes + node_sum_bytes);
   if (!streams.ok()) return streams.status();
   const size_t memory = streams->memory_bytes() + node_sum_bytes;
   Tensor tensor;
   tensor.spec = spec;
   tensor.id = id;
-  tensor.codec = std::move(codec).value();
+  tensor.codec = std::move(placed->codec);
+  tensor.host_codec = std::move(placed->host_codec);
+  tensor.on_gpu = placed->on_gpu;
+  tensor.device = std::move(device);
   tensor.streams = std::move(streams).value();
   tensor.buffers.assign(config_.local_workers, WorkerBuffer{});
   tensor.buffers[local_rank] = buffer;
   tensor.waiting.resize(config_.local_workers);
   tensor.in_flight.resize(config_.local_workers);
-  if (!reduces_in_place(config_.local_workers, spec.dtype)) tensor.node_sum.resize(spec.elements);
+  if (host_sum) tensor.node_sum.resize(spec.elements);
   tensor.memory_bytes = memory;
   stats_.residual_bytes += memory;
   ++stats_.tensors;
-  spdlog::debug("tensor \"{}\" (id {}): {} elements, codec {}, {}", spec.name, id, spec.elements,
-                tensor.codec->spec(), algorithm_name(tensor.streams.algorithm));
+  spdlog::debug("tensor \"{}\" (id {}): {} elements, codec {} on the {}, {}", spec.name, id,
+                spec.elements, tensor.codec->spec(), tensor.on_gpu ? "GPU" : "CPU",
+                algorithm_name(tensor.streams.algorithm));
   tensors_.emplace(id, std::move(tensor));
   return id;
 }
@@ -380,26 +479,16 @@ void Gateway::run(uint32_t id) {
   const uint64_t seq = tensor.next_seq;
   // In place: the buffer (and its mapping) is held here, so a worker that leaves mid-step does
   // not pull it from under the all-reduce.
-  const WorkerBuffer in_place = tensor.node_sum.empty() ? tensor.buffers[0] : WorkerBuffer{};
-  std::span<float> data = tensor.node_sum;
-  if (in_place.data != nullptr) {
-    data = {reinterpret_cast<float*>(in_place.data), tensor.spec.elements};
-  } else {
-    sum_worker_buffers(tensor.buffers, tensor.spec.dtype, tensor.node_sum);
-  }
+  const WorkerBuffer in_place =
+      !tensor.device && tensor.node_sum.empty() ? tensor.buffers[0] : WorkerBuffer{};
   Result<AllreduceReport> report = Status(ErrorCode::kInternal, "no result");
-  // The only worker may have left between asking and this thread starting: nothing to reduce.
-  const Status prepared =
-      tensor.node_sum.empty() && in_place.data == nullptr
-          ? Status(ErrorCode::kAborted,
-                   "the local worker left before the step of \"" + tensor.spec.name + "\" began")
-          : follow_policy_locked(tensor, seq, data);
+  Status prepared = gather_locked(tensor, in_place);
+  if (prepared.ok()) prepared = follow_policy_locked(tensor, seq, in_place);
   if (!prepared.ok()) {
     report = prepared;
-    engine_.abort({id, seq, tensor.policy_version, data, tensor.codec.get(), &tensor.streams},
-                  prepared);
+    engine_.abort(op_of(tensor, seq, step_data(tensor, in_place)), prepared);
   } else {
-    AllreduceOp op{id, seq, tensor.policy_version, data, tensor.codec.get(), &tensor.streams};
+    const AllreduceOp op = op_of(tensor, seq, step_data(tensor, in_place));
     lock.unlock();
     try {
       report = engine_.allreduce(op);
@@ -407,6 +496,9 @@ void Gateway::run(uint32_t id) {
       report = Status(ErrorCode::kResourceExhausted, std::string("all-reduce: ") + error.what());
     }
     lock.lock();
+    if (report.ok() && tensor.device) {
+      if (Status scattered = scatter_on_gpu_locked(tensor); !scattered.ok()) report = scattered;
+    }
   }
   finish(tensor, report, seq, lock);
 }
@@ -414,7 +506,8 @@ void Gateway::run(uint32_t id) {
 void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint64_t seq,
                      std::unique_lock<std::mutex>& lock) {
   if (report.ok()) {
-    for (uint32_t rank = 0; rank < tensor.buffers.size() && !tensor.node_sum.empty(); ++rank) {
+    const bool host_write_back = !tensor.device && !tensor.node_sum.empty();
+    for (uint32_t rank = 0; rank < tensor.buffers.size() && host_write_back; ++rank) {
       // Only to the workers of this step: one that left and came back has a new buffer.
       if (tensor.in_flight[rank] && tensor.buffers[rank].data != nullptr) {
         write_worker_buffer(tensor.node_sum, tensor.spec.dtype, tensor.buffers[rank]);
@@ -429,11 +522,17 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
     spdlog::warn("tensor \"{}\": {}", tensor.spec.name, report.status().to_string());
   }
   const AllreduceOutcome outcome = outcome_of(report, seq, tensor.spec.elements);
-  StepRecord record{outcome.status,         seq,
-                    tensor.policy_version,  kernels::codec_name(tensor.codec->id()),
-                    outcome.raw_bytes,      outcome.wire_bytes,
-                    outcome.encode_seconds, outcome.communicate_seconds,
-                    outcome.decode_seconds, report.ok() ? report->union_elements : 0};
+  StepRecord record{outcome.status,
+                    seq,
+                    tensor.policy_version,
+                    kernels::codec_name(tensor.codec->id()),
+                    outcome.raw_bytes,
+                    outcome.wire_bytes,
+                    outcome.encode_seconds,
+                    outcome.communicate_seconds,
+                    outcome.decode_seconds,
+                    report.ok() ? report->union_elements : 0,
+                    tensor.on_gpu ? "gpu" : "cpu"};
   std::vector<Done> done;
   for (auto& in_flight : tensor.in_flight) {
     if (in_flight) done.push_back(std::exchange(in_flight, nullptr));

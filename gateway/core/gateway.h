@@ -28,6 +28,8 @@
 #include "gateway/collective/collective_engine.h"
 #include "gateway/collective/mailbox.h"
 #include "gateway/config/gateway_config.h"
+#include "gateway/core/device_tensor.h"
+#include "gateway/core/placement.h"
 #include "gateway/core/policy_table.h"
 #include "gateway/ingress/ingress.h"
 #include "gateway/transport/log_throttle.h"
@@ -119,8 +121,15 @@ class Gateway final : public IngressHandler {
     uint64_t next_seq = 0;
     bool running = false;
     /// Several local workers or 16-bit gradients: the node's fp32 sum, reduced into and written
-    /// back from. Empty when the only local worker's fp32 buffer is reduced in place.
+    /// back from. Empty when the only local worker's fp32 buffer is reduced in place, and for
+    /// buffers in GPU memory whose codec runs on the GPU.
     std::vector<float> node_sum;
+    /// Buffers in GPU memory: the node sum is made there and the aggregate written back from
+    /// there (null for buffers in host memory). With on_gpu the codec runs there too (`codec` a
+    /// CUDA codec, `host_codec` its CPU twin for frame sums); otherwise on node_sum, a copy.
+    std::unique_ptr<DeviceTensor> device;
+    bool on_gpu = false;
+    std::unique_ptr<kernels::Codec> host_codec;
     size_t memory_bytes = 0;  // as counted against the cap when declared
     std::chrono::steady_clock::time_point first_waiting;  // when the step's first worker asked
   };
@@ -131,8 +140,20 @@ class Gateway final : public IngressHandler {
   /// Streams of `codec` for the tensor, within the memory cap beside the `in_use` bytes.
   Result<TensorStreams> make_streams_locked(const TensorSpec& spec, uint32_t id,
                                             const kernels::Codec& codec, size_t in_use);
-  /// Puts `tensor` under the policy in effect at `seq` before that step runs on `data`.
-  Status follow_policy_locked(Tensor& tensor, uint64_t seq, std::span<float> data);
+  /// The codec of `spec` for `tensor`'s buffers (GPU or CPU, placement.h), logged when a tensor
+  /// in GPU memory runs on the CPU.
+  Result<Placement> place_locked(const std::string& spec, const TensorSpec& tensor,
+                                 bool gpu_buffers) const;
+  /// The node sum of the step's local workers, where the step's collective reads it.
+  Status gather_locked(Tensor& tensor, const WorkerBuffer& in_place);
+  /// Where the step's collective runs: the GPU sum, node_sum, or the only worker's buffer.
+  std::span<float> step_data(Tensor& tensor, const WorkerBuffer& in_place) const;
+  /// Puts `tensor` under the policy in effect at `seq` before that step runs; its old residuals
+  /// are folded into the step's data.
+  Status follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerBuffer& in_place);
+  /// The aggregate, in step_data(), back to the step's workers when the buffers are GPU memory.
+  Status scatter_on_gpu_locked(Tensor& tensor);
+  AllreduceOp op_of(Tensor& tensor, uint64_t seq, std::span<float> data) const;
   /// Starts the step when every local worker asked; `calls` gets the completions to make once
   /// the lock is released (when the step cannot start).
   void start_if_ready_locked(Tensor& tensor, std::vector<std::function<void()>>& calls);

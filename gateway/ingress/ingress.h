@@ -1,7 +1,7 @@
 // The gateway's side of libgradgate: local workers connect over a Unix socket, declare tensors
-// whose buffers they share with the gateway (a memfd passed over the socket, mapped by both), and
-// request all-reduces. The ingress server owns the sessions and mappings; the gateway core sees
-// only the calls below.
+// whose buffers they share with the gateway (a memfd passed over the socket, mapped by both, or
+// the worker's GPU memory opened through CUDA IPC), and request all-reduces. The ingress server
+// owns the sessions and mappings; the gateway core sees only the calls below.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/status.h"
 
 namespace gradgate::gateway {
@@ -28,13 +29,21 @@ struct TensorSpec {
   double data_volume = 0.0;     // samples this worker trains on, 0 if unknown
 };
 
-/// A worker's shared buffer for one tensor, mapped in the gateway. The mapping stays valid while
-/// any copy of the WorkerBuffer exists, even after the worker left: an all-reduce that works in
-/// the buffer may finish writing to it.
+/// A worker's buffer for one tensor, mapped in the gateway: shared memory on the host, or GPU
+/// memory the worker shares through CUDA IPC. The mapping stays valid while any copy of the
+/// WorkerBuffer exists, even after the worker left: an all-reduce that works in the buffer may
+/// finish writing to it.
 struct WorkerBuffer {
-  std::byte* data = nullptr;
-  size_t bytes = 0;  // elements * dtype_bytes
+  std::byte* data = nullptr;  // a host address, or a device address of `cuda_device`
+  size_t bytes = 0;           // elements * dtype_bytes
   std::shared_ptr<const void> mapping;
+  kernels::MemoryKind memory = kernels::MemoryKind::kHost;
+  /// kDevice: the gateway's ordinal of the GPU that holds the buffer.
+  int cuda_device = -1;
+  /// kDevice: a cudaEvent_t (opened from the worker's IPC event handle, owned by `mapping`) that
+  /// the worker records once its gradient is in the buffer, before each all-reduce: the gateway
+  /// waits for it before it reads.
+  void* ready_event = nullptr;
 };
 
 /// How an all-reduce ended, as the worker sees it.
@@ -83,6 +92,7 @@ struct IngressStats {
   uint64_t sessions_closed = 0;
   uint64_t protocol_errors = 0;  // malformed messages: the session is closed
   uint64_t mapped_bytes = 0;     // gauge: shared memory mapped now
+  uint64_t cuda_mappings = 0;    // gauge: workers' GPU allocations open through CUDA IPC now
 };
 
 class IngressServer {
@@ -95,7 +105,8 @@ class IngressServer {
   virtual IngressStats stats() const = 0;
 };
 
-/// The Unix-socket implementation (SOCK_SEQPACKET, memfd buffers over SCM_RIGHTS).
+/// The Unix-socket implementation (SOCK_SEQPACKET, memfd buffers over SCM_RIGHTS, GPU buffers
+/// through CUDA IPC where this build and machine can open them).
 std::unique_ptr<IngressServer> make_unix_ingress_server(const std::string& socket_path);
 
 }  // namespace gradgate::gateway

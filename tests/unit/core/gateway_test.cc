@@ -8,31 +8,12 @@
 #include <optional>
 
 #include "gateway/transport/tcp_transport.h"
+#include "outcome.h"
 
 namespace gradgate::gateway {
 namespace {
 
-// Collects the outcome of one request.
-class Outcome {
- public:
-  std::function<void(AllreduceOutcome)> callback() {
-    return [this](AllreduceOutcome outcome) {
-      std::lock_guard lock(mutex_);
-      outcome_ = std::move(outcome);
-      changed_.notify_all();
-    };
-  }
-  std::optional<AllreduceOutcome> wait(std::chrono::milliseconds limit) {
-    std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, limit, [&] { return outcome_.has_value(); });
-    return outcome_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::optional<AllreduceOutcome> outcome_;
-};
+using testing::Outcome;
 
 GatewayConfig two_node_config() {
   GatewayConfig config;

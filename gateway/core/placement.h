@@ -1,0 +1,31 @@
+// Where a tensor's codec runs. A tensor whose local workers' buffers are GPU memory runs its
+// codec on the GPU when the codec has a CUDA implementation and the collective is one the GPU
+// path runs (ring or all-gather); otherwise on the CPU, the node sum (made on the GPU) staged
+// through host memory. Buffers in host memory run on the CPU.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gateway/config/gateway_config.h"
+#include "gradgate/kernels/codec.h"
+
+namespace gradgate::gateway {
+
+struct Placement {
+  /// The codec of the collective: a CUDA codec when on_gpu, a CPU codec otherwise.
+  std::unique_ptr<kernels::Codec> codec;
+  /// On the GPU: the same codec on the CPU, which sums frames held in host memory.
+  std::unique_ptr<kernels::Codec> host_codec;
+  bool on_gpu = false;
+  /// A tensor in GPU memory placed on the CPU: why ("" otherwise).
+  std::string cpu_reason;
+};
+
+/// The placement of codec `spec` for a tensor of `elements` values among `nodes` gateways under
+/// collective `mode`, its buffers in GPU memory or not. An error only for a spec that is no
+/// codec; a GPU that cannot run it places the tensor on the CPU.
+Result<Placement> place_codec(const std::string& spec, bool gpu_buffers, CollectiveMode mode,
+                              uint32_t nodes, size_t elements);
+
+}  // namespace gradgate::gateway
