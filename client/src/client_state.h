@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -19,11 +20,13 @@
 #include <vector>
 
 #include "exported_api.h"
+#include "gradgate/ingress_protocol.h"
 
 namespace gradgate::client_impl {
 
-/// One tensor's memfd, mapped here and in the gateway. Unmapped and closed when the last handle
-/// that shares it goes.
+/// One tensor's memfd, mapped here and in the gateway, or (`device` set) the process's GPU memory
+/// that the gateway maps through CUDA IPC. Unmapped and closed when the last handle that shares it
+/// goes.
 struct SharedBuffer {
   std::string name;
   uint64_t elements = 0;
@@ -32,6 +35,7 @@ struct SharedBuffer {
   int fd = -1;
   void* data = nullptr;
   size_t bytes = 0;
+  std::optional<ingress_protocol::CudaBuffer> device;
   bool in_flight = false;  // an all-reduce was sent and its reply has not come
 
   SharedBuffer() = default;

@@ -1,4 +1,5 @@
-// gg_declare and the accessors of a tensor's shared buffer.
+// gg_declare, the declaring that gg_declare_cuda shares with it, and the accessors of a tensor's
+// buffer.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -6,6 +7,7 @@
 #include <cstring>
 
 #include "client_state.h"
+#include "declare.h"
 #include "error.h"
 #include "gradgate/ingress_protocol.h"
 
@@ -53,12 +55,31 @@ gg_tensor* add_handle(gg_client& client, std::shared_ptr<SharedBuffer> buffer) {
   return client.tensors.back().get();
 }
 
+/// Why an earlier declaration of the name cannot be reused for this one ("" if it can).
+std::string redeclare_error(const SharedBuffer& existing, const proto::Declare& spec,
+                            const std::optional<proto::CudaBuffer>& device) {
+  if (existing.elements != spec.elements || existing.dtype != static_cast<gg_dtype>(spec.dtype)) {
+    return "already declared with " + std::to_string(existing.elements) + " elements of dtype " +
+           std::to_string(existing.dtype) + ", now " + std::to_string(spec.elements) +
+           " of dtype " + std::to_string(spec.dtype);
+  }
+  if (existing.device.has_value() != device.has_value()) {
+    return existing.device ? "already declared over GPU memory (gg_declare_cuda)"
+                           : "already declared with a shared buffer (gg_declare)";
+  }
+  if (device && *existing.device != *device) {
+    return "already declared over another GPU buffer (device, allocation, offset or ready event)";
+  }
+  return "";
+}
+
 }  // namespace
 
-extern "C" gg_status gg_declare(gg_client* client, const char* name, uint64_t elements,
-                                gg_dtype dtype, uint64_t rows, uint64_t cols, double data_volume,
-                                gg_tensor** out) {
-  const std::string what = "gg_declare(" + gradgate::client_impl::quoted(name) + ")";
+namespace gradgate::client_impl {
+
+gg_status make_declare_spec(gg_client* client, const char* name, uint64_t elements, gg_dtype dtype,
+                            uint64_t rows, uint64_t cols, double data_volume, gg_tensor** out,
+                            const std::string& what, proto::Declare& spec) {
   if (out == nullptr) return fail(GG_INVALID_ARGUMENT, what + ": null output pointer");
   *out = nullptr;
   if (client == nullptr) return fail(GG_INVALID_ARGUMENT, what + ": null client");
@@ -66,7 +87,6 @@ extern "C" gg_status gg_declare(gg_client* client, const char* name, uint64_t el
   if (dtype != GG_FP32 && dtype != GG_FP16 && dtype != GG_BF16) {
     return fail(GG_INVALID_ARGUMENT, what + ": unknown dtype " + std::to_string(dtype));
   }
-  proto::Declare spec;
   spec.name = name;
   spec.elements = elements;
   spec.dtype = static_cast<uint8_t>(dtype);
@@ -76,48 +96,72 @@ extern "C" gg_status gg_declare(gg_client* client, const char* name, uint64_t el
   if (const std::string error = proto::check_declare(spec); !error.empty()) {
     return fail(GG_INVALID_ARGUMENT, what + ": " + error);
   }
-  const size_t bytes = elements * proto::wire_dtype_bytes(spec.dtype);
+  return GG_OK;
+}
 
-  std::lock_guard declare_lock(client->declare_mu);
+gg_status declare(gg_client& client, const std::string& what, const proto::Declare& spec,
+                  const std::optional<proto::CudaBuffer>& device, gg_tensor** out) {
+  const size_t bytes = spec.elements * proto::wire_dtype_bytes(spec.dtype);
+  std::lock_guard declare_lock(client.declare_mu);
   std::shared_ptr<SharedBuffer> existing;
   {
-    std::lock_guard lock(client->mu);
-    if (client->broken) return fail(GG_CLOSED, what + ": " + client->broken_reason);
-    if (auto it = client->buffers.find(spec.name); it != client->buffers.end()) {
+    std::lock_guard lock(client.mu);
+    if (client.broken) return fail(GG_CLOSED, what + ": " + client.broken_reason);
+    if (auto it = client.buffers.find(spec.name); it != client.buffers.end()) {
       existing = it->second;
     }
   }
   if (existing) {
-    if (existing->elements != elements || existing->dtype != dtype) {
-      return fail(GG_INVALID_ARGUMENT,
-                  what + ": already declared with " + std::to_string(existing->elements) +
-                      " elements of dtype " + std::to_string(existing->dtype) + ", now " +
-                      std::to_string(elements) + " of dtype " + std::to_string(dtype));
+    if (const std::string error = redeclare_error(*existing, spec, device); !error.empty()) {
+      return fail(GG_INVALID_ARGUMENT, what + ": " + error);
     }
-    *out = add_handle(*client, std::move(existing));
+    *out = add_handle(client, std::move(existing));
     return GG_OK;
   }
 
-  std::string error;
-  auto buffer = create_buffer(spec, bytes, error);
-  if (!buffer) return fail(GG_INTERNAL, what + ": " + error);
-  uint64_t id = 0;
-  std::shared_ptr<gradgate::client_impl::Reply> reply;
-  {
-    std::lock_guard lock(client->mu);
-    std::tie(id, reply) = gradgate::client_impl::add_pending(*client);
+  std::shared_ptr<SharedBuffer> buffer;
+  if (device) {
+    buffer = std::make_shared<SharedBuffer>();
+    buffer->name = spec.name;
+    buffer->elements = spec.elements;
+    buffer->dtype = static_cast<gg_dtype>(spec.dtype);
+    buffer->bytes = bytes;
+    buffer->device = device;
+  } else {
+    std::string error;
+    buffer = create_buffer(spec, bytes, error);
+    if (!buffer) return fail(GG_INTERNAL, what + ": " + error);
   }
-  const auto packet = proto::encode(id, spec);
-  const gg_status status =
-      gradgate::client_impl::round_trip(*client, id, reply, packet, buffer->fd, what);
+  uint64_t id = 0;
+  std::shared_ptr<Reply> reply;
+  {
+    std::lock_guard lock(client.mu);
+    std::tie(id, reply) = add_pending(client);
+  }
+  const auto packet =
+      device ? proto::encode(id, proto::DeclareCuda{spec, *device}) : proto::encode(id, spec);
+  const gg_status status = round_trip(client, id, reply, packet, buffer->fd, what);
   if (status != GG_OK) return status;
   buffer->key = reply->key;
   {
-    std::lock_guard lock(client->mu);
-    client->buffers.emplace(spec.name, buffer);
+    std::lock_guard lock(client.mu);
+    client.buffers.emplace(spec.name, buffer);
   }
-  *out = add_handle(*client, std::move(buffer));
+  *out = add_handle(client, std::move(buffer));
   return GG_OK;
+}
+
+}  // namespace gradgate::client_impl
+
+extern "C" gg_status gg_declare(gg_client* client, const char* name, uint64_t elements,
+                                gg_dtype dtype, uint64_t rows, uint64_t cols, double data_volume,
+                                gg_tensor** out) {
+  const std::string what = "gg_declare(" + gradgate::client_impl::quoted(name) + ")";
+  proto::Declare spec;
+  const gg_status checked = gradgate::client_impl::make_declare_spec(
+      client, name, elements, dtype, rows, cols, data_volume, out, what, spec);
+  if (checked != GG_OK) return checked;
+  return gradgate::client_impl::declare(*client, what, spec, std::nullopt, out);
 }
 
 extern "C" void* gg_tensor_data(gg_tensor* tensor) {

@@ -6,7 +6,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "gateway/ingress/mapped_buffer.h"
+#include "gateway/ingress/cuda_buffers.h"
+#include "gateway/ingress/ingress.h"
 
 namespace gradgate::gateway {
 
@@ -15,8 +16,9 @@ struct Session {
   int fd = -1;
   bool joined = false;  // HELLO was accepted: on_worker_left is owed when the session ends
   uint32_t local_rank = 0;
-  std::vector<std::shared_ptr<const MappedBuffer>> buffers;  // the tensor buffers it declared
-  std::unordered_set<uint32_t> keys;                         // keys the handler gave this worker
+  std::vector<WorkerBuffer> buffers;       // the tensor buffers it declared, host or GPU
+  CudaAllocations cuda_allocations;        // the GPU allocations those buffers opened
+  std::unordered_set<uint32_t> keys;       // keys the handler gave this worker
   std::unordered_set<uint32_t> in_flight;  // keys with an all-reduce not yet completed
 };
 

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gateway/ingress/completion_queue.h"
+#include "gateway/ingress/cuda_buffers.h"
 #include "gateway/ingress/ingress.h"
 #include "gateway/ingress/mapped_buffer.h"
 #include "gateway/ingress/session.h"
@@ -22,6 +23,7 @@
 #include "gateway/ingress/unix_listener.h"
 #include "gradgate/ingress_protocol.h"
 #include "gradgate/ingress_socket.h"
+#include "gradgate/kernels/cuda_ipc.h"
 
 namespace gradgate::gateway {
 namespace {
@@ -30,6 +32,17 @@ namespace proto = gradgate::ingress_protocol;
 
 /// At most this many connections are accepted per loop turn, so sessions are served meanwhile.
 constexpr int kAcceptsPerTurn = 64;
+
+TensorSpec spec_of(const proto::Declare& declare) {
+  TensorSpec spec;
+  spec.name = declare.name;
+  spec.elements = declare.elements;
+  spec.dtype = static_cast<Dtype>(declare.dtype);
+  spec.rows = declare.rows;
+  spec.cols = declare.cols;
+  spec.data_volume = declare.data_volume;
+  return spec;
+}
 
 class UnixIngressServer final : public IngressServer {
  public:
@@ -48,6 +61,10 @@ class UnixIngressServer final : public IngressServer {
   bool handle(Session& session, proto::ReceivedPacket& packet);
   bool on_hello(Session& session, uint64_t request_id, const proto::ReceivedPacket& packet);
   bool on_declare(Session& session, uint64_t request_id, proto::ReceivedPacket& packet);
+  bool on_declare_cuda(Session& session, uint64_t request_id, const proto::ReceivedPacket& packet);
+  /// Hands a declared tensor's mapped buffer to the handler; answers DECLARE_OK or its refusal.
+  bool declared(Session& session, uint64_t request_id, const proto::Declare& declare,
+                WorkerBuffer buffer);
   bool on_allreduce(Session& session, uint64_t request_id, const proto::ReceivedPacket& packet);
   void deliver(Completion& completion);
   /// Sends a message; false (logged) when the session is unusable.
@@ -73,6 +90,9 @@ class UnixIngressServer final : public IngressServer {
   std::atomic<uint64_t> sessions_closed_{0};
   std::atomic<uint64_t> protocol_errors_{0};
   std::atomic<uint64_t> mapped_bytes_{0};
+  // Shared with the open allocations, which count themselves and may outlive the server.
+  std::shared_ptr<std::atomic<uint64_t>> cuda_mappings_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 Status UnixIngressServer::start(IngressHandler& handler) {
@@ -115,6 +135,7 @@ IngressStats UnixIngressServer::stats() const {
   s.sessions_closed = sessions_closed_.load();
   s.protocol_errors = protocol_errors_.load();
   s.mapped_bytes = mapped_bytes_.load();
+  s.cuda_mappings = cuda_mappings_->load();
   return s;
 }
 
@@ -205,6 +226,8 @@ bool UnixIngressServer::handle(Session& session, proto::ReceivedPacket& packet) 
       return on_declare(session, header->request_id, packet);
     case proto::MessageType::kAllreduce:
       return on_allreduce(session, header->request_id, packet);
+    case proto::MessageType::kDeclareCuda:
+      return on_declare_cuda(session, header->request_id, packet);
     default:
       return protocol_error(
           session, header->request_id,
@@ -260,22 +283,50 @@ bool UnixIngressServer::on_declare(Session& session, uint64_t request_id,
     return protocol_error(session, request_id, what + ": " + mapped.status().message());
   }
 
-  TensorSpec spec;
-  spec.name = declare->name;
-  spec.elements = declare->elements;
-  spec.dtype = static_cast<Dtype>(declare->dtype);
-  spec.rows = declare->rows;
-  spec.cols = declare->cols;
-  spec.data_volume = declare->data_volume;
   auto buffer = std::make_shared<const MappedBuffer>(std::move(mapped).value());
-  const Result<uint32_t> key = handler_->on_declare(
-      session.local_rank, spec, WorkerBuffer{buffer->data(), buffer->bytes(), buffer});
+  return declared(session, request_id, *declare,
+                  WorkerBuffer{buffer->data(), buffer->bytes(), buffer});
+}
+
+bool UnixIngressServer::on_declare_cuda(Session& session, uint64_t request_id,
+                                        const proto::ReceivedPacket& packet) {
+  if (!session.joined) return protocol_error(session, request_id, "DECLARE_CUDA before HELLO");
+  const auto declare = proto::decode_body<proto::DeclareCuda>(packet.bytes);
+  if (!declare) return protocol_error(session, request_id, "a malformed DECLARE_CUDA");
+  const std::string what = "DECLARE_CUDA \"" + declare->tensor.name + "\"";
+  if (!packet.fds.empty()) {
+    return protocol_error(
+        session, request_id,
+        what + " with " + std::to_string(packet.fds.size()) + " descriptors (none expected)");
+  }
+  if (const std::string error = proto::check_declare(declare->tensor); !error.empty()) {
+    return protocol_error(session, request_id, what + ": " + error);
+  }
+  // Refused, not a protocol error: the session goes on and the worker may declare a host buffer.
+  auto refuse = [&](const std::string& why) {
+    spdlog::warn("ingress session {} (rank {}): {} refused: {}", session.id, session.local_rank,
+                 what, why);
+    return reply(session, request_id, proto::Error{GG_REJECTED, why});
+  };
+  if (const Status available = kernels::cuda_ipc_available(); !available.ok()) {
+    return refuse("this gateway cannot map CUDA memory: " + available.message());
+  }
+  const size_t bytes = declare->tensor.elements * proto::wire_dtype_bytes(declare->tensor.dtype);
+  Result<WorkerBuffer> buffer =
+      map_cuda_buffer(declare->buffer, bytes, session.cuda_allocations, cuda_mappings_);
+  if (!buffer.ok()) return refuse(what + ": " + buffer.status().message());
+  return declared(session, request_id, declare->tensor, std::move(buffer).value());
+}
+
+bool UnixIngressServer::declared(Session& session, uint64_t request_id,
+                                 const proto::Declare& declare, WorkerBuffer buffer) {
+  const Result<uint32_t> key = handler_->on_declare(session.local_rank, spec_of(declare), buffer);
   if (!key.ok()) {
     return reply(session, request_id,
                  proto::Error{static_cast<uint8_t>(to_client_status(key.status().code())),
                               key.status().to_string()});
   }
-  mapped_bytes_ += bytes;
+  if (buffer.memory == kernels::MemoryKind::kHost) mapped_bytes_ += buffer.bytes;
   session.buffers.push_back(std::move(buffer));
   session.keys.insert(*key);
   return reply(session, request_id, proto::DeclareOk{*key});
@@ -350,9 +401,11 @@ void UnixIngressServer::close_session(uint64_t session_id) {
   if (it == sessions_.end()) return;
   Session& session = it->second;
   if (session.joined) handler_->on_worker_left(session.local_rank);
-  for (const auto& buffer : session.buffers) mapped_bytes_ -= buffer->bytes();
+  for (const WorkerBuffer& buffer : session.buffers) {
+    if (buffer.memory == kernels::MemoryKind::kHost) mapped_bytes_ -= buffer.bytes;
+  }
   close(session.fd);
-  sessions_.erase(it);  // unmaps the buffers the gateway does not hold
+  sessions_.erase(it);  // unmaps the buffers (and closes the GPU mappings) the core does not hold
   sessions_closed_++;
 }
 

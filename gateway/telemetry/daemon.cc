@@ -224,6 +224,7 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   GRADGATE_RETURN_IF_ERROR(gateway.start());
   // Telemetry first: the steps that workers start once the ingress serves report to it.
   auto ingress = make_unix_ingress_server(config.socket_path);
+  telemetry.watch_ingress(*ingress);
   Status serving = telemetry.start(chosen.port());
   if (serving.ok()) serving = ingress->start(gateway);
   if (!serving.ok()) {

@@ -151,7 +151,12 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                             .Name("gradgate_transport_poll_cpu_seconds_total")
                             .Help("CPU time of the thread that polls the DPDK port")
                             .Register(*registry_)
-                            .Add({})) {}
+                            .Add({})),
+      ingress_cuda_mappings_(BuildGauge()
+                                 .Name("gradgate_ingress_cuda_mappings")
+                                 .Help("Workers' GPU allocations open through CUDA IPC now")
+                                 .Register(*registry_)
+                                 .Add({})) {}
 
 GatewayMetrics::PerCodec& GatewayMetrics::codec_locked(std::string_view codec,
                                                        std::string_view device) {
@@ -209,6 +214,7 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
   fail_static_.Set(now.fail_static ? 1.0 : 0.0);
   workers_.Set(now.core.workers);
   tensors_.Set(now.core.tensors);
+  ingress_cuda_mappings_.Set(static_cast<double>(now.ingress.cuda_mappings));
   advance(transport_bytes_sent_, now.transport.bytes_sent, last_bytes_sent_);
   advance(transport_bytes_received_, now.transport.bytes_received, last_bytes_received_);
   advance(probes_sent_, now.transport.probes_sent, last_probes_);

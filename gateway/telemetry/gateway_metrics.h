@@ -20,6 +20,7 @@
 
 #include "gateway/collective/mailbox.h"
 #include "gateway/core/gateway.h"
+#include "gateway/ingress/ingress.h"
 #include "gateway/transport/transport.h"
 
 namespace gradgate::gateway {
@@ -29,6 +30,7 @@ struct GatewaySnapshot {
   GatewayStats core;
   TransportStats transport;
   MailboxStats mailbox;
+  IngressStats ingress;
   std::vector<LinkEstimate> links;
   bool fail_static = false;
   double target_ratio = 0.0;  // from the controller's policy; 0: none
@@ -83,6 +85,7 @@ class GatewayMetrics {
   prometheus::Counter& transport_messages_received_;
   prometheus::Counter& retransmits_;
   prometheus::Counter& poll_cpu_seconds_;
+  prometheus::Gauge& ingress_cuda_mappings_;
 
   std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, PerCodec> codecs_;  // by (codec, device)

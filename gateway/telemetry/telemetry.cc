@@ -111,6 +111,7 @@ GatewaySnapshot Telemetry::snapshot() const {
   now.core = gateway_.stats();
   now.transport = transport_.stats();
   now.mailbox = gateway_.mailbox_stats();
+  if (ingress_ != nullptr) now.ingress = ingress_->stats();
   now.links = transport_.links();
   now.fail_static = control_ && control_->fail_static();
   now.target_ratio = control_ ? control_->target_ratio() : 0.0;

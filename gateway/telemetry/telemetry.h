@@ -37,6 +37,8 @@ class Telemetry {
 
   /// The admin server's port once started (0: none).
   uint16_t admin_port() const;
+  /// Mirrors `ingress`'s stats in the metrics; call before start(). It must outlive stop().
+  void watch_ingress(const IngressServer& ingress) { ingress_ = &ingress; }
 
  private:
   void run_loop();
@@ -51,6 +53,7 @@ class Telemetry {
   Transport& transport_;
   std::shared_ptr<prometheus::Registry> registry_;
   GatewayMetrics metrics_;
+  const IngressServer* ingress_ = nullptr;
   std::unique_ptr<NodeReport> report_;
   std::unique_ptr<ControlClient> control_;
   std::unique_ptr<http::HttpServer> admin_;

@@ -5,7 +5,8 @@ HookTrainingTest: 2 gateways x 2 DDP workers (local_workers=2) train 100 steps t
 gradgate.torch.allreduce_hook, once per codec; every rank must end with bit-identical parameters
 and a lower loss, through DDP's bucket rebuild after step 1, an fp16 bucket and uneven last
 batches (see hook_worker.py). ClientTest: the Client API and its errors with two gateways of one
-worker each. PackageTest: the parts that need no gateway.
+worker each. CudaDeviceTest: tensors in GPU memory (Client.declare_cuda and the hook's device
+path), skipped when torch.cuda is not available. PackageTest: the parts that need no gateway.
 
 The gateway binary and libgradgate come from GRADGATE_BINARY and GRADGATE_LIBRARY (defaults: the
 source tree's build/cli/gradgate and build/client/libgradgate.so); when either is missing the
@@ -39,6 +40,14 @@ LOCAL_WORKERS = 2
 STEPS = 100
 WORKER_DEADLINE_S = 240
 POLL_S = 0.1
+
+
+def cuda_available():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
 
 
 def require_artifacts(test):
@@ -246,6 +255,70 @@ class ClientTest(TempDirTest):
         return infos
 
 
+@unittest.skipUnless(cuda_available(), "torch.cuda is not available")
+class CudaDeviceTest(TempDirTest):
+    """GPU tensors all-reduced in place: two gateways of one worker each, both in this process."""
+
+    ELEMENTS = 4096
+
+    def setUp(self):
+        require_artifacts(self)
+        workdir = self.make_workdir()
+        self.cluster = self.start_cluster(workdir, nodes=2, local_workers=1, codec="none")
+
+    def test_declare_cuda_sums_in_gpu_memory(self):
+        import torch
+
+        clients = [gradgate.Client(socket, 0) for socket in self.cluster.sockets]
+        for client in clients:
+            self.addCleanup(client.close)
+        base = torch.arange(self.ELEMENTS, device="cuda", dtype=torch.float32)
+        grads = [base + rank for rank in range(len(clients))]
+        events = [torch.cuda.Event(interprocess=True) for _ in clients]
+        tensors = [
+            client.declare_cuda("cuda.sum", g, ready_event=e)
+            for client, g, e in zip(clients, grads, events)
+        ]
+        for tensor, event in zip(tensors, events):
+            self.assertIsNone(tensor.address)
+            self.assertEqual(tensor.nbytes, 4 * self.ELEMENTS)
+            event.record()
+        requests = [tensor.allreduce() for tensor in tensors]
+        for request in requests:
+            request.wait(timeout_ms=30000)
+        for g in grads:
+            self.assertTrue(torch.equal(g.cpu(), (2 * base + 1).cpu()))
+        with self.assertRaises(gradgate.InvalidArgumentError):
+            tensors[0].buffer
+
+    def test_hook_averages_cuda_buckets_in_place(self):
+        import torch
+
+        import gradgate.torch as gradgate_torch
+
+        states = [gradgate_torch.HookState(s, 0, run_id=7) for s in self.cluster.sockets]
+        for state in states:
+            self.addCleanup(state.close)
+        grads = [torch.empty(self.ELEMENTS, device="cuda") for _ in states]
+        for step in range(2):
+            for rank, g in enumerate(grads):
+                g.fill_(float(rank + 1 + step))
+            threads = [
+                threading.Thread(target=state.allreduce_average, args=(0, g))
+                for state, g in zip(states, grads)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=60)
+            for g in grads:
+                self.assertEqual(g.cpu().tolist(), [1.5 + step] * self.ELEMENTS)
+        for state in states:
+            self.assertEqual(state.device_path, "auto", "the gateway refused GPU memory")
+            self.assertEqual(state.allreduces, 2)
+            self.assertEqual(state.declared, [state.tensor_name(0, self.ELEMENTS, torch.float32)])
+
+
 class PackageTest(unittest.TestCase):
     """What works without a gateway."""
 
@@ -271,6 +344,23 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(gradgate_torch.gradgate_dtype(torch.bfloat16), "bf16")
         with self.assertRaisesRegex(RuntimeError, "float64"):
             gradgate_torch.gradgate_dtype(torch.float64)
+
+    def test_hook_rejects_an_unknown_device_path(self):
+        import gradgate.torch as gradgate_torch
+
+        with self.assertRaisesRegex(ValueError, "device_path 'gpu'"):
+            gradgate_torch.HookState("/nonexistent.sock", 0, device_path="gpu")
+
+    def test_cuda_ipc_memory_handle_from_torch_storage_handles(self):
+        from gradgate.client import cuda_ipc_memory_handle
+
+        raw = bytes(range(64))
+        self.assertEqual(cuda_ipc_memory_handle(raw), raw)
+        self.assertEqual(cuda_ipc_memory_handle(b"\x02c" + raw), raw)
+        self.assertEqual(cuda_ipc_memory_handle(b"\x03c" + raw), raw)
+        for unusable in (b"\x02e" + raw, raw[:40]):
+            with self.assertRaises(gradgate.RejectedError):
+                cuda_ipc_memory_handle(unusable)
 
     def test_missing_library_lists_the_places_tried(self):
         saved = os.environ["GRADGATE_LIBRARY"]

@@ -3,8 +3,9 @@
  * A process connects to the gateway of its node over a Unix socket, declares each tensor it will
  * all-reduce (a DDP bucket, a layer), and gets for each a buffer in shared memory that both sides
  * map: the process writes its gradient there, starts an all-reduce, and after a successful wait
- * finds the sum over every worker of the job in the same buffer. No gradient byte passes through
- * the socket.
+ * finds the sum over every worker of the job in the same buffer. A tensor already in GPU memory
+ * can instead be declared with gg_declare_cuda: the gateway maps it through CUDA IPC and works on
+ * it in place. No gradient byte passes through the socket.
  *
  * Every function returns a gg_status; on an error, gg_last_error() says what went wrong in the
  * calling thread's last failed call. All functions are thread-safe; one tensor may have at most one
@@ -75,7 +76,35 @@ gg_status gg_close(gg_client* client);
  * unknown). Declaring a name again with the same size returns a fresh handle to the same tensor. */
 gg_status gg_declare(gg_client* client, const char* name, uint64_t elements, gg_dtype dtype,
                      uint64_t rows, uint64_t cols, double data_volume, gg_tensor** out);
-/* The tensor's shared buffer (elements of its dtype) and its size in bytes. */
+
+/* Where a tensor lies in this process's GPU memory, for gg_declare_cuda. The gateway opens the
+ * memory through CUDA IPC and all-reduces it in place: no copy to or from the host. */
+typedef struct gg_cuda_buffer {
+  /* cudaDeviceProp.uuid of the GPU that holds the tensor. */
+  uint8_t device_uuid[16];
+  /* The cudaIpcMemHandle_t of the allocation holding the tensor. */
+  uint8_t memory_handle[64];
+  /* Bytes from the allocation's base to the tensor's first element. */
+  uint64_t offset;
+  /* The cudaIpcEventHandle_t of an event created with cudaEventInterprocess |
+   * cudaEventDisableTiming that the process records on the stream that wrote the gradient, after
+   * writing it and before every gg_allreduce: the gateway waits for it before it reads. */
+  uint8_t ready_event_handle[64];
+} gg_cuda_buffer;
+
+/* Declares a tensor, as gg_declare, whose memory is the process's own GPU memory described by
+ * `buffer` instead of a shared buffer. The allocation must stay allocated, and the tensor's bytes
+ * untouched between gg_allreduce and the end of its gg_wait, for as long as the client is open.
+ * On GG_OK from gg_wait the sum has been written into that memory (the gateway's writes are
+ * complete). Declaring the name again with the same size and buffer returns a fresh handle; with
+ * a different buffer (or after gg_declare) it is GG_INVALID_ARGUMENT. A gateway that cannot map
+ * CUDA memory (built without CUDA, no GPU visible, another GPU) answers GG_REJECTED with its
+ * reason: declare the tensor with gg_declare then. libgradgate itself does not use CUDA. */
+gg_status gg_declare_cuda(gg_client* client, const char* name, uint64_t elements, gg_dtype dtype,
+                          uint64_t rows, uint64_t cols, double data_volume,
+                          const gg_cuda_buffer* buffer, gg_tensor** out);
+/* The tensor's shared buffer (elements of its dtype; NULL for a tensor of gg_declare_cuda) and its
+ * size in bytes. */
 void* gg_tensor_data(gg_tensor* tensor);
 size_t gg_tensor_bytes(const gg_tensor* tensor);
 

@@ -14,6 +14,11 @@
 //              u64 cols, f64 data_volume; one memfd of elements * dtype bytes in SCM_RIGHTS
 //                                                              -> DECLARE_OK or ERROR
 //   ALLREDUCE  u32 key                                         -> ALLREDUCE_DONE or ERROR
+//   DECLARE_CUDA  the fields of DECLARE, then u8[16] device_uuid, u8[64] memory_handle
+//              (cudaIpcMemHandle_t), u64 offset, u8[64] ready_event_handle (cudaIpcEventHandle_t);
+//              no file descriptor: the tensor stays in the worker's GPU memory, which the gateway
+//              opens through CUDA IPC                          -> DECLARE_OK or ERROR (GG_REJECTED
+//              when the gateway cannot map it: the session goes on, the worker may DECLARE)
 // Gateway -> client:
 //   HELLO_OK        u32 node_rank, u32 nodes, u32 local_workers, u32 world_size
 //   DECLARE_OK      u32 key
@@ -26,6 +31,7 @@
 // offending request id (0 if unknown) and close the session.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -48,6 +54,7 @@ enum class MessageType : uint16_t {
   kHello = 1,
   kDeclare = 2,
   kAllreduce = 3,
+  kDeclareCuda = 4,
   kHelloOk = 101,
   kDeclareOk = 102,
   kAllreduceDone = 103,
@@ -93,6 +100,21 @@ struct Declare {
   uint8_t dtype = 0;
   uint64_t rows = 0, cols = 0;
   double data_volume = 0.0;
+};
+
+/// Where a tensor lies in the worker's GPU memory, for the gateway to open through CUDA IPC.
+struct CudaBuffer {
+  std::array<std::byte, 16> device_uuid{};         // cudaDeviceProp::uuid of the GPU
+  std::array<std::byte, 64> memory_handle{};       // cudaIpcMemHandle_t of the allocation
+  uint64_t offset = 0;                             // bytes from the allocation's base to the tensor
+  std::array<std::byte, 64> ready_event_handle{};  // cudaIpcEventHandle_t of the ready event
+  bool operator==(const CudaBuffer&) const = default;
+};
+
+struct DeclareCuda {
+  static constexpr MessageType kType = MessageType::kDeclareCuda;
+  Declare tensor;
+  CudaBuffer buffer;
 };
 
 struct DeclareOk {
@@ -203,6 +225,13 @@ inline void write_body(Writer& w, const Declare& m) {
   w.put(m.cols);
   w.put(m.data_volume);
 }
+inline void write_body(Writer& w, const DeclareCuda& m) {
+  write_body(w, m.tensor);
+  w.put(m.buffer.device_uuid);
+  w.put(m.buffer.memory_handle);
+  w.put(m.buffer.offset);
+  w.put(m.buffer.ready_event_handle);
+}
 inline void write_body(Writer& w, const DeclareOk& m) { w.put(m.key); }
 inline void write_body(Writer& w, const Allreduce& m) { w.put(m.key); }
 inline void write_body(Writer& w, const AllreduceDone& m) {
@@ -227,6 +256,10 @@ inline bool read_body(Reader& r, HelloOk& m) {
 inline bool read_body(Reader& r, Declare& m) {
   return r.get_text(m.name, kMaxNameBytes) && r.get(m.elements) && r.get(m.dtype) &&
          r.get(m.rows) && r.get(m.cols) && r.get(m.data_volume);
+}
+inline bool read_body(Reader& r, DeclareCuda& m) {
+  return read_body(r, m.tensor) && r.get(m.buffer.device_uuid) && r.get(m.buffer.memory_handle) &&
+         r.get(m.buffer.offset) && r.get(m.buffer.ready_event_handle);
 }
 inline bool read_body(Reader& r, DeclareOk& m) { return r.get(m.key); }
 inline bool read_body(Reader& r, Allreduce& m) { return r.get(m.key); }

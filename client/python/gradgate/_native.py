@@ -46,6 +46,17 @@ class AllreduceInfo(ctypes.Structure):
     ]
 
 
+class CudaBuffer(ctypes.Structure):
+    """gg_cuda_buffer: where a tensor lies in this process's GPU memory."""
+
+    _fields_ = [
+        ("device_uuid", ctypes.c_uint8 * 16),
+        ("memory_handle", ctypes.c_uint8 * 64),
+        ("offset", ctypes.c_uint64),
+        ("ready_event_handle", ctypes.c_uint8 * 64),
+    ]
+
+
 GG_OK = 0
 GG_TIMEOUT = 4
 
@@ -70,6 +81,20 @@ _PROTOTYPES = {
             ctypes.c_uint64,
             ctypes.c_uint64,
             ctypes.c_double,
+            ctypes.POINTER(TensorHandle),
+        ],
+    ),
+    "gg_declare_cuda": (
+        ctypes.c_int,
+        [
+            ClientHandle,
+            ctypes.c_char_p,
+            ctypes.c_uint64,
+            ctypes.c_int,
+            ctypes.c_uint64,
+            ctypes.c_uint64,
+            ctypes.c_double,
+            ctypes.POINTER(CudaBuffer),
             ctypes.POINTER(TensorHandle),
         ],
     ),

@@ -6,8 +6,9 @@
         info = grads.allreduce().wait(timeout_ms=30000)
         # grads.buffer now holds the sum over every worker of the job
 
-Client connects as one worker of its node; Tensor is a declared tensor with its shared buffer;
-Request is one all-reduce in flight. Every failure raises a gradgate.GradgateError subclass with
+Client connects as one worker of its node; Tensor is a declared tensor with its shared buffer, or
+(Client.declare_cuda) over a torch CUDA tensor that the gateway maps through CUDA IPC; Request is
+one all-reduce in flight. Every failure raises a gradgate.GradgateError subclass with
 the library's message. Closing the client frees its tensors and requests: their buffers must not
 be used afterwards (every method of a closed client's objects raises ClosedError).
 Thread-safety is the library's: calls may come from any thread; one tensor may have at most one
@@ -75,6 +76,28 @@ class AllreduceInfo:
     decode_seconds: float
 
 
+# torch's storage handles (_share_cuda_): the 64-byte cudaIpcMemHandle_t itself in older releases;
+# later ones prefix a version byte and a kind byte, b"c" for a plain cudaMalloc block.
+_CUDA_IPC_HANDLE_BYTES = 64
+_TORCH_CUDA_MALLOC_KIND = ord("c")
+
+
+def cuda_ipc_memory_handle(storage_handle):
+    """The cudaIpcMemHandle_t bytes in a storage handle of torch's _share_cuda_().
+
+    Raises RejectedError for memory that CUDA IPC cannot open (torch's expandable segments).
+    """
+    handle = bytes(storage_handle)
+    if len(handle) == _CUDA_IPC_HANDLE_BYTES:
+        return handle
+    if len(handle) == _CUDA_IPC_HANDLE_BYTES + 2 and handle[1] == _TORCH_CUDA_MALLOC_KIND:
+        return handle[2:]
+    raise errors.RejectedError(
+        f"torch shares this memory with a {len(handle)}-byte handle that is not a cudaMalloc "
+        "block (expandable segments?): it cannot be opened through CUDA IPC"
+    )
+
+
 def _check(code):
     if code != _native.GG_OK:
         lib = _native.library()
@@ -136,6 +159,50 @@ class Client:
         )
         return Tensor(self, handle, str(name), int(elements), dtype)
 
+    def declare_cuda(self, name, tensor, rows=0, cols=0, data_volume=0, *, ready_event):
+        """Declares tensor `name` over the GPU memory of `tensor`; returns its Tensor.
+
+        `tensor` is a contiguous torch CUDA tensor of fp32, fp16 or bf16 whose memory stays
+        allocated while the client is open: the gateway maps it through CUDA IPC and all-reduces
+        it in place (the Tensor has no `buffer`). `ready_event` is a
+        torch.cuda.Event(interprocess=True): record it on the stream that wrote the gradient before
+        every allreduce(); the gateway waits for it before it reads. After a successful wait the
+        sum is in `tensor`. `rows`, `cols` and `data_volume` are as for declare(). Raises
+        RejectedError when the gateway (or torch's allocator) cannot share the memory: declare() a
+        shared buffer instead.
+        """
+        import torch
+
+        if not tensor.is_cuda or not tensor.is_contiguous():
+            raise errors.InvalidArgumentError(
+                f"tensor {name!r}: declare_cuda needs a contiguous CUDA tensor, not a "
+                f"{'non-contiguous ' if tensor.is_cuda else ''}{tensor.device} one"
+            )
+        dtype = DType.parse(tensor.dtype)
+        device = tensor.device.index
+        _, storage_handle, _, storage_offset = tensor.untyped_storage()._share_cuda_()[:4]
+        buffer = _native.CudaBuffer()
+        buffer.device_uuid[:] = bytes(torch.cuda.get_device_properties(device).uuid.bytes)
+        buffer.memory_handle[:] = cuda_ipc_memory_handle(storage_handle)
+        buffer.offset = storage_offset + tensor.storage_offset() * tensor.element_size()
+        with torch.cuda.device(device):
+            buffer.ready_event_handle[:] = ready_event.ipc_handle()
+        handle = _native.TensorHandle()
+        _check(
+            self._lib.gg_declare_cuda(
+                self.handle(),
+                str(name).encode(),
+                tensor.numel(),
+                int(dtype),
+                int(rows),
+                int(cols),
+                float(data_volume),
+                ctypes.byref(buffer),
+                ctypes.byref(handle),
+            )
+        )
+        return Tensor(self, handle, str(name), tensor.numel(), dtype, device_tensor=tensor)
+
     def close(self):
         """Closes the connection (idempotent); its tensors and requests become invalid."""
         if self._handle is not None:
@@ -150,18 +217,21 @@ class Client:
 
 
 class Tensor:
-    """A declared tensor: `buffer` is a writable ctypes byte array over its shared memory."""
+    """A declared tensor: `buffer` is a writable ctypes byte array over its shared memory, or, for a
+    tensor of declare_cuda, `device_tensor` the torch CUDA tensor that the gateway works in."""
 
-    def __init__(self, client, handle, name, elements, dtype):
+    def __init__(self, client, handle, name, elements, dtype, device_tensor=None):
         self._client = client
         self._handle = handle
         self.name = name
         self.elements = elements
         self.dtype = dtype
+        self.device_tensor = device_tensor
         lib = client._lib
         self.nbytes = lib.gg_tensor_bytes(handle)
         self.address = lib.gg_tensor_data(handle)
-        if self.nbytes < elements * dtype.itemsize or not self.address:
+        shared = device_tensor is None  # a shared buffer has an address, GPU memory none
+        if self.nbytes < elements * dtype.itemsize or bool(self.address) != shared:
             raise errors.InternalError(
                 f"tensor {name!r}: the library returned a {self.nbytes}-byte buffer for "
                 f"{elements} elements of {dtype.name}"
@@ -171,6 +241,10 @@ class Tensor:
     def buffer(self):
         """The shared buffer as a ctypes byte array (valid while the client is open)."""
         self._client.handle()
+        if self.device_tensor is not None:
+            raise errors.InvalidArgumentError(
+                f"tensor {self.name!r} is in GPU memory: use its device_tensor"
+            )
         return (ctypes.c_uint8 * self.nbytes).from_address(self.address)
 
     def allreduce(self):

@@ -11,6 +11,15 @@ into the tensor's shared buffer (viewed as a torch tensor of the bucket's dtype:
 bf16), all-reduces it through the node's gateway, waits, and copies the sum back divided by the
 job's world size: DDP expects the average. The returned Future is already complete.
 
+A bucket in GPU memory (device_path="auto", the default) is declared over its own memory instead
+(Client.declare_cuda): per all-reduce the hook records the bucket's interprocess ready event on
+the current stream, the gateway waits for it, all-reduces the bucket in place, and the hook
+divides the sum where it lies. No copy to or from the host. DDP may reallocate a bucket: a new
+address declares the layout again, as "<name>.r<n>" for the n-th reallocation (so that every
+worker, whichever path it takes, declares the same names). If the gateway cannot map GPU memory
+(GG_REJECTED: built without CUDA, another GPU, ...), the hook warns once and copies every bucket
+through shared buffers from then on.
+
 The hook runs synchronously in DDP's autograd thread. A failure (timeout, a peer that failed, a
 closed gateway, an unsupported dtype) raises RuntimeError with the library's message, which DDP
 surfaces from backward(). HookState keeps running totals (raw and wire bytes, all-reduces, steps,
@@ -20,11 +29,14 @@ seconds) for progress reports. torch is imported here only, so `import gradgate`
 import ctypes
 import secrets
 import time
+import warnings
 
 import torch
 
 from .client import Client
-from .errors import GradgateError
+from .errors import GradgateError, RejectedError
+
+DEVICE_PATHS = ("auto", "host")
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -58,19 +70,31 @@ class HookState:
         run (its frames still in flight) can mix into this one. By default rank 0 draws one and
         broadcasts it over the default process group (a collective: every rank constructs its
         HookState at the same point); without a process group it is 0.
+    device_path: "auto" declares CUDA buckets over their GPU memory (falling back to shared
+        buffers for good when the gateway refuses); "host" copies every bucket through a shared
+        buffer. CPU buckets always use shared buffers.
     """
 
     def __init__(
         self, socket_path, local_rank, timeout_ms=60000, name_prefix="ddp", data_volume=0,
-        run_id=None,
+        run_id=None, device_path="auto",
     ):
+        if device_path not in DEVICE_PATHS:
+            raise ValueError(f"device_path {device_path!r}: use one of {', '.join(DEVICE_PATHS)}")
+        self.device_path = device_path
         self.run_id = _agreed_run_id() if run_id is None else int(run_id)
         self.client = Client(socket_path, local_rank)
         self.world_size = self.client.job.world_size
         self.timeout_ms = int(timeout_ms)
         self.name_prefix = name_prefix
         self.data_volume = data_volume
-        self._buffers = {}  # (index, numel, dtype) -> (gradgate Tensor, torch view of its buffer)
+        self._names = []  # declared tensor names, in order
+        # (index, numel, dtype, reallocation) -> (gradgate Tensor, torch view of its buffer)
+        self._buffers = {}
+        # CUDA buckets: (index, numel, dtype) -> (address, reallocation) as last seen, and
+        # -> (reallocation, gradgate Tensor over the bucket, its ready event) once declared so
+        self._addresses = {}
+        self._device_tensors = {}
         self.raw_bytes = 0
         self.wire_bytes = 0
         self.allreduces = 0
@@ -83,26 +107,34 @@ class HookState:
     @property
     def declared(self):
         """Names of the tensors declared so far, in declaration order."""
-        return [tensor.name for tensor, _ in self._buffers.values()]
+        return list(self._names)
 
-    def shared_view(self, index, numel, dtype):
+    def tensor_name(self, index, numel, dtype, reallocation=0):
+        """The gradgate name of a bucket layout (and of its n-th reallocation, for CUDA buckets)."""
+        kind = gradgate_dtype(dtype)
+        name = f"{self.name_prefix}.{self.run_id:016x}.bucket{index}.{numel}.{kind}"
+        return f"{name}.r{reallocation}" if reallocation else name
+
+    def shared_view(self, index, numel, dtype, reallocation=0):
         """The gradgate tensor and torch view for one bucket layout, declared on first use."""
-        key = (index, numel, dtype)
+        key = (index, numel, dtype, reallocation)
         if key not in self._buffers:
-            kind = gradgate_dtype(dtype)
-            name = f"{self.name_prefix}.{self.run_id:016x}.bucket{index}.{numel}.{kind}"
-            tensor = self.client.declare(name, numel, kind, data_volume=self.data_volume)
+            name = self.tensor_name(index, numel, dtype, reallocation)
+            tensor = self.client.declare(
+                name, numel, gradgate_dtype(dtype), data_volume=self.data_volume
+            )
             raw = (ctypes.c_uint8 * (numel * tensor.dtype.itemsize)).from_address(tensor.address)
             self._buffers[key] = (tensor, torch.frombuffer(raw, dtype=dtype))
+            self._names.append(name)
         return self._buffers[key]
 
     def allreduce_average(self, index, grads):
         """Replaces the flat tensor `grads` with its average over the job's workers."""
         start = time.perf_counter()
-        tensor, view = self.shared_view(index, grads.numel(), grads.dtype)
-        view.copy_(grads)
-        info = tensor.allreduce().wait(self.timeout_ms)
-        grads.copy_(view).div_(self.world_size)
+        if grads.is_cuda:
+            info = self._allreduce_cuda(index, grads)
+        else:
+            info = self._allreduce_shared(index, grads, 0)
         self.raw_bytes += info.raw_bytes
         self.wire_bytes += info.wire_bytes
         self.encode_seconds += info.encode_seconds
@@ -111,9 +143,66 @@ class HookState:
         self.allreduces += 1
         self.seconds += time.perf_counter() - start
 
+    def _allreduce_shared(self, index, grads, reallocation):
+        tensor, view = self.shared_view(index, grads.numel(), grads.dtype, reallocation)
+        view.copy_(grads)
+        info = tensor.allreduce().wait(self.timeout_ms)
+        grads.copy_(view).div_(self.world_size)
+        return info
+
+    def _allreduce_cuda(self, index, grads):
+        layout = (index, grads.numel(), grads.dtype)
+        reallocation = self._reallocation(layout, grads.data_ptr())
+        declared = self._device_tensor(layout, reallocation, grads)
+        if declared is None:
+            return self._allreduce_shared(index, grads, reallocation)
+        tensor, ready = declared
+        ready.record(torch.cuda.current_stream(grads.device))
+        info = tensor.allreduce().wait(self.timeout_ms)
+        grads.div_(self.world_size)  # the gateway wrote the sum into the bucket
+        return info
+
+    def _reallocation(self, layout, address):
+        """How many times this CUDA bucket layout moved to another address so far."""
+        seen = self._addresses.get(layout)
+        if seen is not None and seen[0] == address:
+            return seen[1]
+        reallocation = 0 if seen is None else seen[1] + 1
+        self._addresses[layout] = (address, reallocation)
+        return reallocation
+
+    def _device_tensor(self, layout, reallocation, grads):
+        """The gradgate tensor over this CUDA bucket and its ready event; None on the host path.
+
+        Buckets declared over GPU memory before a fallback stay so: their names are taken.
+        """
+        known = self._device_tensors.get(layout)
+        if known is not None and known[0] == reallocation:
+            return known[1], known[2]
+        if self.device_path != "auto":
+            return None
+        name = self.tensor_name(*layout, reallocation)
+        ready = torch.cuda.Event(interprocess=True)
+        try:
+            tensor = self.client.declare_cuda(
+                name, grads, data_volume=self.data_volume, ready_event=ready
+            )
+        except RejectedError as error:
+            warnings.warn(
+                f"gradgate: CUDA buckets go through host shared memory from now on: {error}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self.device_path = "host"
+            return None
+        self._device_tensors[layout] = (reallocation, tensor, ready)
+        self._names.append(name)
+        return tensor, ready
+
     def close(self):
         """Closes the connection; the hook must not run afterwards."""
         self._buffers.clear()
+        self._device_tensors.clear()
         self.client.close()
 
     def __enter__(self):

@@ -1,4 +1,5 @@
 // Bad arguments to every function of the C API: GG_INVALID_ARGUMENT with a message, no crash.
+#include <cstdint>
 #include <string>
 
 #include "ingress_fixture.h"
@@ -51,6 +52,40 @@ TEST_F(IngressTest, BadArgumentsAreInvalidArgumentWithAMessage) {
   ASSERT_EQ(gg_declare(client, "t", 4, GG_FP32, 2, 2, 0, &tensor), GG_OK);
   EXPECT_INVALID(gg_allreduce(tensor, nullptr), "null output pointer");
   EXPECT_INVALID(gg_wait(nullptr, 0, nullptr), "null request");
+  EXPECT_EQ(server_->stats().protocol_errors, 0u);
+  EXPECT_EQ(handler_.declared.size(), 1u);
+  ASSERT_EQ(gg_close(client), GG_OK);
+}
+
+TEST_F(IngressTest, BadArgumentsToDeclareCudaAreInvalidArgumentWithAMessage) {
+  gg_client* client = connect(0);
+  ASSERT_NE(client, nullptr);
+  gg_cuda_buffer buffer{};
+  gg_tensor* tensor = nullptr;
+  EXPECT_INVALID(gg_declare_cuda(client, "t", 4, GG_FP32, 0, 0, 0, nullptr, &tensor),
+                 "null buffer");
+  EXPECT_INVALID(gg_declare_cuda(nullptr, "t", 4, GG_FP32, 0, 0, 0, &buffer, &tensor),
+                 "null client");
+  EXPECT_INVALID(gg_declare_cuda(client, nullptr, 4, GG_FP32, 0, 0, 0, &buffer, &tensor),
+                 "null name");
+  EXPECT_INVALID(gg_declare_cuda(client, "t", 4, GG_FP32, 0, 0, 0, &buffer, nullptr),
+                 "null output pointer");
+  EXPECT_INVALID(gg_declare_cuda(client, "t", 0, GG_FP32, 0, 0, 0, &buffer, &tensor), "0 elements");
+  EXPECT_INVALID(
+      gg_declare_cuda(client, "t", 4, static_cast<gg_dtype>(3), 0, 0, 0, &buffer, &tensor),
+      "unknown dtype 3");
+  EXPECT_INVALID(gg_declare_cuda(client, "t", 6, GG_FP32, 2, 2, 0, &buffer, &tensor),
+                 "does not hold 6");
+  buffer.offset = UINT64_MAX - 8;
+  EXPECT_INVALID(gg_declare_cuda(client, "t", 4, GG_FP32, 0, 0, 0, &buffer, &tensor), "overflows");
+  EXPECT_EQ(tensor, nullptr);
+  EXPECT_NE(std::string(gg_last_error()).find("gg_declare_cuda(\"t\")"), std::string::npos);
+
+  // A name declared with a shared buffer stays one.
+  buffer.offset = 0;
+  ASSERT_EQ(gg_declare(client, "h", 4, GG_FP32, 0, 0, 0, &tensor), GG_OK);
+  EXPECT_INVALID(gg_declare_cuda(client, "h", 4, GG_FP32, 0, 0, 0, &buffer, &tensor),
+                 "already declared with a shared buffer");
   EXPECT_EQ(server_->stats().protocol_errors, 0u);
   EXPECT_EQ(handler_.declared.size(), 1u);
   ASSERT_EQ(gg_close(client), GG_OK);

@@ -44,6 +44,8 @@ Result<uint32_t> DoublingHandler::on_declare(uint32_t local_rank, const TensorSp
     return Status(ErrorCode::kResourceExhausted, "memory cap of 1 MiB reached");
   }
   declared.push_back(spec);
+  declared_buffers.push_back(buffer);
+  declared_buffers.back().mapping.reset();
   const uint32_t key = next_key_++;
   tensors_.emplace(key, Tensor{local_rank, spec, buffer});
   cv_.notify_all();

@@ -43,6 +43,9 @@ class DoublingHandler final : public IngressHandler {
   std::set<uint32_t> connected;
   std::vector<uint32_t> left;
   std::vector<TensorSpec> declared;
+  /// The buffers of `declared`, without their mapping (which only the handler's tensors keep
+  /// open): their data pointers are valid while the worker stays.
+  std::vector<WorkerBuffer> declared_buffers;
   std::map<uint32_t, std::vector<std::byte>> last_input;  // by key
   size_t held_count() const { return held_.size(); }
 

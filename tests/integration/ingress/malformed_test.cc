@@ -181,6 +181,45 @@ TEST_F(MalformedTest, DeclareWithoutOrWithAWrongDescriptorIsAProtocolError) {
   expect_good_client_served();
 }
 
+TEST_F(MalformedTest, DeclareCudaWithADescriptorOrBeforeHelloIsAProtocolError) {
+  proto::DeclareCuda declare;
+  declare.tensor = declare_of(4);
+  {
+    RawConnection raw(socket_path_);
+    raw.hello(0);
+    const int fd = memfd_of(16);
+    ASSERT_TRUE(raw.send(proto::encode(2, declare), fd));
+    close(fd);
+    const std::string message = raw.expect_error_then_eof();
+    EXPECT_NE(message.find("DECLARE_CUDA \"raw\" with 1 descriptors (none expected)"),
+              std::string::npos)
+        << message;
+  }
+  {
+    RawConnection raw(socket_path_);
+    ASSERT_TRUE(raw.send(proto::encode(2, declare)));
+    EXPECT_NE(raw.expect_error_then_eof().find("DECLARE_CUDA before HELLO"), std::string::npos);
+  }
+  {
+    RawConnection raw(socket_path_);
+    raw.hello(0);
+    auto packet = proto::encode(2, declare);
+    packet.pop_back();
+    ASSERT_TRUE(raw.send(packet));
+    EXPECT_NE(raw.expect_error_then_eof().find("a malformed DECLARE_CUDA"), std::string::npos);
+  }
+  {
+    RawConnection raw(socket_path_);
+    raw.hello(0);
+    declare.tensor.elements = 0;
+    ASSERT_TRUE(raw.send(proto::encode(2, declare)));
+    EXPECT_NE(raw.expect_error_then_eof().find("0 elements"), std::string::npos);
+  }
+  EXPECT_EQ(server_->stats().protocol_errors, 4u);
+  EXPECT_EQ(server_->stats().cuda_mappings, 0u);
+  expect_good_client_served();
+}
+
 TEST_F(MalformedTest, UnknownTypeAndBadLengthsAreProtocolErrors) {
   {
     RawConnection raw(socket_path_);

@@ -10,18 +10,18 @@
 
 namespace gradgate::gateway::testing {
 
-WorkerProcess::WorkerProcess(const std::vector<std::string>& args) {
+WorkerProcess::WorkerProcess(const std::vector<std::string>& args, const std::string& program) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) std::abort();
   std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(GRADGATE_TEST_WORKER));
+  argv.push_back(const_cast<char*>(program.c_str()));
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   pid_ = fork();
   if (pid_ < 0) std::abort();
   if (pid_ == 0) {
     dup2(pipe_fds[1], STDOUT_FILENO);
-    execv(GRADGATE_TEST_WORKER, argv.data());
+    execv(program.c_str(), argv.data());
     _exit(127);
   }
   close(pipe_fds[1]);

@@ -1,5 +1,6 @@
-// Runs gradgate_test_worker as a child process (fork + exec) with its stdout on a pipe, for tests
-// that need a real process: one that is killed, or several workers with their own address spaces.
+// Runs gradgate_test_worker (or another test program) as a child process (fork + exec) with its
+// stdout on a pipe, for tests that need a real process: one that is killed, or several workers with
+// their own address spaces.
 #pragma once
 
 #include <sys/types.h>
@@ -12,8 +13,10 @@ namespace gradgate::gateway::testing {
 
 class WorkerProcess {
  public:
-  /// Starts the worker with `args` (after the program name). Aborts the test binary if fork fails.
-  explicit WorkerProcess(const std::vector<std::string>& args);
+  /// Starts `program` (gradgate_test_worker by default) with `args` (after the program name).
+  /// Aborts the test binary if fork fails.
+  explicit WorkerProcess(const std::vector<std::string>& args,
+                         const std::string& program = GRADGATE_TEST_WORKER);
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
   /// Kills the child if it still runs, and reaps it.
