@@ -31,7 +31,7 @@ RUN apt-get update \
  && apt-get update \
  && cuda_suffix=$(echo "$CUDA_VERSION" | tr . -) \
  && sed 's/#.*//' /tmp/build.txt | xargs apt-get install -y --no-install-recommends \
-      "cuda-nvcc-$cuda_suffix" "cuda-cudart-dev-$cuda_suffix" \
+      "cuda-nvcc-$cuda_suffix" "cuda-cudart-dev-$cuda_suffix" "libcublas-dev-$cuda_suffix" \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
@@ -46,7 +46,7 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRADGATE_WERROR=ON
       -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON \
  && cmake --build build --target gradgate gradgate_client \
  && tools/deploy/check-runtime-packages.sh build/cli/gradgate \
-      "cuda-cudart-$(echo "$CUDA_VERSION" | tr . -)"
+      "cuda-cudart-$(echo "$CUDA_VERSION" | tr . -)" "libcublas-$(echo "$CUDA_VERSION" | tr . -)"
 
 # Everything the runtime stage copies, laid out as in its file system.
 RUN install -D -m 0755 build/cli/gradgate /staging/usr/local/bin/gradgate \
@@ -71,7 +71,7 @@ RUN apt-get update \
  && dpkg -i /tmp/cuda-keyring.deb \
  && apt-get update \
  && sed 's/#.*//' /tmp/runtime.txt | xargs apt-get install -y --no-install-recommends \
-      "cuda-cudart-$(echo "$CUDA_VERSION" | tr . -)" \
+      "cuda-cudart-$(echo "$CUDA_VERSION" | tr . -)" "libcublas-$(echo "$CUDA_VERSION" | tr . -)" \
  && echo "/usr/local/cuda-$CUDA_VERSION/targets/x86_64-linux/lib" \
       > /etc/ld.so.conf.d/gradgate-cuda.conf \
  && rm -rf /var/lib/apt/lists/* /tmp/cuda-keyring.deb /tmp/runtime.txt

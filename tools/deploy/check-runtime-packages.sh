@@ -17,8 +17,10 @@ readonly RUNTIME_LIST
 declare -rA BUILT_HERE=(
   [libgradgate.so.0]="built by this project, shipped with the binary; its own needs are checked"
 )
-declare -rA PROVIDED_BY_HOST=(
+declare -rA PROVIDED_OUTSIDE_THE_LIST=(
   [libcuda.so.1]="the NVIDIA driver's library: the NVIDIA Container Toolkit mounts it from the host"
+  [libcudart.so.13]="the CUDA runtime: NVIDIA's cuda-cudart package (the image installs it)"
+  [libcublas.so.13]="cuBLAS (the CUDA codecs): NVIDIA's libcublas package (the image installs it)"
 )
 
 usage() {
@@ -82,7 +84,7 @@ main() {
         [[ $path != - ]] && queue+=("$path")
         continue
       fi
-      [[ -n ${PROVIDED_BY_HOST[$soname]:-} ]] && continue
+      [[ -n ${PROVIDED_OUTSIDE_THE_LIST[$soname]:-} ]] && continue
       if [[ $path == - ]]; then
         problems+=("$soname: not found by the dynamic loader (needed by $file)")
       elif ! package=$(package_of "$path"); then
