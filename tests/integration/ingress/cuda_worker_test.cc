@@ -3,6 +3,7 @@
 // closes the mapping when the worker is killed. Built only with CUDA; skips without a GPU.
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,12 @@ TEST_F(IngressTest, KilledCudaWorkerLeavesNoMappingOpen) {
     GTEST_SKIP() << "CUDA IPC is not available here: " << available.to_string();
   }
   constexpr uint64_t kElements = 4096;
+  // The worker program as built, or where GRADGATE_CUDA_TEST_WORKER says (a bundle on a GPU
+  // machine, tools/gpu/bundle.sh).
+  const char* program = std::getenv("GRADGATE_CUDA_TEST_WORKER");
   WorkerProcess worker(
       {"--socket", socket_path_, "--local-rank", "1", "--elements", std::to_string(kElements)},
-      GRADGATE_CUDA_TEST_WORKER);
+      program != nullptr ? program : GRADGATE_CUDA_TEST_WORKER);
   ASSERT_TRUE(worker.wait_for_line("declared", seconds(60)))
       << "the worker exited with " << worker.wait_exit(seconds(10));
   EXPECT_EQ(server_->stats().cuda_mappings, 1u);  // two tensors, one allocation
