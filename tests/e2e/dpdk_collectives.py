@@ -5,7 +5,8 @@ network namespaces.
 Two `gradgate gateway` processes, each on DPDK's net_af_packet driver bound to its veth end
 (job.transport: dpdk), and one gradgate_test_worker per gateway. Checks:
   - every codec and collective: the two workers' results are bit-identical, and bit-identical to
-    the same job over the TCP transport on the same veth pair;
+    the same job over the TCP transport on the same veth pair, also with 1% and with 5% of the
+    DPDK datagrams dropped (and some duplicated and reordered);
   - mixed sizes from 1 KB to 64 MB (--steps steps of 10 tensors: 10 x steps all-reduces) with 5%
     of the outgoing datagrams dropped, 1% duplicated and 1% reordered by the gateways' fault
     injection (dpdk.inject_*): every result bit-identical to the loss-free run, retransmissions
@@ -51,6 +52,10 @@ CODEC_STEPS = 3
 MIXED_TENSORS = [f"t{4 ** k}k:{256 * 4 ** k}" for k in range(9)] + ["odd:3000017"]
 DPDK_NODES = ["10.199.1.1:4791", "10.199.1.2:4791"]  # not the kernel's: it ignores them
 LOSS = {"drop": 0.05, "duplicate": 0.01, "reorder": 0.01}
+# The paths every codec job runs on, TCP first (the reference): (name, transport, injected loss).
+PATHS = [("tcp", "tcp", None), ("dpdk", "dpdk", None),
+         ("dpdk-1%", "dpdk", {"drop": 0.01, "duplicate": 0.002, "reorder": 0.002}),
+         ("dpdk-5%", "dpdk", LOSS)]
 JOB_SECONDS = 600
 PEER_TIMEOUT_S = 5  # the DPDK transport's: silence for this long and a peer is lost
 
@@ -199,20 +204,21 @@ def run_job(args, link, work, name, transport, codec, collective, tensors, steps
 def every_codec(args, link, work):
     failures = []
     for index, (codec, collective) in enumerate(CODECS):
-        results = {}
-        for transport in ("tcp", "dpdk"):
-            digests, seconds, _ = run_job(args, link, work, f"codec{index}_{transport}", transport,
-                                          codec, collective, CODEC_TENSORS, CODEC_STEPS)
-            results[transport] = digests
+        reference = None  # the TCP job's results
+        for name, transport, loss in PATHS:
+            digests, seconds, _ = run_job(args, link, work, f"codec{index}_{name}", transport,
+                                          codec, collective, CODEC_TENSORS, CODEC_STEPS, loss)
             print(json.dumps({"job": "codec", "codec": codec, "collective": collective,
-                              "transport": transport, "seconds": round(seconds, 2)}))
+                              "path": name, "seconds": round(seconds, 2)}))
+            what = f"{codec} ({collective}) over {name}"
             if digests[0] != digests[1]:
-                failures.append(f"{codec} ({collective}) over {transport}: the workers differ")
+                failures.append(f"{what}: the workers differ")
             if len(digests[0]) != CODEC_STEPS * len(CODEC_TENSORS):
-                failures.append(f"{codec} ({collective}) over {transport}: "
-                                f"{len(digests[0])} results")
-        if results["tcp"][0] != results["dpdk"][0]:
-            failures.append(f"{codec} ({collective}): DPDK's results differ from TCP's")
+                failures.append(f"{what}: {len(digests[0])} results")
+            if reference is None:
+                reference = digests[0]
+            elif digests[0] != reference:
+                failures.append(f"{what}: the results differ from TCP's")
     return failures
 
 
