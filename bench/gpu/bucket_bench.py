@@ -20,7 +20,6 @@ Usage: bucket_bench.py --gradgate BUILD/cli/gradgate [--elements 25000000] [--co
 """
 import argparse
 import json
-import os
 import socket
 import statistics
 import subprocess
@@ -36,46 +35,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_ready(path, process, seconds=60):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)
-        if process.poll() is not None:
-            raise RuntimeError(f"a gateway exited with {process.returncode}")
-        time.sleep(0.05)
-    raise RuntimeError(f"no gateway ready within {seconds} s")
-
-
-def start_gateways(gradgate, codec, work):
-    """Two gateways of one job on loopback: their processes and ingress sockets."""
-    gateways, sockets, ports = [], [], [0, 0]
-    for rank in range(2):
-        config = os.path.join(work, f"gateway{rank}.yaml")
-        sockets.append(os.path.join(work, f"gateway{rank}.sock"))
-        with open(config, "w") as f:
-            f.write(f"""job:
-  id: 11
-  node_rank: {rank}
-  nodes: ["127.0.0.1:{ports[0]}", "127.0.0.1:{ports[1]}"]
-ingress:
-  socket: {sockets[rank]}
-compression:
-  codec: "{codec}"
-collective:
-  timeout_ms: 120000
-logging:
-  level: warn
-""")
-        ready = os.path.join(work, f"gateway{rank}.ready")
-        gateways.append(subprocess.Popen(
-            [gradgate, "gateway", "-c", config, "--ready-file", ready, "--stats-interval", "0"],
-            stdout=open(os.path.join(work, f"gateway{rank}.log"), "w"), stderr=subprocess.STDOUT))
-        ports[rank] = wait_ready(ready, gateways[rank])["port"]
-    return gateways, sockets
 
 
 def timed(run, steps, warmup, sync):
@@ -176,23 +135,25 @@ def main():
     if not args.gradgate:
         parser.error("--gradgate is required")
 
-    work = tempfile.mkdtemp(prefix="gradgate-bucket-bench-")
-    jobs, sockets = [], [[], []]
+    from gradgate.cluster import LocalCluster
+
+    work = Path(tempfile.mkdtemp(prefix="gradgate-bucket-bench-"))
+    clusters = []
     try:
         for index, codec in enumerate(args.codecs):
-            job_dir = os.path.join(work, str(index))
-            os.makedirs(job_dir)
-            gateways, job_sockets = start_gateways(args.gradgate, codec, job_dir)
-            jobs += gateways
-            for rank in range(2):
-                sockets[rank].append(job_sockets[rank])
-        dist_port = free_port()
+            (work / str(index)).mkdir()
+            clusters.append(LocalCluster(args.gradgate, nodes=2, workdir=work / str(index),
+                                         codec=codec, min_compress_elements=0,
+                                         collective_timeout_ms=args.timeout_ms,
+                                         log_level="warn").start())
         common = [sys.executable, __file__, "--elements", str(args.elements), "--steps",
                   str(args.steps), "--warmup", str(args.warmup), "--timeout-ms",
-                  str(args.timeout_ms), "--device", args.device, "--dist-port", str(dist_port),
-                  "--codecs", *args.codecs]
-        workers = [subprocess.Popen(common + ["--rank", str(rank), "--sockets", *sockets[rank]],
-                                    stdout=subprocess.PIPE, text=True) for rank in range(2)]
+                  str(args.timeout_ms), "--device", args.device, "--dist-port",
+                  str(free_port()), "--codecs", *args.codecs]
+        workers = [subprocess.Popen(
+            common + ["--rank", str(rank), "--sockets",
+                      *[str(cluster.sockets[rank]) for cluster in clusters]],
+            stdout=subprocess.PIPE, text=True) for rank in range(2)]
         outputs = [w.communicate(timeout=3600)[0] for w in workers]
         if any(w.returncode != 0 for w in workers):
             print(f"a worker failed: logs in {work}", file=sys.stderr)
@@ -205,10 +166,8 @@ def main():
                 row["vs_uncompressed"] = row["seconds"] / baseline
             print(json.dumps(row))
     finally:
-        for gateway in jobs:
-            gateway.terminate()
-        for gateway in jobs:
-            gateway.wait(timeout=30)
+        for cluster in clusters:
+            cluster.stop()
     return 0
 
 
