@@ -376,9 +376,12 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
   std::unique_ptr<DeviceTensor> device;
   if (gpu_buffers) {
     auto made = DeviceTensor::create(buffer.cuda_device, spec.elements);
-    if (!made.ok()) {
-      return Status(made.status().code(),
-                    "tensor \"" + spec.name + "\" in GPU memory: " + made.status().message());
+    if (!made.ok()) {  // unsupported, not fatal: the worker falls back to shared memory
+      return Status(ErrorCode::kUnsupported, "tensor \"" + spec.name +
+                                                 "\" in GPU memory: this gateway cannot serve it "
+                                                 "on GPU " +
+                                                 std::to_string(buffer.cuda_device) + ": " +
+                                                 made.status().to_string());
     }
     device = std::move(made).value();
   }
