@@ -17,8 +17,9 @@ Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
     return Status(ErrorCode::kInternal, "all-reduce without a codec or streams");
   }
   if (op.memory == kernels::MemoryKind::kDevice) {
-    if (op.queue == nullptr || op.host_codec == nullptr) {
-      return Status(ErrorCode::kInternal, "all-reduce in GPU memory without a queue or host codec");
+    if (op.queue == nullptr || op.host_codec == nullptr || op.frame_scratch == nullptr) {
+      return Status(ErrorCode::kInternal,
+                    "all-reduce in GPU memory without a queue, host codec or frame scratch");
     }
     if (op.streams->algorithm == Algorithm::kAggregator) {
       return Status(ErrorCode::kUnsupported, "the aggregator collective runs on the CPU only");

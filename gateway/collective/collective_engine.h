@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct CollectiveOptions {
   std::chrono::milliseconds timeout{30000};
 };
 
+/// GPU memory in which an all-reduce in GPU memory stages its frames, kept by the tensor so that
+/// its steps do not allocate it anew.
+struct DeviceFrameScratch {
+  std::unique_ptr<kernels::DeviceMemory> encoded;  // frames encoded on the GPU
+  std::unique_ptr<kernels::DeviceMemory> decoded;  // frames copied to the GPU to be decoded
+};
+
 /// One all-reduce: `data` holds the node's sum on entry and the job's aggregate on return.
 struct AllreduceOp {
   uint32_t tensor_id = 0;
@@ -43,6 +51,7 @@ struct AllreduceOp {
   kernels::MemoryKind memory = kernels::MemoryKind::kHost;
   kernels::DeviceQueue* queue = nullptr;
   const kernels::Codec* host_codec = nullptr;
+  DeviceFrameScratch* frame_scratch = nullptr;
 };
 
 struct AllreduceReport {

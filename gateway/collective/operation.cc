@@ -103,7 +103,7 @@ Result<Mail> Operation::make_frame(
     mail.bytes.resize(kEnvelopeBytes + *size);
     return mail;
   }
-  auto device_out = device_scratch(device_out_, max_bytes);
+  auto device_out = device_scratch(op_.frame_scratch->encoded, max_bytes);
   if (!device_out.ok()) return device_out.status();
   auto size = write({*device_out, max_bytes});
   if (!size.ok()) return size.status();
@@ -116,7 +116,7 @@ Result<Mail> Operation::make_frame(
 Result<kernels::FrameView> Operation::codec_view(const kernels::FrameView& view,
                                                  std::span<const std::byte> frame) {
   if (!on_device()) return view;
-  auto device_in = device_scratch(device_in_, frame.size());
+  auto device_in = device_scratch(op_.frame_scratch->decoded, frame.size());
   if (!device_in.ok()) return device_in.status();
   GRADGATE_RETURN_IF_ERROR(op_.queue->copy_to_device(*device_in, frame.data(), frame.size()));
   GRADGATE_RETURN_IF_ERROR(op_.queue->synchronize());

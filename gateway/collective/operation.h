@@ -78,7 +78,7 @@ class Operation {
   /// The view the codec decodes: `view` itself, or on the device a copy of its frame in GPU memory.
   Result<kernels::FrameView> codec_view(const kernels::FrameView& view,
                                         std::span<const std::byte> frame);
-  /// GPU memory of at least `bytes` in `slot`, kept for the operation's later frames.
+  /// GPU memory of at least `bytes` in `slot` (of op().frame_scratch), grown when too small.
   Result<std::byte*> device_scratch(std::unique_ptr<kernels::DeviceMemory>& slot, size_t bytes);
 
   const CollectiveOptions& options_;
@@ -90,8 +90,6 @@ class Operation {
   std::vector<uint64_t> down_counts_;
   std::vector<float> agreed_scales_;
   AllreduceReport report_;
-  std::unique_ptr<kernels::DeviceMemory> device_out_;  // frames encoded on the device
-  std::unique_ptr<kernels::DeviceMemory> device_in_;   // frames decoded on the device
 };
 
 /// The frame a message or mail carries.

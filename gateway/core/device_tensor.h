@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "gateway/collective/collective_engine.h"
 #include "gateway/collective/tensor_streams.h"
 #include "gateway/ingress/ingress.h"
 #include "gradgate/kernels/device_ops.h"
@@ -29,6 +30,8 @@ class DeviceTensor {
   kernels::DeviceQueue& queue() { return *queue_; }
   /// The node sum in GPU memory: the collective's data.
   std::span<float> sum() const;
+  /// Where the collective stages this tensor's frames on the GPU, from step to step.
+  DeviceFrameScratch& frame_scratch() { return frame_scratch_; }
 
   /// Waits for every present worker's ready event, then sums their buffers (local-rank order, as
   /// `dtype`) into sum(); buffers on another GPU are copied over first. Returns once the sum is
@@ -57,6 +60,7 @@ class DeviceTensor {
   std::unique_ptr<kernels::DeviceQueue> queue_;
   std::unique_ptr<kernels::DeviceMemory> sum_;
   std::unique_ptr<kernels::DeviceMemory> staging_;  // made on first use
+  DeviceFrameScratch frame_scratch_;
   size_t elements_;
 };
 

@@ -29,12 +29,6 @@ AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t seq,
   return outcome;
 }
 
-Result<std::unique_ptr<kernels::Codec>> make_codec(const std::string& spec) {
-  auto params = kernels::parse_codec_spec(spec);
-  if (!params.ok()) return params.status();
-  return kernels::make_cpu_codec(*params);
-}
-
 // A single local worker's fp32 buffer needs no node sum: the all-reduce reads and writes it.
 bool reduces_in_place(uint32_t local_workers, Dtype dtype) {
   return local_workers == 1 && dtype == Dtype::kFp32;
@@ -79,7 +73,9 @@ Gateway::Gateway(GatewayConfig config, Transport& transport)
 Gateway::~Gateway() { stop(); }
 
 Status Gateway::start() {
-  if (auto codec = make_codec(config_.codec); !codec.ok()) {
+  if (auto codec = place_codec(config_.codec, false, config_.collective,
+                               static_cast<uint32_t>(config_.nodes.size()), 0);
+      !codec.ok()) {
     return Status(codec.status().code(), "compression.codec: " + codec.status().message());
   }
   Transport::Handlers handlers;
@@ -261,6 +257,7 @@ AllreduceOp Gateway::op_of(Tensor& tensor, uint64_t seq, std::span<float> data) 
     op.memory = kernels::MemoryKind::kDevice;
     op.queue = &tensor.device->queue();
     op.host_codec = tensor.host_codec.get();
+    op.frame_scratch = &tensor.device->frame_scratch();
   }
   return op;
 }

@@ -84,7 +84,6 @@ class DpdkTransport::Poller final : public dpdk::DatagramSink {
   rte_mbuf* held_frame_ = nullptr;  // impairment: leaves after the next one
   std::array<rte_mbuf*, kBurst> outgoing_{};
   std::size_t outgoing_count_ = 0;
-  uint64_t frames_sent_ = 0;  // datagrams written, for telling busy polls from idle ones
 
   std::mutex lifecycle_mutex_;
   State state_ = State::kIdle;
@@ -216,7 +215,7 @@ void DpdkTransport::Poller::run() {
   auto last_busy = Clock::now();
   while (!stopping_) {
     const auto now = Clock::now();
-    const uint64_t frames_before = frames_sent_;
+    const uint64_t sent_before = counters_.bytes_sent.load();
     const bool received = receive(now);
     for (uint32_t rank = 0; rank < links_.size(); ++rank) {
       if (!links_[rank]) continue;
@@ -232,7 +231,7 @@ void DpdkTransport::Poller::run() {
       next_cpu_sample = now + kCpuSampleInterval;
       sum_totals();
     }
-    if (received || frames_sent_ != frames_before) {
+    if (received || counters_.bytes_sent.load() != sent_before) {
       last_busy = now;
     } else if (options_.idle_sleep.count() > 0 && now - last_busy > kIdleBeforeSleep) {
       std::this_thread::sleep_for(options_.idle_sleep);
@@ -315,7 +314,6 @@ void DpdkTransport::Poller::end_datagram(std::size_t bytes) {
   frame->data_len = static_cast<uint16_t>(dpdk::kFrameHeaderBytes + bytes);
   frame->pkt_len = frame->data_len;
   counters_.bytes_sent += bytes;
-  ++frames_sent_;
   switch (impairer_->next()) {
     case dpdk::Impairer::Fate::kSend:
       queue_frame(frame);
