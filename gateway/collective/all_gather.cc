@@ -2,49 +2,70 @@
 // Summable codecs (powersgd's two rounds) add the frames in rank order and feed the sum back into
 // the stream; the others decode every frame in rank order into the result. Either way every
 // gateway combines the same bytes in the same order, so the results are bit-identical.
-#include <algorithm>
-
+//
+// A segmented tensor (tensor_streams.h) sends each segment's frame as soon as it is encoded and
+// combines each segment's frames as soon as they are all there, so encoding, the wire and decoding
+// overlap.
 #include "gateway/collective/operation.h"
 
 namespace gradgate::gateway {
+namespace {
+
+/// Combines every gateway's frame of `chunk` (by rank) into the result, or for a round that is not
+/// the last, the sum of them into the chunk's stream.
+Status combine(Operation& operation, int round, size_t chunk, const std::vector<Message>& frames) {
+  const kernels::Codec& codec = operation.codec();
+  if (!codec.summable()) {
+    GRADGATE_RETURN_IF_ERROR(operation.decode_chunk(frame_of(frames[0]), chunk));
+    for (size_t f = 1; f < frames.size(); ++f) {
+      GRADGATE_RETURN_IF_ERROR(
+          operation.decode_into(frame_of(frames[f]), chunk, operation.chunk_data(chunk)));
+    }
+    return {};
+  }
+  Message sum = frames[0];
+  for (size_t f = 1; f < frames.size(); ++f) {
+    auto next = operation.add(frame_of(sum), frame_of(frames[f]), chunk);
+    if (!next.ok()) return next.status();
+    sum = std::make_shared<const MessageBytes>(std::move(next->bytes));
+  }
+  if (round + 1 < codec.rounds()) return operation.absorb(round, frame_of(sum), chunk);
+  return operation.decode_chunk(frame_of(sum), chunk);
+}
+
+}  // namespace
 
 Status run_all_gather(Operation& operation) {
   const uint32_t nodes = operation.nodes();
   const uint32_t rank = operation.rank();
   const kernels::Codec& codec = operation.codec();
+  const size_t chunks = operation.streams().chunks.size();
   if (codec.needs_agreed_scale()) GRADGATE_RETURN_IF_ERROR(operation.agree_scales());
 
-  std::vector<Message> frames(nodes);
   for (int round = 0; round < codec.rounds(); ++round) {
-    auto own = operation.encode(round, 0);
-    if (!own.ok()) return own.status();
-    frames[rank] = operation.stamp(std::move(own).value(), MessageKind::kGather, round, 0);
-    for (uint32_t peer = 0; peer < nodes; ++peer) {
-      if (peer != rank) GRADGATE_RETURN_IF_ERROR(operation.send(peer, frames[rank]));
+    std::vector<Message> own(chunks);
+    for (size_t chunk = 0; chunk < chunks; ++chunk) {
+      auto frame = operation.encode(round, chunk);
+      if (!frame.ok()) return frame.status();
+      own[chunk] = operation.stamp(std::move(frame).value(), MessageKind::kGather,
+                                   static_cast<uint32_t>(round), chunk);
+      for (uint32_t peer = 0; peer < nodes; ++peer) {
+        if (peer != rank) GRADGATE_RETURN_IF_ERROR(operation.send(peer, own[chunk]));
+      }
     }
-    for (uint32_t peer = 0; peer < nodes; ++peer) {
-      if (peer == rank) continue;
-      auto mail = operation.receive_frame(peer, MessageKind::kGather, round, 0);
-      if (!mail.ok()) return mail.status();
-      frames[peer] = std::make_shared<const MessageBytes>(std::move(mail->bytes));
+    std::vector<Message> frames(nodes);
+    for (size_t chunk = 0; chunk < chunks; ++chunk) {
+      for (uint32_t peer = 0; peer < nodes; ++peer) {
+        if (peer == rank) {
+          frames[peer] = own[chunk];
+          continue;
+        }
+        auto mail = operation.receive_frame(peer, MessageKind::kGather, round, chunk);
+        if (!mail.ok()) return mail.status();
+        frames[peer] = std::make_shared<const MessageBytes>(std::move(mail->bytes));
+      }
+      GRADGATE_RETURN_IF_ERROR(combine(operation, round, chunk, frames));
     }
-    if (!codec.summable()) break;  // single-round: decoded frame by frame below
-    Message sum = frames[0];
-    for (uint32_t peer = 1; peer < nodes; ++peer) {
-      auto next = operation.add(frame_of(sum), frame_of(frames[peer]), 0);
-      if (!next.ok()) return next.status();
-      sum = std::make_shared<const MessageBytes>(std::move(next->bytes));
-    }
-    if (round + 1 < codec.rounds()) {
-      GRADGATE_RETURN_IF_ERROR(operation.absorb(round, frame_of(sum), 0));
-      continue;
-    }
-    frames.assign(1, std::move(sum));
-  }
-
-  GRADGATE_RETURN_IF_ERROR(operation.decode_chunk(frame_of(frames[0]), 0));
-  for (size_t f = 1; f < frames.size(); ++f) {
-    GRADGATE_RETURN_IF_ERROR(operation.decode_into(frame_of(frames[f]), 0, operation.op().data));
   }
   return {};
 }

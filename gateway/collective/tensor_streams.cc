@@ -1,5 +1,7 @@
 #include "gateway/collective/tensor_streams.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 namespace gradgate::gateway {
@@ -59,25 +61,53 @@ size_t TensorStreams::memory_bytes() const {
   return bytes;
 }
 
+namespace {
+
+/// Segments per part: enough that none exceeds `segment_elements`, no more than the smallest part
+/// has elements, and no more than the chunk numbering allows.
+uint32_t segments_per_part(const std::vector<Chunk>& parts, size_t segment_elements) {
+  size_t largest = 0;
+  size_t smallest = SIZE_MAX;
+  for (const Chunk& part : parts) {
+    largest = std::max(largest, part.elements);
+    smallest = std::min(smallest, part.elements);
+  }
+  if (segment_elements == 0 || largest <= segment_elements) return 1;
+  const size_t wanted = (largest + segment_elements - 1) / segment_elements;
+  return static_cast<uint32_t>(
+      std::max<size_t>(1, std::min({wanted, smallest, kMaxChunks / parts.size()})));
+}
+
+}  // namespace
+
 Result<TensorStreams> make_tensor_streams(const kernels::Codec& codec,
                                           const kernels::TensorDesc& desc, Algorithm algorithm,
-                                          uint32_t nodes, uint32_t rank) {
+                                          uint32_t nodes, uint32_t rank, size_t segment_elements) {
   TensorStreams result;
   result.algorithm = algorithm;
   if (algorithm == Algorithm::kLocal) {
     result.chunks = {{0, desc.elements}};
     return result;
   }
-  const bool chunked = algorithm == Algorithm::kRing || algorithm == Algorithm::kAggregator;
-  result.chunks =
-      chunked ? split_chunks(desc.elements, nodes) : std::vector<Chunk>{{0, desc.elements}};
+  const bool per_gateway = algorithm == Algorithm::kRing || algorithm == Algorithm::kAggregator;
+  const std::vector<Chunk> parts =
+      per_gateway ? split_chunks(desc.elements, nodes) : std::vector<Chunk>{{0, desc.elements}};
+  const bool segmentable = algorithm != Algorithm::kAggregator && codec.rounds() == 1;
+  result.segments = segmentable ? segments_per_part(parts, segment_elements) : 1;
+  for (const Chunk& part : parts) {
+    for (const Chunk& segment : split_chunks(part.elements, result.segments)) {
+      result.chunks.push_back({part.offset + segment.offset, segment.elements});
+    }
+  }
+  // A tensor in one chunk is its own stream; the chunks of a cut one are told apart by tensor id.
+  const bool cut = result.chunks.size() > 1;
   auto chunk_desc = [&](uint32_t index) {
-    if (!chunked) return desc;
-    kernels::TensorDesc part = desc;
-    part.tensor_id = desc.tensor_id ^ (0x9E3779B9u * (index + 1));
-    part.elements = result.chunks[index].elements;
-    part.rows = part.cols = 0;
-    return part;
+    if (!cut) return desc;
+    kernels::TensorDesc piece = desc;
+    piece.tensor_id = desc.tensor_id ^ (0x9E3779B9u * (index + 1));
+    piece.elements = result.chunks[index].elements;
+    piece.rows = piece.cols = 0;
+    return piece;
   };
   for (uint32_t i = 0; i < result.chunks.size(); ++i) {
     auto stream = codec.make_stream(chunk_desc(i));

@@ -1,9 +1,9 @@
 // How one tensor is all-reduced, decided once when it is declared: the algorithm, the chunks it is
 // cut into, and the codec streams (error-feedback residuals) that live as long as the tensor.
 //
-//   ring        summable single-round codecs: the tensor is cut into one chunk per gateway, each
-//               with its own stream; frames are added hop by hop (reduce-scatter) and the summed
-//               chunk frames passed around (all-gather). Each gateway sends 2(P-1)/P frames.
+//   ring        summable single-round codecs: the tensor is cut into one part per gateway;
+//               frames are added hop by hop (reduce-scatter) and the summed part frames passed
+//               around (all-gather). Each gateway sends 2(P-1)/P of the tensor's frames.
 //   all-gather  every other codec: each gateway sends its whole frame to every other one and
 //               decodes (or, for summable multi-round codecs like powersgd, adds) them in rank
 //               order.
@@ -11,6 +11,12 @@
 //               sums them, re-compresses the sum with its own error feedback and sends that back
 //               to everyone (parameter-server style, sharded).
 //   local       a job of one gateway: the node's sum is the result; nothing is encoded.
+//
+// Segments: under ring and all-gather, a part larger than the segment size (collective
+// .segment_bytes) is cut into segments, each a chunk with its own stream and its own frame, so that
+// a large tensor streams through the collective: the first segment is on the wire while the next
+// is encoded, and a segment is forwarded or decoded as soon as it arrives. Multi-round codecs
+// (powersgd, whose frames depend on the tensor's shape) and the aggregator keep one chunk per part.
 #pragma once
 
 #include <cstddef>
@@ -45,19 +51,30 @@ std::vector<Chunk> split_chunks(size_t elements, uint32_t parts);
 
 struct TensorStreams {
   Algorithm algorithm = Algorithm::kLocal;
-  std::vector<Chunk> chunks;  // one per stream
+  /// One per stream: part p's segment s is chunk p * segments + s (parts: one per gateway under
+  /// ring and aggregator, one under all-gather and local).
+  std::vector<Chunk> chunks;
+  uint32_t segments = 1;
   std::vector<std::unique_ptr<kernels::Stream>> streams;
   /// Aggregator mode: the error feedback of the sum this gateway re-compresses (its own chunk).
   std::unique_ptr<kernels::Stream> owner_stream;
 
   size_t memory_bytes() const;
+  /// The chunk of part `part`'s segment `segment`.
+  size_t chunk_of(size_t part, uint32_t segment) const { return part * segments + segment; }
 };
 
-/// The streams of a tensor for `algorithm`; `desc` describes the whole tensor. Chunk streams get
-/// tensor ids derived from desc.tensor_id so that every gateway names them alike.
+/// At most this many chunks per tensor: a message names its chunk in 16 bits.
+inline constexpr size_t kMaxChunks = 65535;
+
+/// The streams of a tensor for `algorithm`; `desc` describes the whole tensor. Parts larger than
+/// `segment_elements` (0: no limit) are cut into segments where the algorithm and codec allow.
+/// Chunk streams get tensor ids derived from desc.tensor_id so that every gateway names them
+/// alike (every gateway of a job must use the same segment size).
 Result<TensorStreams> make_tensor_streams(const kernels::Codec& codec,
                                           const kernels::TensorDesc& desc, Algorithm algorithm,
-                                          uint32_t nodes, uint32_t rank);
+                                          uint32_t nodes, uint32_t rank,
+                                          size_t segment_elements = 0);
 
 /// Adds every residual of `streams` (gateway `rank`'s) into `data` where its chunk lies: what
 /// error feedback still owes the job goes out with this step, before the streams are replaced.

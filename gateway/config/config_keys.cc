@@ -133,6 +133,7 @@ constexpr ConfigKey kKeys[] = {
     {"control.poll_wait_ms", false, store_milliseconds<&C::control_poll_wait>, nullptr},
     {"control.join_timeout_ms", false, store_milliseconds<&C::control_join_timeout>, nullptr},
     {"collective.timeout_ms", false, store_milliseconds<&C::timeout>, nullptr},
+    {"collective.segment_bytes", false, store_unsigned<&C::segment_bytes, kU64Max>, nullptr},
     {"streams.residual_memory_cap_bytes", false,
      store_unsigned<&C::residual_memory_cap_bytes, kU64Max>, nullptr},
     {"logging.level", false, store_string<&C::log_level>, nullptr},

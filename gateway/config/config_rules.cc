@@ -28,6 +28,9 @@ constexpr uint32_t kMinDpdkMbufs = 1023;
 constexpr std::array<std::string_view, 5> kLogLevels{"trace", "debug", "info", "warn", "error"};
 constexpr std::array<std::string_view, 2> kLogFormats{"text", "json"};
 
+// Smaller segments would turn a tensor into thousands of frames, each with its header and message.
+constexpr uint64_t kMinSegmentBytes = 64 << 10;
+
 class Checker {
  public:
   std::vector<ConfigIssue> run(const GatewayConfig& config) && {
@@ -41,6 +44,12 @@ class Checker {
     if (config.transport == TransportKind::kDpdk) check_dpdk(config);
     check_control(config);
     check_positive("collective.timeout_ms", config.timeout.count());
+    if (config.segment_bytes != 0 && config.segment_bytes < kMinSegmentBytes) {
+      issue("collective.segment_bytes",
+            "must be 0 (never cut) or at least " + std::to_string(kMinSegmentBytes) +
+                " bytes, got " + std::to_string(config.segment_bytes),
+            {"collective.segment_bytes"});
+    }
     check_positive("streams.residual_memory_cap_bytes", config.residual_memory_cap_bytes);
     check_one_of("logging.level", config.log_level, kLogLevels);
     check_one_of("logging.format", config.log_format, kLogFormats);

@@ -81,6 +81,9 @@ struct GatewayConfig {
 
   // collective
   std::chrono::milliseconds timeout{30000};  // an all-reduce not done by then fails
+  /// Parts of a tensor larger than this (bytes of fp32 sum) are cut into segments that stream
+  /// through the collective one after the other; 0: never. The same on every gateway of a job.
+  uint64_t segment_bytes = uint64_t{4} << 20;
 
   // streams: error-feedback residuals per (job, tensor)
   uint64_t residual_memory_cap_bytes = uint64_t{8} << 30;

@@ -180,7 +180,8 @@ Result<TensorStreams> Gateway::make_streams_locked(const TensorSpec& spec, uint3
   desc.elements = spec.elements;
   desc.rows = spec.rows;
   desc.cols = spec.cols;
-  auto streams = make_tensor_streams(codec, desc, *algorithm, nodes, config_.node_rank);
+  auto streams = make_tensor_streams(codec, desc, *algorithm, nodes, config_.node_rank,
+                                     config_.segment_bytes / sizeof(float));
   if (!streams.ok()) {
     return Status(streams.status().code(),
                   "tensor \"" + spec.name + "\": " + streams.status().message());

@@ -28,11 +28,15 @@ struct Case {
   // each partial sum of the ring to 16 bits, an error no residual keeps (as in any fp16/bf16
   // all-reduce); every other codec is exact to fp32 rounding.
   double tolerance = 2e-3;
+  size_t segment_elements = 0;  // 0: parts are not cut into segments
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string name = info.param.spec + "_" + std::to_string(info.param.nodes) + "nodes_mode" +
                      std::to_string(static_cast<int>(info.param.mode));
+  if (info.param.segment_elements != 0) {
+    name += "_segments" + std::to_string(info.param.segment_elements);
+  }
   for (char& c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
@@ -75,7 +79,8 @@ TEST_P(AllreduceTest, BitIdenticalAndErrorFeedbackExact) {
   desc.cols = param.cols;
   std::vector<TensorStreams> streams;
   for (uint32_t rank = 0; rank < param.nodes; ++rank) {
-    auto made = make_tensor_streams(*codec, desc, *algorithm, param.nodes, rank);
+    auto made =
+        make_tensor_streams(*codec, desc, *algorithm, param.nodes, rank, param.segment_elements);
     ASSERT_TRUE(made.ok()) << made.status().to_string();
     streams.push_back(std::move(made).value());
   }
@@ -127,22 +132,116 @@ TEST_P(AllreduceTest, BitIdenticalAndErrorFeedbackExact) {
 
 INSTANTIATE_TEST_SUITE_P(
     Codecs, AllreduceTest,
-    ::testing::Values(Case{"none", CollectiveMode::kAuto, 2, 10007},
-                      Case{"none", CollectiveMode::kAuto, 4, 10007},
-                      Case{"fp16", CollectiveMode::kAuto, 3, 10007, 0, 0, 1e-2},
-                      Case{"bf16", CollectiveMode::kAuto, 4, 10007, 0, 0, 0.12},
-                      Case{"qsgd:bits=8,workers=8", CollectiveMode::kAuto, 4, 10007},
-                      Case{"qsgd:bits=4,workers=4", CollectiveMode::kAllGather, 4, 10007},
-                      Case{"sign", CollectiveMode::kAuto, 3, 10007},
-                      Case{"topk:density=0.01", CollectiveMode::kAuto, 4, 10007},
-                      Case{"topk:density=0.01,select=exact", CollectiveMode::kAuto, 2, 10007},
-                      Case{"topk:density=0.01", CollectiveMode::kAggregator, 4, 10007},
-                      Case{"topk:density=0.01,overlap=0.5", CollectiveMode::kAggregator, 4, 10007},
-                      Case{"sign", CollectiveMode::kAggregator, 2, 10007},
-                      Case{"randomk:density=0.05", CollectiveMode::kAuto, 3, 10007},
-                      Case{"powersgd:rank=4", CollectiveMode::kAuto, 2, 100 * 101, 100, 101},
-                      Case{"none", CollectiveMode::kAllGather, 3, 5}),
+    ::testing::Values(
+        Case{"none", CollectiveMode::kAuto, 2, 10007},
+        Case{"none", CollectiveMode::kAuto, 4, 10007},
+        Case{"fp16", CollectiveMode::kAuto, 3, 10007, 0, 0, 1e-2},
+        Case{"bf16", CollectiveMode::kAuto, 4, 10007, 0, 0, 0.12},
+        Case{"qsgd:bits=8,workers=8", CollectiveMode::kAuto, 4, 10007},
+        Case{"qsgd:bits=4,workers=4", CollectiveMode::kAllGather, 4, 10007},
+        Case{"sign", CollectiveMode::kAuto, 3, 10007},
+        Case{"topk:density=0.01", CollectiveMode::kAuto, 4, 10007},
+        Case{"topk:density=0.01,select=exact", CollectiveMode::kAuto, 2, 10007},
+        Case{"topk:density=0.01", CollectiveMode::kAggregator, 4, 10007},
+        Case{"topk:density=0.01,overlap=0.5", CollectiveMode::kAggregator, 4, 10007},
+        Case{"sign", CollectiveMode::kAggregator, 2, 10007},
+        Case{"randomk:density=0.05", CollectiveMode::kAuto, 3, 10007},
+        Case{"powersgd:rank=4", CollectiveMode::kAuto, 2, 100 * 101, 100, 101},
+        Case{"none", CollectiveMode::kAllGather, 3, 5},
+        // Parts cut into segments that stream through the ring or all-gather.
+        Case{"none", CollectiveMode::kAuto, 3, 10007, 0, 0, 2e-3, 1000},
+        Case{"fp16", CollectiveMode::kAuto, 2, 10007, 0, 0, 1e-2, 997},
+        Case{"qsgd:bits=8,workers=8", CollectiveMode::kAuto, 4, 10007, 0, 0, 2e-3, 512},
+        Case{"sign", CollectiveMode::kAuto, 3, 10007, 0, 0, 2e-3, 2500},
+        Case{"topk:density=0.01", CollectiveMode::kAuto, 3, 10007, 0, 0, 2e-3, 2000},
+        Case{"randomk:density=0.05", CollectiveMode::kAuto, 2, 10007, 0, 0, 2e-3, 3000},
+        Case{"powersgd:rank=4", CollectiveMode::kAuto, 2, 100 * 101, 100, 101, 2e-3, 1000}),
     case_name);
+
+// The chunks of a segmented tensor: every part cut alike, in order, covering the tensor once;
+// never more segments than the smallest part has elements; none for multi-round codecs or the
+// aggregator.
+TEST(TensorStreamsTest, SegmentsCutEveryPartAlike) {
+  kernels::TensorDesc desc;
+  desc.elements = 10007;
+  auto none = make_codec("none");
+  auto ring = make_tensor_streams(*none, desc, Algorithm::kRing, 3, 0, 1000);
+  ASSERT_TRUE(ring.ok());
+  EXPECT_EQ(ring->segments, 4u);  // parts of 3336, 3336, 3335
+  ASSERT_EQ(ring->chunks.size(), 12u);
+  size_t offset = 0;
+  for (const Chunk& chunk : ring->chunks) {
+    EXPECT_EQ(chunk.offset, offset);
+    EXPECT_LE(chunk.elements, 1000u);
+    offset += chunk.elements;
+  }
+  EXPECT_EQ(offset, desc.elements);
+  EXPECT_EQ(ring->chunks[ring->chunk_of(1, 0)].offset, 3336u);  // part 1 starts where it did
+
+  auto tiny =
+      make_tensor_streams(*none, kernels::TensorDesc{.elements = 6}, Algorithm::kRing, 3, 0, 1);
+  ASSERT_TRUE(tiny.ok());
+  EXPECT_EQ(tiny->segments, 2u);  // 2 elements per part: no empty segment
+
+  auto uncut = make_tensor_streams(*none, desc, Algorithm::kRing, 3, 0, 0);
+  ASSERT_TRUE(uncut.ok());
+  EXPECT_EQ(uncut->segments, 1u);
+  EXPECT_EQ(uncut->chunks.size(), 3u);
+
+  auto topk = make_codec("topk:density=0.01");
+  auto aggregator = make_tensor_streams(*topk, desc, Algorithm::kAggregator, 2, 0, 1000);
+  ASSERT_TRUE(aggregator.ok());
+  EXPECT_EQ(aggregator->segments, 1u);
+  auto gathered = make_tensor_streams(*topk, desc, Algorithm::kAllGather, 2, 0, 1000);
+  ASSERT_TRUE(gathered.ok());
+  EXPECT_EQ(gathered->segments, 11u);
+
+  desc.rows = 100;
+  desc.cols = 100;
+  desc.elements = 10000;
+  auto powersgd = make_codec("powersgd:rank=4");
+  auto shaped = make_tensor_streams(*powersgd, desc, Algorithm::kAllGather, 2, 0, 1000);
+  ASSERT_TRUE(shaped.ok());
+  EXPECT_EQ(shaped->segments, 1u);
+}
+
+// Lossless frames: cutting the parts into segments changes no bit of the result (each element is
+// still summed in the same ring order).
+TEST(AllreduceSegmentsTest, LosslessResultIndependentOfSegments) {
+  constexpr uint32_t kNodes = 3;
+  constexpr size_t kElements = 30011;
+  Cluster cluster(kNodes, std::chrono::milliseconds(20000));
+  ASSERT_TRUE(cluster.wait_connected());
+  auto codec = make_codec("none");
+  kernels::TensorDesc desc;
+  desc.tensor_id = 9;
+  desc.elements = kElements;
+  std::mt19937 random(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<float>> input(kNodes, std::vector<float>(kElements));
+  for (auto& node : input) {
+    for (float& v : node) v = normal(random);
+  }
+  std::vector<std::vector<float>> results;
+  uint64_t seq = 0;
+  for (size_t segment_elements : {size_t{0}, size_t{1024}}) {
+    std::vector<TensorStreams> streams;
+    for (uint32_t rank = 0; rank < kNodes; ++rank) {
+      streams.push_back(std::move(make_tensor_streams(*codec, desc, Algorithm::kRing, kNodes, rank,
+                                                      segment_elements))
+                            .value());
+    }
+    auto data = input;
+    cluster.on_every_node([&](uint32_t rank) {
+      AllreduceOp op{9, seq, 0, data[rank], codec.get(), &streams[rank]};
+      auto report = cluster.node(rank).engine->allreduce(op);
+      EXPECT_TRUE(report.ok()) << report.status().to_string();
+    });
+    ++seq;
+    results.push_back(data[0]);
+  }
+  EXPECT_EQ(0, std::memcmp(results[0].data(), results[1].data(), kElements * sizeof(float)));
+}
 
 TEST(AllreduceTest, SingleGatewayReturnsItsInput) {
   Cluster cluster(1, std::chrono::milliseconds(1000));
