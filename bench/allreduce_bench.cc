@@ -205,6 +205,7 @@ LocalJobOptions base_job_options(const AllreduceBenchOptions& options, uint32_t 
   job_options.codec = codec;
   job_options.timeout_ms = 120000;
   job_options.log_level = "warn";
+  job_options.settings = options.gateway_settings;
   return job_options;
 }
 
@@ -230,9 +231,17 @@ void bench_loopback(const AllreduceBenchOptions& options, std::ostream& out) {
 // The DPDK ports' own addresses: not the kernel's on the veth ends, so the kernel ignores them.
 const char* const kDpdkAddresses[] = {"10.199.1.1", "10.199.1.2"};
 
+// The least time an uncompressed ring all-reduce of `bytes` between 2 gateways takes on a link of
+// `mbit` Mbit/s each way: each sends 2 (P - 1) / P of the tensor.
+double ring_seconds_at_rate(uint64_t bytes, uint64_t mbit) {
+  return static_cast<double>(bytes) * 8.0 / (static_cast<double>(mbit) * 1e6);
+}
+
 void bench_veth(const AllreduceBenchOptions& options, std::ostream& out) {
-  VethPair pair;
-  const std::string reference_name = options.transports.front() + "-gateways-veth";
+  VethPair pair(options.link_mbit);
+  const std::string link =
+      options.link_mbit > 0 ? "veth@" + std::to_string(options.link_mbit) + "mbit" : "veth";
+  const std::string reference_name = options.transports.front() + "-gateways-" + link;
   for (const auto& codec : options.codecs) {
     std::map<uint64_t, double> first_seconds;  // the reference: the first transport's
     const Reference from_first = [&](uint64_t bytes, const std::vector<std::vector<float>>&) {
@@ -253,9 +262,17 @@ void bench_veth(const AllreduceBenchOptions& options, std::ostream& out) {
         }
       }
       LocalJob job(job_options);
-      const auto rows =
-          sweep(options, job, {transport, "veth", 2, codec, 0, 0.0, 0.0, reference_name},
-                index == 0 ? Reference() : from_first, out);
+      Reference reference = from_first;
+      Row base{transport, link, 2, codec, 0, 0.0, 0.0, reference_name};
+      if (index == 0 && options.link_mbit > 0) {
+        reference = [&](uint64_t bytes, const std::vector<std::vector<float>>&) {
+          return ring_seconds_at_rate(bytes, options.link_mbit);
+        };
+        base.reference = "uncompressed-ring-at-link-rate";
+      } else if (index == 0) {
+        reference = Reference();
+      }
+      const auto rows = sweep(options, job, base, reference, out);
       if (index == 0) {
         for (const Row& row : rows) first_seconds[row.bytes] = row.seconds;
       }
@@ -271,8 +288,9 @@ std::string resolve(AllreduceBenchOptions& options) {
     if (transport != "tcp" && transport != "dpdk") return "unknown transport " + transport;
     dpdk = dpdk || transport == "dpdk";
   }
-  if (options.link == "auto") options.link = dpdk ? "veth" : "loopback";
+  if (options.link == "auto") options.link = dpdk || options.link_mbit > 0 ? "veth" : "loopback";
   if (options.link == "loopback") {
+    if (options.link_mbit > 0) return "--link-mbit needs --link veth (loopback has no rate limit)";
     if (dpdk) return "the dpdk transport needs --link veth (no DPDK port on loopback)";
     if (options.gateways.empty()) options.gateways = {2, 4};
     return "";

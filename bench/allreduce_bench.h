@@ -3,8 +3,9 @@
 // codecs, with the CPU time the gateways spent on it. On loopback (TCP) against a plain TCP ring
 // all-reduce of the same size measured in the same run (see tcp_ring_reference.h); on a veth pair
 // between two network namespaces (veth_pair.h) each listed transport (TCP, DPDK on
-// net_af_packet) in turn, against the first one listed. Reports seconds, bus bandwidth, wire bytes
-// and the ratio to the reference.
+// net_af_packet) in turn, against the first one listed (or, on a rate-limited pair, the first one
+// against the time an uncompressed ring all-reduce needs at the link's rate). Reports seconds, bus
+// bandwidth, wire bytes and the ratio to the reference.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,12 @@ struct AllreduceBenchOptions {
   std::vector<std::string> transports = {"tcp"};
   /// "loopback" (TCP only), "veth" (needs root and ip) or "auto": veth when dpdk is listed.
   std::string link = "auto";
+  /// On a veth pair: each direction limited to this many Mbit/s (tc tbf), like a real link; the
+  /// first transport is then timed against an uncompressed ring all-reduce at exactly that rate.
+  uint64_t link_mbit = 0;
   uint32_t dpdk_idle_sleep_us = 0;  // the DPDK gateways' dpdk.idle_sleep_us
+  /// More gateway settings, "section.key=value" (e.g. collective.segment_bytes=0).
+  std::vector<std::string> gateway_settings;
   int warmup = 1;
   double min_seconds = 1.0;  // per measurement, at least 3 and at most 50 repetitions
   bool json = false;

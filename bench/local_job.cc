@@ -111,6 +111,7 @@ void LocalJob::launch_gateway(uint32_t rank) {
   }
   args.insert(args.end(), {"gateway", "-c", write_config(rank), "--ready-file", ready_file(rank),
                            "--stats-interval", "0"});
+  for (const auto& setting : options_.settings) args.insert(args.end(), {"--set", setting});
   gateways_[rank] = std::make_unique<ChildProcess>(
       program, args, dir_ + "/gateway" + std::to_string(rank) + ".log");
 }

@@ -47,6 +47,8 @@ struct LocalJobOptions {
   std::vector<std::string> dpdk_ports;
   uint16_t dpdk_udp_port = 4791;
   uint32_t dpdk_idle_sleep_us = 0;  // dpdk.idle_sleep_us
+  /// More settings for every gateway, "section.key=value" (the gateway's --set).
+  std::vector<std::string> settings;
 };
 
 class LocalJob {

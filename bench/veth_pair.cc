@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <stdexcept>
@@ -11,7 +12,7 @@
 
 namespace gradgate::bench {
 
-VethPair::VethPair() : ip_program_(find_program("ip")) {
+VethPair::VethPair(uint64_t rate_mbit) : ip_program_(find_program("ip")) {
   const std::string why = unavailable();
   if (!why.empty()) throw std::runtime_error(why);
   std::string pattern = (std::filesystem::temp_directory_path() / "gradgate-veth-XXXXXX").string();
@@ -34,6 +35,7 @@ VethPair::VethPair() : ip_program_(find_program("ip")) {
     for (int end = 0; end < 2; ++end) {
       ip({"-n", netns_[end], "addr", "add", addresses_[end] + "/24", "dev", devices_[end]});
       ip({"-n", netns_[end], "link", "set", devices_[end], "up"});
+      if (rate_mbit > 0) limit_rate(end, rate_mbit);
     }
   } catch (...) {
     remove();
@@ -49,13 +51,23 @@ std::string VethPair::unavailable() {
   return "";
 }
 
-void VethPair::ip(const std::vector<std::string>& args) const {
-  const std::string log = dir_ + "/ip.log";
+void VethPair::limit_rate(int end, uint64_t rate_mbit) const {
+  const std::string tc = find_program("tc");
+  if (tc.empty()) throw std::runtime_error("a rate-limited veth pair needs the tc command");
+  // A burst of 1 ms at the rate (at least 64 KiB, one TSO segment), queueing up to 50 ms.
+  const uint64_t burst = std::max<uint64_t>(rate_mbit * 1000 / 8, 64 << 10);
+  run(ip_program_, {"netns", "exec", netns_[end], tc, "qdisc", "add", "dev", devices_[end], "root",
+                    "tbf", "rate", std::to_string(rate_mbit) + "mbit", "burst",
+                    std::to_string(burst), "latency", "50ms"});
+}
+
+void VethPair::run(const std::string& program, const std::vector<std::string>& args) const {
+  const std::string log = dir_ + "/command.log";
   std::filesystem::remove(log);
-  ChildProcess process(ip_program_, args, log);
+  ChildProcess process(program, args, log);
   const int code = process.wait_exit(std::chrono::seconds(10));
   if (code != 0) {
-    std::string command = "ip";
+    std::string command = program;
     for (const std::string& arg : args) command += " " + arg;
     throw std::runtime_error(
         command + ": " + (code < 0 ? "no exit within 10 s" : "exit code " + std::to_string(code)) +

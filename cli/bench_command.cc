@@ -36,13 +36,20 @@ void add_allreduce_bench(CLI::App& bench, int& exit_code) {
   allreduce
       ->add_option("--link", options->link,
                    "Where the gateways run: loopback, veth (two network namespaces; root) or "
-                   "auto (veth when dpdk is listed)")
+                   "auto (veth when dpdk or --link-mbit is given)")
       ->check(CLI::IsMember({"auto", "loopback", "veth"}))
+      ->capture_default_str();
+  allreduce
+      ->add_option("--link-mbit", options->link_mbit,
+                   "On a veth pair: Mbit/s each way (tc tbf); the reference is then an "
+                   "uncompressed ring all-reduce at that rate (0: no limit)")
       ->capture_default_str();
   allreduce
       ->add_option("--dpdk-idle-sleep-us", options->dpdk_idle_sleep_us,
                    "The DPDK gateways' dpdk.idle_sleep_us (0: spin when idle)")
       ->capture_default_str();
+  allreduce->add_option("--gateway-set", options->gateway_settings,
+                        "More gateway settings, section.key=value (the gateway's --set)");
   allreduce->add_option("--warmup", options->warmup, "Untimed all-reduces before timing")
       ->capture_default_str();
   allreduce->add_option("--min-seconds", options->min_seconds, "Least time per measurement")

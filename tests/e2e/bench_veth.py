@@ -4,7 +4,9 @@
 Runs the bench over both transports with codecs none and top-k, and checks that there is a row
 for every transport, codec and size, with a positive time and gateway CPU time, the wire ratio
 of each codec, the DPDK rows measured against TCP, and that the bench's network namespaces are
-gone afterwards. Needs root and ip (network namespaces); exits 77 otherwise.
+gone afterwards. Then on a pair limited to 400 Mbit/s (--link-mbit, tc tbf): uncompressed
+all-reduces take at least the link's time, fp16 ones (half the bytes) clearly less. Needs root
+and ip (network namespaces); exits 77 otherwise.
 
 Usage: bench_veth.py --gradgate BUILD/cli/gradgate
 """
@@ -44,16 +46,34 @@ def check_rows(rows):
     return failures
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gradgate", required=True)
-    args = parser.parse_args()
-    unavailable = namespaces_unavailable("bench_veth")
-    if unavailable:
-        print(unavailable)
-        return 77
-    command = [args.gradgate, "bench", "allreduce", "--transport", "tcp", "dpdk", "--codecs",
-               *CODECS, "--sizes", *map(str, SIZES), "--min-seconds", "0.3", "--json"]
+RATE_MBIT = 400
+RATE_SIZE = 4194304
+
+
+def check_rate_rows(rows):
+    """The failures of the rate-limited run (empty: passed)."""
+    failures = []
+    ideal = RATE_SIZE * 8 / (RATE_MBIT * 1e6)
+    for codec in ("none", "fp16"):
+        found = [row for row in rows if row["codec"] == codec]
+        if len(found) != 1:
+            failures.append(f"{len(found)} rows for {codec} on the rate-limited link")
+            continue
+        row = found[0]
+        if (row["link"] != f"veth@{RATE_MBIT}mbit" or
+                row["reference"] != "uncompressed-ring-at-link-rate" or
+                abs(row["reference_seconds"] - ideal) > 1e-9):
+            failures.append(f"link or reference of the rate-limited run: {row}")
+        if codec == "none" and not row["vs_reference"] >= 0.95:
+            failures.append(f"uncompressed faster than the link allows (no rate limit?): {row}")
+        if codec == "fp16" and not row["vs_reference"] < 0.9:
+            failures.append(f"fp16 saves no time on a {RATE_MBIT} Mbit/s link: {row}")
+    return failures
+
+
+def run_bench(gradgate, *arguments):
+    """(rows, failures, pid) of one bench run."""
+    command = [gradgate, "bench", "allreduce", *arguments, "--min-seconds", "0.3", "--json"]
     bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         stdout, stderr = bench.communicate(timeout=240)
@@ -62,10 +82,27 @@ def main():
         stdout, stderr = bench.communicate()
     print(stdout, end="")
     failures = [] if bench.returncode == 0 else [f"exit code {bench.returncode}: {stderr}"]
-    failures += check_rows([json.loads(line) for line in stdout.splitlines() if line])
+    return [json.loads(line) for line in stdout.splitlines() if line], failures, bench.pid
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gradgate", required=True)
+    args = parser.parse_args()
+    unavailable = namespaces_unavailable("bench_veth")
+    if unavailable:
+        print(unavailable)
+        return 77
+    rows, failures, pid = run_bench(args.gradgate, "--transport", "tcp", "dpdk", "--codecs",
+                                    *CODECS, "--sizes", *map(str, SIZES))
+    failures += check_rows(rows)
+    rate_rows, rate_failures, rate_pid = run_bench(
+        args.gradgate, "--link-mbit", str(RATE_MBIT), "--codecs", "none", "fp16", "--sizes",
+        str(RATE_SIZE))
+    failures += rate_failures + check_rate_rows(rate_rows)
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     left = [line.split()[0] for line in names.splitlines()
-            if line.startswith(f"gg-bench-{bench.pid}")]
+            if line.startswith((f"gg-bench-{pid}", f"gg-bench-{rate_pid}"))]
     if left:
         failures.append(f"namespaces left behind: {left}")
     for name in left:
