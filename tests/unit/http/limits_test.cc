@@ -96,8 +96,9 @@ TEST_F(LimitsTest, BadContentLengthIs400) {
 }
 
 TEST_F(LimitsTest, SlowRequestGets408ThenTheConnectionCloses) {
-  TestClient client = connect();
+  // The server's clock starts when it accepts, which may be before connect() returns here.
   const auto began = std::chrono::steady_clock::now();
+  TestClient client = connect();
   ASSERT_FALSE(
       client.write_raw("PUT /v1/policy HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12"));
   Reply reply;
