@@ -29,11 +29,12 @@ struct CollectiveOptions {
   std::chrono::milliseconds timeout{30000};
 };
 
-/// GPU memory in which an all-reduce in GPU memory stages its frames, kept by the tensor so that
-/// its steps do not allocate it anew.
+/// Memory in which an all-reduce in GPU memory stages its frames, kept by the tensor so that its
+/// steps do not allocate it anew.
 struct DeviceFrameScratch {
   std::unique_ptr<kernels::DeviceMemory> encoded;  // frames encoded on the GPU
   std::unique_ptr<kernels::DeviceMemory> decoded;  // frames copied to the GPU to be decoded
+  std::unique_ptr<kernels::DeviceMemory> staged;   // page-locked host memory they cross by
 };
 
 /// One all-reduce: `data` holds the node's sum on entry and the job's aggregate on return.

@@ -80,11 +80,13 @@ kernels::StepContext Operation::step_of(size_t chunk) const {
   return step;
 }
 
-Result<std::byte*> Operation::device_scratch(std::unique_ptr<kernels::DeviceMemory>& slot,
-                                             size_t bytes) {
+Result<std::byte*> Operation::scratch(std::unique_ptr<kernels::DeviceMemory>& slot, size_t bytes,
+                                      bool pinned_host) {
   if (!slot || slot->bytes() < bytes) {
     slot.reset();
-    auto made = kernels::DeviceMemory::allocate(op_.queue->device(), bytes);
+    const int device = op_.queue->device();
+    auto made = pinned_host ? kernels::DeviceMemory::allocate_pinned_host(device, bytes)
+                            : kernels::DeviceMemory::allocate(device, bytes);
     if (!made.ok()) return made.status();
     slot = std::move(made).value();
   }
@@ -103,12 +105,15 @@ Result<Mail> Operation::make_frame(
     mail.bytes.resize(kEnvelopeBytes + *size);
     return mail;
   }
-  auto device_out = device_scratch(op_.frame_scratch->encoded, max_bytes);
+  auto device_out = scratch(op_.frame_scratch->encoded, max_bytes, false);
   if (!device_out.ok()) return device_out.status();
+  auto staged = scratch(op_.frame_scratch->staged, max_bytes, true);
+  if (!staged.ok()) return staged.status();
   auto size = write({*device_out, max_bytes});
   if (!size.ok()) return size.status();
-  GRADGATE_RETURN_IF_ERROR(op_.queue->copy_to_host(out.data(), *device_out, *size));
+  GRADGATE_RETURN_IF_ERROR(op_.queue->copy_to_host(*staged, *device_out, *size));
   GRADGATE_RETURN_IF_ERROR(op_.queue->synchronize());
+  std::memcpy(out.data(), *staged, *size);
   mail.bytes.resize(kEnvelopeBytes + *size);
   return mail;
 }
@@ -116,9 +121,12 @@ Result<Mail> Operation::make_frame(
 Result<kernels::FrameView> Operation::codec_view(const kernels::FrameView& view,
                                                  std::span<const std::byte> frame) {
   if (!on_device()) return view;
-  auto device_in = device_scratch(op_.frame_scratch->decoded, frame.size());
+  auto device_in = scratch(op_.frame_scratch->decoded, frame.size(), false);
   if (!device_in.ok()) return device_in.status();
-  GRADGATE_RETURN_IF_ERROR(op_.queue->copy_to_device(*device_in, frame.data(), frame.size()));
+  auto staged = scratch(op_.frame_scratch->staged, frame.size(), true);
+  if (!staged.ok()) return staged.status();
+  std::memcpy(*staged, frame.data(), frame.size());
+  GRADGATE_RETURN_IF_ERROR(op_.queue->copy_to_device(*device_in, *staged, frame.size()));
   GRADGATE_RETURN_IF_ERROR(op_.queue->synchronize());
   return kernels::FrameView{
       view.header,

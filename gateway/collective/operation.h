@@ -78,8 +78,10 @@ class Operation {
   /// The view the codec decodes: `view` itself, or on the device a copy of its frame in GPU memory.
   Result<kernels::FrameView> codec_view(const kernels::FrameView& view,
                                         std::span<const std::byte> frame);
-  /// GPU memory of at least `bytes` in `slot` (of op().frame_scratch), grown when too small.
-  Result<std::byte*> device_scratch(std::unique_ptr<kernels::DeviceMemory>& slot, size_t bytes);
+  /// At least `bytes` in `slot` (of op().frame_scratch), grown when too small: GPU memory, or
+  /// page-locked host memory.
+  Result<std::byte*> scratch(std::unique_ptr<kernels::DeviceMemory>& slot, size_t bytes,
+                             bool pinned_host);
 
   const CollectiveOptions& options_;
   Transport& transport_;

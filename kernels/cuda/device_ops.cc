@@ -15,16 +15,31 @@ cudaStream_t stream_of(void* stream) { return static_cast<cudaStream_t>(stream);
 }  // namespace
 
 Result<std::unique_ptr<DeviceMemory>> DeviceMemory::allocate(int device, size_t bytes) {
+  return allocate_on(device, bytes, false);
+}
+
+Result<std::unique_ptr<DeviceMemory>> DeviceMemory::allocate_pinned_host(int device, size_t bytes) {
+  return allocate_on(device, bytes, true);
+}
+
+Result<std::unique_ptr<DeviceMemory>> DeviceMemory::allocate_on(int device, size_t bytes,
+                                                                bool pinned_host) {
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   void* data = nullptr;
-  GRADGATE_CUDA_RETURN_IF_ERROR(cudaMalloc(&data, bytes == 0 ? 1 : bytes));
+  const size_t size = bytes == 0 ? 1 : bytes;
+  GRADGATE_CUDA_RETURN_IF_ERROR(pinned_host ? cudaMallocHost(&data, size)
+                                            : cudaMalloc(&data, size));
   return std::unique_ptr<DeviceMemory>(
-      new DeviceMemory(device, static_cast<std::byte*>(data), bytes));
+      new DeviceMemory(device, static_cast<std::byte*>(data), bytes, pinned_host));
 }
 
 DeviceMemory::~DeviceMemory() {
   cudaSetDevice(device_);
-  cudaFree(data_);
+  if (pinned_host_) {
+    cudaFreeHost(data_);
+  } else {
+    cudaFree(data_);
+  }
 }
 
 Result<std::unique_ptr<DeviceQueue>> DeviceQueue::create(int device) {

@@ -12,6 +12,9 @@ Status no_cuda() {
 }  // namespace
 
 Result<std::unique_ptr<DeviceMemory>> DeviceMemory::allocate(int, size_t) { return no_cuda(); }
+Result<std::unique_ptr<DeviceMemory>> DeviceMemory::allocate_pinned_host(int, size_t) {
+  return no_cuda();
+}
 DeviceMemory::~DeviceMemory() = default;
 
 Result<std::unique_ptr<DeviceQueue>> DeviceQueue::create(int) { return no_cuda(); }

@@ -22,11 +22,15 @@ class Stream;
 /// Element types of worker buffers, numbered as the gateway's Dtype.
 enum class ElementType : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
 
-/// Device memory on one GPU, owned: cudaMalloc'd, freed by the destructor.
+/// Memory of the GPU data path, owned, freed by the destructor: device memory of one GPU, or
+/// page-locked host memory through which frames travel between that GPU and the transport.
 class DeviceMemory {
  public:
   /// `bytes` uninitialised bytes on GPU `device` (256-byte aligned).
   static Result<std::unique_ptr<DeviceMemory>> allocate(int device, size_t bytes);
+  /// `bytes` uninitialised bytes of page-locked host memory for copies to and from GPU `device`:
+  /// they run at the bus's rate, without the driver's bounce through a buffer of its own.
+  static Result<std::unique_ptr<DeviceMemory>> allocate_pinned_host(int device, size_t bytes);
   ~DeviceMemory();
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
@@ -34,13 +38,17 @@ class DeviceMemory {
   std::byte* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   int device() const { return device_; }
+  bool pinned_host() const { return pinned_host_; }
 
  private:
-  DeviceMemory(int device, std::byte* data, size_t bytes)
-      : device_(device), data_(data), bytes_(bytes) {}
+  DeviceMemory(int device, std::byte* data, size_t bytes, bool pinned_host)
+      : device_(device), data_(data), bytes_(bytes), pinned_host_(pinned_host) {}
+  static Result<std::unique_ptr<DeviceMemory>> allocate_on(int device, size_t bytes,
+                                                           bool pinned_host);
   int device_;
   std::byte* data_;
   size_t bytes_;
+  bool pinned_host_;
 };
 
 /// A CUDA stream on one GPU, owned, on which one tensor's device work runs in order. Not
