@@ -102,6 +102,7 @@ constexpr ConfigKey kKeys[] = {
     {"ingress.socket", false, store_string<&C::socket_path>, nullptr},
     {"compression.codec", false, store_string<&C::codec>, nullptr},
     {"compression.collective", false, store_parsed<&C::collective, parse_collective_mode>, nullptr},
+    {"compression.placement", false, store_parsed<&C::placement, parse_placement_mode>, nullptr},
     {"compression.min_compress_elements", false, store_unsigned<&C::min_compress_elements, kU64Max>,
      nullptr},
     {"transport.listen", false, store_parsed<&C::listen, parse_endpoint>, nullptr},

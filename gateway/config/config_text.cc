@@ -100,6 +100,13 @@ std::string_view collective_mode_name(CollectiveMode mode) {
   return "unknown";
 }
 
+Result<PlacementMode> parse_placement_mode(std::string_view text) {
+  if (text == "auto") return PlacementMode::kAuto;
+  if (text == "gpu") return PlacementMode::kGpu;
+  if (text == "cpu") return PlacementMode::kCpu;
+  return invalid(quoted(text) + " is not one of auto, gpu, cpu");
+}
+
 Result<TransportKind> parse_transport_kind(std::string_view text) {
   if (text == "tcp") return TransportKind::kTcp;
   if (text == "dpdk") return TransportKind::kDpdk;

@@ -30,6 +30,9 @@ Result<Endpoint> parse_endpoint(std::string_view text);
 /// auto | ring | allgather | aggregator.
 Result<CollectiveMode> parse_collective_mode(std::string_view text);
 
+/// auto | gpu | cpu.
+Result<PlacementMode> parse_placement_mode(std::string_view text);
+
 /// tcp | dpdk.
 Result<TransportKind> parse_transport_kind(std::string_view text);
 

@@ -23,6 +23,13 @@ enum class CollectiveMode {
                 // error feedback, and send the aggregate back (parameter-server style)
 };
 
+/// Where the codec of a tensor in GPU memory runs (compression.placement).
+enum class PlacementMode {
+  kAuto,  // where a probe of the codec measures it faster (GPU when the CPU is not faster)
+  kGpu,   // on the GPU whenever it can
+  kCpu,   // on the CPU: the node sum is staged through host memory
+};
+
 /// How gateways reach each other (job.transport).
 enum class TransportKind {
   kTcp,   // TcpTransport: kernel sockets, works everywhere
@@ -50,6 +57,7 @@ struct GatewayConfig {
   // compression
   std::string codec = "topk:density=0.01";  // codec spec, see docs/codecs.md
   CollectiveMode collective = CollectiveMode::kAuto;
+  PlacementMode placement = PlacementMode::kAuto;
   uint64_t min_compress_elements = 1024;  // smaller tensors travel uncompressed (codec none)
 
   // transport

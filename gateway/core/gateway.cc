@@ -211,14 +211,47 @@ Status Gateway::set_policy(CodecPolicy policy) {
 }
 
 Result<Placement> Gateway::place_locked(const std::string& spec, const TensorSpec& tensor,
-                                        bool gpu_buffers) const {
-  auto placed = place_codec(spec, gpu_buffers, config_.collective,
-                            static_cast<uint32_t>(config_.nodes.size()), tensor.elements);
-  if (placed.ok() && gpu_buffers && !placed->on_gpu) {
+                                        DeviceTensor* device) {
+  PlacementProber prober;
+  if (device != nullptr) {
+    prober = [&](const kernels::Codec& gpu, const kernels::Codec& cpu) {
+      return probe_locked(gpu, cpu, tensor, *device);
+    };
+  }
+  auto placed = place_codec(spec, device != nullptr, config_.collective,
+                            static_cast<uint32_t>(config_.nodes.size()), tensor.elements,
+                            config_.placement, prober);
+  if (placed.ok() && !placed->probe_error.empty()) {
+    spdlog::warn(
+        "tensor \"{}\": the placement probe of codec {} failed, the codec runs on the "
+        "GPU: {}",
+        tensor.name, spec, placed->probe_error);
+  }
+  if (placed.ok() && device != nullptr && !placed->on_gpu) {
     spdlog::info("tensor \"{}\" in GPU memory: codec {} runs on the CPU: {}", tensor.name, spec,
                  placed->cpu_reason);
   }
   return placed;
+}
+
+Result<PlacementProbe> Gateway::probe_locked(const kernels::Codec& gpu, const kernels::Codec& cpu,
+                                             const TensorSpec& tensor, DeviceTensor& device) {
+  kernels::TensorDesc desc;
+  desc.job_id = static_cast<uint32_t>(config_.job_id);
+  desc.elements = tensor.elements;
+  desc.rows = tensor.rows;
+  desc.cols = tensor.cols;
+  const ProbeKey key{gpu.spec(), device.device(), probe_sample(desc).elements};
+  if (auto known = probes_.find(key); known != probes_.end()) return known->second;
+  auto measured = probe_placement(gpu, cpu, device.queue(), desc);
+  if (!measured.ok()) return measured.status();
+  spdlog::info(
+      "placement probe of codec {} on GPU {} ({} values): {:.3g} elements/s on the GPU, "
+      "{:.3g} on the CPU",
+      gpu.spec(), device.device(), std::get<2>(key), measured->gpu_elements_per_second,
+      measured->cpu_elements_per_second);
+  probes_.emplace(key, *measured);
+  return measured;
 }
 
 std::span<float> Gateway::step_data(Tensor& tensor, const WorkerBuffer& in_place) const {
@@ -275,7 +308,7 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
     }
   }
   const bool gpu_buffers = tensor.device != nullptr;
-  auto placed = place_locked(wanted, tensor.spec, gpu_buffers);
+  auto placed = place_locked(wanted, tensor.spec, tensor.device.get());
   if (!placed.ok()) return placed.status();
   if (placed->codec->spec() != tensor.codec->spec() || placed->on_gpu != tensor.on_gpu) {
     // As counted against the cap when made (streams may have grown since: scratch space).
@@ -383,7 +416,7 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
     }
     device = std::move(made).value();
   }
-  auto placed = place_locked(configured_codec(spec), spec, gpu_buffers);
+  auto placed = place_locked(configured_codec(spec), spec, device.get());
   if (!placed.ok()) return placed.status();
   const bool host_sum =
       gpu_buffers ? !placed->on_gpu : !reduces_in_place(config_.local_workers, spec.dtype);
@@ -610,7 +643,22 @@ void Gateway::release_if_unused_locked(uint32_t id) {
 
 GatewayStats Gateway::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  GatewayStats stats = stats_;
+  for (const auto& [id, tensor] : tensors_) {
+    if (!tensor.device) continue;
+    ++(tensor.on_gpu ? stats.gpu_tensors_on_gpu : stats.gpu_tensors_on_cpu);
+  }
+  return stats;
+}
+
+std::vector<PlacementRecord> Gateway::placement_probes() const {
+  std::lock_guard lock(mutex_);
+  std::vector<PlacementRecord> records;
+  for (const auto& [key, probe] : probes_) {
+    const auto& [spec, device, elements] = key;
+    records.push_back({spec, device, elements, probe});
+  }
+  return records;
 }
 
 std::vector<TensorInfo> Gateway::tensors() const {

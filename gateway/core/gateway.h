@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gateway/collective/collective_engine.h"
@@ -50,6 +51,16 @@ struct GatewayStats {
   uint32_t workers = 0;                 // gauge: local workers connected
   uint32_t policy_version = 0;          // gauge: the newest policy version received
   uint32_t applied_policy_version = 0;  // gauge: the newest version a step has run under
+  uint32_t gpu_tensors_on_gpu = 0;      // gauge: tensors in GPU memory whose codec runs there
+  uint32_t gpu_tensors_on_cpu = 0;      // gauge: tensors in GPU memory whose codec runs on the CPU
+};
+
+/// A placement probe the gateway made (placement_probe.h), for metrics.
+struct PlacementRecord {
+  std::string codec;  // the codec spec
+  int device = 0;     // the GPU
+  size_t sample_elements = 0;
+  PlacementProbe probe;
 };
 
 /// One tensor's step as this gateway ran it, for metrics and telemetry.
@@ -97,6 +108,9 @@ class Gateway final : public IngressHandler {
 
   GatewayStats stats() const;
   std::vector<TensorInfo> tensors() const;
+  /// The placement probes made so far (compression.placement: auto), one per codec, GPU and
+  /// sample size.
+  std::vector<PlacementRecord> placement_probes() const;
   /// The data volume each local worker declared (its largest), by local rank; 0 if none.
   std::vector<double> worker_data_volumes() const;
   /// Called once per tensor step after it ends, outside the gateway's lock, on the step's
@@ -140,10 +154,13 @@ class Gateway final : public IngressHandler {
   /// Streams of `codec` for the tensor, within the memory cap beside the `in_use` bytes.
   Result<TensorStreams> make_streams_locked(const TensorSpec& spec, uint32_t id,
                                             const kernels::Codec& codec, size_t in_use);
-  /// The codec of `spec` for `tensor`'s buffers (GPU or CPU, placement.h), logged when a tensor
-  /// in GPU memory runs on the CPU.
+  /// The codec of `spec` for `tensor`'s buffers (GPU or CPU, placement.h; `device` null for
+  /// buffers in host memory), logged when a tensor in GPU memory runs on the CPU.
   Result<Placement> place_locked(const std::string& spec, const TensorSpec& tensor,
-                                 bool gpu_buffers) const;
+                                 DeviceTensor* device);
+  /// probe_placement() for `tensor` on `device`'s GPU, made once per codec, GPU and sample size.
+  Result<PlacementProbe> probe_locked(const kernels::Codec& gpu, const kernels::Codec& cpu,
+                                      const TensorSpec& tensor, DeviceTensor& device);
   /// The node sum of the step's local workers, where the step's collective reads it.
   Status gather_locked(Tensor& tensor, const WorkerBuffer& in_place);
   /// Where the step's collective runs: the GPU sum, node_sum, or the only worker's buffer.
@@ -178,6 +195,8 @@ class Gateway final : public IngressHandler {
   std::condition_variable stopping_changed_;
   std::thread watchdog_;
   std::map<uint32_t, Tensor> tensors_;
+  using ProbeKey = std::tuple<std::string, int, size_t>;  // codec spec, GPU, sample elements
+  std::map<ProbeKey, PlacementProbe> probes_;
   std::vector<bool> connected_;
   std::vector<double> data_volumes_;  // by local rank
   std::function<void(const StepRecord&)> step_observer_;

@@ -1,12 +1,15 @@
 #include "gateway/core/placement.h"
 
+#include <spdlog/fmt/fmt.h>
+
 #include "gateway/collective/tensor_streams.h"
 #include "gradgate/kernels/codec_spec.h"
 
 namespace gradgate::gateway {
 
 Result<Placement> place_codec(const std::string& spec, bool gpu_buffers, CollectiveMode mode,
-                              uint32_t nodes, size_t elements) {
+                              uint32_t nodes, size_t elements, PlacementMode preference,
+                              const PlacementProber& prober) {
   auto params = kernels::parse_codec_spec(spec);
   if (!params.ok()) return params.status();
   auto cpu = kernels::make_cpu_codec(*params);
@@ -23,6 +26,24 @@ Result<Placement> place_codec(const std::string& spec, bool gpu_buffers, Collect
   if (!gpu.ok()) {
     placement.cpu_reason = gpu.status().message();
     return placement;
+  }
+  if (preference == PlacementMode::kCpu) {
+    placement.cpu_reason = "compression.placement is cpu";
+    return placement;
+  }
+  if (preference == PlacementMode::kAuto && prober) {
+    auto measured = prober(**gpu, *placement.codec);
+    if (!measured.ok()) {
+      placement.probe_error = measured.status().to_string();
+    } else {
+      placement.probe = *measured;
+      if (measured->cpu_elements_per_second > measured->gpu_elements_per_second) {
+        placement.cpu_reason = fmt::format(
+            "measured faster on the CPU ({:.3g} vs {:.3g} elements/s on the GPU, staging included)",
+            measured->cpu_elements_per_second, measured->gpu_elements_per_second);
+        return placement;
+      }
+    }
   }
   placement.host_codec = std::move(placement.codec);
   placement.codec = std::move(gpu).value();

@@ -114,6 +114,19 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                    .Help("Tensors declared")
                    .Register(*registry_)
                    .Add({})),
+      gpu_tensors_(BuildGauge()
+                       .Name("gradgate_gpu_tensors")
+                       .Help("Tensors whose buffers are GPU memory, by where their codec runs "
+                             "(gpu; cpu: the node sum staged through host memory)")
+                       .Register(*registry_)),
+      gpu_tensors_on_gpu_(gpu_tensors_.Add({{"placement", "gpu"}})),
+      gpu_tensors_on_cpu_(gpu_tensors_.Add({{"placement", "cpu"}})),
+      placement_probe_rate_(BuildGauge()
+                                .Name("gradgate_placement_probe_elements_per_second")
+                                .Help("One step of a codec (encode, frame staging, decode) as the "
+                                      "placement probe measured it, by codec and device (gpu, "
+                                      "cpu)")
+                                .Register(*registry_)),
       transport_bytes_sent_(
           BuildCounter()
               .Name("gradgate_transport_sent_bytes_total")
@@ -214,6 +227,15 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
   fail_static_.Set(now.fail_static ? 1.0 : 0.0);
   workers_.Set(now.core.workers);
   tensors_.Set(now.core.tensors);
+  gpu_tensors_on_gpu_.Set(now.core.gpu_tensors_on_gpu);
+  gpu_tensors_on_cpu_.Set(now.core.gpu_tensors_on_cpu);
+  for (const PlacementRecord& record : now.placement_probes) {
+    const std::string codec = record.codec.substr(0, record.codec.find(':'));
+    placement_probe_rate_.Add({{"codec", codec}, {"device", "gpu"}})
+        .Set(record.probe.gpu_elements_per_second);
+    placement_probe_rate_.Add({{"codec", codec}, {"device", "cpu"}})
+        .Set(record.probe.cpu_elements_per_second);
+  }
   ingress_cuda_mappings_.Set(static_cast<double>(now.ingress.cuda_mappings));
   advance(transport_bytes_sent_, now.transport.bytes_sent, last_bytes_sent_);
   advance(transport_bytes_received_, now.transport.bytes_received, last_bytes_received_);

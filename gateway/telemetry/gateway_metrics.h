@@ -32,6 +32,7 @@ struct GatewaySnapshot {
   MailboxStats mailbox;
   IngressStats ingress;
   std::vector<LinkEstimate> links;
+  std::vector<PlacementRecord> placement_probes;
   bool fail_static = false;
   double target_ratio = 0.0;  // from the controller's policy; 0: none
 };
@@ -78,6 +79,10 @@ class GatewayMetrics {
   prometheus::Gauge& fail_static_;
   prometheus::Gauge& workers_;
   prometheus::Gauge& tensors_;
+  prometheus::Family<prometheus::Gauge>& gpu_tensors_;
+  prometheus::Gauge& gpu_tensors_on_gpu_;
+  prometheus::Gauge& gpu_tensors_on_cpu_;
+  prometheus::Family<prometheus::Gauge>& placement_probe_rate_;
   prometheus::Counter& transport_bytes_sent_;
   prometheus::Counter& transport_bytes_received_;
   prometheus::Counter& probes_sent_;

@@ -113,6 +113,7 @@ GatewaySnapshot Telemetry::snapshot() const {
   now.mailbox = gateway_.mailbox_stats();
   if (ingress_ != nullptr) now.ingress = ingress_->stats();
   now.links = transport_.links();
+  now.placement_probes = gateway_.placement_probes();
   now.fail_static = control_ && control_->fail_static();
   now.target_ratio = control_ ? control_->target_ratio() : 0.0;
   return now;

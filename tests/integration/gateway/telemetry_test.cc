@@ -75,6 +75,10 @@ TEST(GatewayTelemetry, MetricsAndStatusFollowTheAllreduces) {
   EXPECT_GT(wire, 0.0);
   EXPECT_LT(wire, raw * 0.05) << "topk at 1% sends a few percent of the raw bytes";
   EXPECT_EQ(sample(text, "gradgate_encode_seconds_count{codec=\"topk\",device=\"cpu\"}"), kSteps);
+  // Host buffers: no tensor in GPU memory on either side, and nothing probed.
+  EXPECT_EQ(sample(text, "gradgate_gpu_tensors{placement=\"gpu\"}"), 0.0) << text;
+  EXPECT_EQ(sample(text, "gradgate_gpu_tensors{placement=\"cpu\"}"), 0.0) << text;
+  EXPECT_EQ(text.find("gradgate_placement_probe_elements_per_second{"), std::string::npos);
   EXPECT_EQ(sample(text, "gradgate_build_info{component=\"gateway\",transports=\"" +
                              std::string(GRADGATE_TRANSPORTS) + "\",version=\"" +
                              std::string(GRADGATE_VERSION) + "\"}"),

@@ -69,5 +69,13 @@ TEST(CollectiveModeText, RoundTripsEveryMode) {
               HasSubstr("\"Ring\" is not one of auto, ring, allgather, aggregator"));
 }
 
+TEST(PlacementModeText, ParsesEveryModeAndNamesTheChoices) {
+  EXPECT_EQ(*parse_placement_mode("auto"), PlacementMode::kAuto);
+  EXPECT_EQ(*parse_placement_mode("gpu"), PlacementMode::kGpu);
+  EXPECT_EQ(*parse_placement_mode("cpu"), PlacementMode::kCpu);
+  EXPECT_THAT(parse_placement_mode("GPU").status().message(),
+              HasSubstr("\"GPU\" is not one of auto, gpu, cpu"));
+}
+
 }  // namespace
 }  // namespace gradgate::gateway

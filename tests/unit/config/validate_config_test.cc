@@ -92,5 +92,17 @@ TEST(ValidateConfig, JobSizeTakesTheAddressesFromTheController) {
               ElementsAre(StartsWith("job.size: give job.nodes or job.size, not both")));
 }
 
+TEST(ValidateConfig, SegmentsAreNeverCutOrAtLeast64KiB) {
+  auto config = usable_config();
+  config.segment_bytes = 0;
+  EXPECT_THAT(validate_gateway_config(config), IsEmpty());
+  config.segment_bytes = 65536;
+  EXPECT_THAT(validate_gateway_config(config), IsEmpty());
+  config.segment_bytes = 4096;
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre("collective.segment_bytes: must be 0 (never cut) or at least 65536 "
+                          "bytes, got 4096"));
+}
+
 }  // namespace
 }  // namespace gradgate::gateway

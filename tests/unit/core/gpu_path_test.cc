@@ -22,6 +22,8 @@ constexpr uint32_t kGateways = 2;
 constexpr uint32_t kWorkers = 2;
 constexpr size_t kElements = 256 * 257;  // odd-sized, and a 256 x 257 matrix for powersgd
 constexpr int kSteps = 3;
+// Cuts the tensor's parts into segments (3 per ring part, 5 under all-gather), on both paths alike.
+constexpr uint64_t kSegmentBytes = 64 << 10;
 
 struct Case {
   std::string codec;
@@ -62,10 +64,12 @@ std::vector<std::byte> gradient(uint32_t worker, int step, Dtype dtype) {
   return bytes;
 }
 
-// The job: its gateways and every worker's buffer, on the GPU or in host memory.
+// The job: its gateways and every worker's buffer, on the GPU or in host memory, the codec placed
+// as `placement` says (by default on the GPU whenever it can).
 class Job {
  public:
-  Job(const Case& param, bool on_gpu) : param_(param), on_gpu_(on_gpu) {
+  Job(const Case& param, bool on_gpu, PlacementMode placement = PlacementMode::kGpu)
+      : param_(param), on_gpu_(on_gpu) {
     std::vector<uint16_t> ports;
     for (uint32_t rank = 0; rank < kGateways; ++rank) {
       GatewayConfig config;
@@ -76,6 +80,8 @@ class Job {
       config.min_compress_elements = 0;
       config.timeout = std::chrono::milliseconds(30000);
       config.job_id = 7;
+      config.segment_bytes = kSegmentBytes;
+      config.placement = placement;
       transports_.push_back(
           std::make_unique<TcpTransport>(testing::loopback_options(rank, kGateways, ports)));
       gateways_.push_back(std::make_unique<Gateway>(config, *transports_.back()));
@@ -108,6 +114,8 @@ class Job {
   ~Job() {
     for (auto& gateway : gateways_) gateway->stop();
   }
+
+  Gateway& gateway(uint32_t rank) { return *gateways_[rank]; }
 
   /// One step: every worker's gradient in, the all-reduce, every worker's result out (as fp32).
   std::vector<std::vector<float>> step(int step) {
@@ -201,6 +209,40 @@ TEST_P(GpuPathTest, WorkersAgreeAndMatchTheHostPath) {
           << "step " << step << ": the GPU path differs from the host path";
     } else {
       EXPECT_LE(relative_distance(on_gpu[0], on_host[0]), param.tolerance) << "step " << step;
+    }
+  }
+}
+
+// compression.placement cpu: the node sum is made on the GPU and the codec runs on the CPU, the
+// result the host path's bits; auto: a probe measured both sides and the tensor went to one.
+TEST(GpuPlacementTest, CpuAndAutoPlacementsKeepTheHostPathsResults) {
+  if (auto gpu = kernels::DeviceQueue::create(0); !gpu.ok()) {
+    GTEST_SKIP() << "no usable GPU: " << gpu.status().to_string();
+  }
+  const Case param{"fp16"};
+  Job host(param, false);
+  Job staged(param, true, PlacementMode::kCpu);
+  Job measured(param, true, PlacementMode::kAuto);
+  for (uint32_t rank = 0; rank < kGateways; ++rank) {
+    EXPECT_EQ(staged.gateway(rank).stats().gpu_tensors_on_cpu, 1u);
+    EXPECT_EQ(staged.gateway(rank).stats().gpu_tensors_on_gpu, 0u);
+    EXPECT_TRUE(staged.gateway(rank).placement_probes().empty());
+    const GatewayStats stats = measured.gateway(rank).stats();
+    EXPECT_EQ(stats.gpu_tensors_on_cpu + stats.gpu_tensors_on_gpu, 1u);
+    const auto probes = measured.gateway(rank).placement_probes();
+    ASSERT_EQ(probes.size(), 1u);
+    EXPECT_EQ(probes[0].sample_elements, kElements);
+    EXPECT_GT(probes[0].probe.gpu_elements_per_second, 0.0);
+    EXPECT_GT(probes[0].probe.cpu_elements_per_second, 0.0);
+    EXPECT_EQ(stats.gpu_tensors_on_gpu == 1,
+              probes[0].probe.gpu_elements_per_second >= probes[0].probe.cpu_elements_per_second);
+  }
+  for (int step = 0; step < kSteps; ++step) {
+    const auto on_host = host.step(step);
+    for (Job* job : {&staged, &measured}) {
+      const auto result = job->step(step);
+      EXPECT_EQ(std::memcmp(result[0].data(), on_host[0].data(), kElements * 4), 0)
+          << "step " << step << ": differs from the host path";
     }
   }
 }
