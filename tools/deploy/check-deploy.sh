@@ -27,6 +27,8 @@ readonly REJECTED_VALUES=(
   "gateway.config.job.size=-1|gateway\.config\.job\.size: Must be greater than or equal to"
   "gateway.config.logging.level=verbose|gateway\.config\.logging\.level: .*must be one of"
   "controller.config.log.level=verbose|controller\.config\.log\.level: .*must be one of"
+  "gateway.config.compression.placement=fast|gateway\.config\.compression\.placement: .*must be one of"
+  "gateway.config.collective.segment_bytes=4096|gateway\.config\.collective\.segment_bytes: Must validate at least one schema"
 )
 
 WORK=$(mktemp -d)
