@@ -6,8 +6,10 @@ compression, all in one run on one machine.
 Two gateways on loopback (gradgate gateway, one local worker each) and two worker processes that
 each hold a bucket of --elements fp32 values on their GPU (cuda:0 and cuda:1 when there are two
 GPUs, both on cuda:0 otherwise). Per codec, each worker times --steps all-reduces after --warmup:
-  gpu:   the bucket declared over its GPU memory (Client.declare_cuda, CUDA IPC), encoded and
-         decoded by the gateway on the GPU;
+  gpu:   the bucket declared over its GPU memory (Client.declare_cuda, CUDA IPC), summed on the
+         GPU by the gateway and encoded and decoded where --placement says (compression.placement:
+         gpu by default; auto lets the gateway's probe choose; cpu stages the sum through host
+         memory);
   host:  the bucket copied into a shared-memory buffer, encoded on the CPU, copied back (what the
          hook does with device_path="host");
 and once, without gradgate: torch.distributed.all_reduce of the bucket with NCCL (two GPUs) or
@@ -17,6 +19,7 @@ encode / communicate / decode split. --device cpu runs the host path and gloo on
 the script without a GPU).
 
 Usage: bucket_bench.py --gradgate BUILD/cli/gradgate [--elements 25000000] [--codecs ...]
+                       [--placement gpu|auto|cpu] [--segment-bytes N]
 """
 import argparse
 import json
@@ -125,6 +128,10 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--timeout-ms", type=int, default=120000)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--placement", choices=["gpu", "auto", "cpu"], default="gpu",
+                        help="the gateways' compression.placement for the gpu path")
+    parser.add_argument("--segment-bytes", type=int, default=4 << 20,
+                        help="the gateways' collective.segment_bytes (0: never cut)")
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--sockets", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--dist-port", type=int, help=argparse.SUPPRESS)
@@ -145,7 +152,10 @@ def main():
             clusters.append(LocalCluster(args.gradgate, nodes=2, workdir=work / str(index),
                                          codec=codec, min_compress_elements=0,
                                          collective_timeout_ms=args.timeout_ms,
-                                         log_level="warn").start())
+                                         log_level="warn",
+                                         extra={"compression": {"placement": args.placement},
+                                                "collective": {"segment_bytes":
+                                                               args.segment_bytes}}).start())
         common = [sys.executable, __file__, "--elements", str(args.elements), "--steps",
                   str(args.steps), "--warmup", str(args.warmup), "--timeout-ms",
                   str(args.timeout_ms), "--device", args.device, "--dist-port",
@@ -162,6 +172,8 @@ def main():
         baseline = next((row["seconds"] for row in rows if row["path"].startswith("torch-")), None)
         for row in rows:
             row["gpu_model"] = gpu_model() if args.device == "cuda" else "none"
+            row["placement"] = args.placement if row["path"] == "gpu" else "cpu"
+            row["segment_bytes"] = args.segment_bytes
             if baseline:
                 row["vs_uncompressed"] = row["seconds"] / baseline
             print(json.dumps(row))
