@@ -18,7 +18,7 @@ readonly PACKAGE_LISTS=(tools/packages/build.txt tools/packages/runtime.txt tool
                         tools/packages/deploy.txt)
 JOBS=${JOBS:-$(nproc)}
 
-log() { printf '\n== %s\n' "$*" >&2; }
+log() { printf '\n== [%d s] %s\n' "$SECONDS" "$*" >&2; }
 
 install_dependencies() {
   local missing
@@ -62,7 +62,10 @@ run_tests() {
   tools/deploy/check-deploy.sh
 
   log "libraries' tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-  configure_and_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRADGATE_SANITIZE=ON \
+  # -O1 -g1 as the sanitizers' documentation advises: half the compile time of -O2 -g, with line
+  # numbers in every report.
+  configure_and_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DGRADGATE_SANITIZE=ON \
     -DGRADGATE_BUILD_APPS=OFF -DGRADGATE_WITH_CUDA=OFF
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$JOBS"
