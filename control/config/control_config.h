@@ -28,6 +28,8 @@ struct ControlConfig {
   // nodes: how often gateways report, and when a silent one counts as stale.
   std::chrono::milliseconds report_interval{1000};
   std::chrono::milliseconds stale_after{5000};
+  // A job none of whose gateways reported for this long is forgotten (0: never).
+  std::chrono::milliseconds forget_after{3600000};
 
   // policy: the settings of every job's policy, and how new versions are scheduled.
   PolicySettings policy = {.name = "static", .default_codec = "topk:density=0.01"};

@@ -119,6 +119,11 @@ void check(const ControlConfig& config, std::string_view origin, ConfigErrors& e
     errors.add(origin, "nodes.stale_after_ms",
                "must be at least nodes.report_interval_ms, or every node flaps to stale");
   }
+  if (!errors.failed("nodes.forget_after_ms") && !errors.failed("nodes.stale_after_ms") &&
+      config.forget_after.count() != 0 && config.forget_after < config.stale_after) {
+    errors.add(origin, "nodes.forget_after_ms",
+               "must be 0 (never forget) or at least nodes.stale_after_ms");
+  }
   if (errors.failed("policy.policy") || errors.failed("policy.ladder") ||
       errors.failed("policy.rules")) {
     return;

@@ -39,6 +39,20 @@ RecordNotes JobRegistry::record(NodeReport report, Clock::time_point now) {
   return notes;
 }
 
+std::vector<uint64_t> JobRegistry::forget_silent(Clock::time_point now,
+                                                 std::chrono::milliseconds silence) {
+  std::vector<uint64_t> forgotten;
+  std::erase_if(jobs_, [&](const auto& entry) {
+    const auto& members = entry.second.members;
+    const bool silent = std::all_of(members.begin(), members.end(), [&](const auto& member) {
+      return now - member.second.last_seen > silence;
+    });
+    if (silent) forgotten.push_back(entry.first);
+    return silent;
+  });
+  return forgotten;
+}
+
 const JobState* JobRegistry::find(uint64_t job_id) const {
   const auto found = jobs_.find(job_id);
   return found == jobs_.end() ? nullptr : &found->second;

@@ -56,6 +56,10 @@ class JobRegistry {
   /// that ran before this one).
   static uint64_t max_applied_version(const JobState& job);
 
+  /// Removes the jobs none of whose nodes reported within `silence` before `now`; returns their
+  /// ids.
+  std::vector<uint64_t> forget_silent(Clock::time_point now, std::chrono::milliseconds silence);
+
   /// The policy's input for a job: its step and size; each node's data volume (the sum over its
   /// workers, 1 when that is 0); the links measured by nodes that are not stale; the tensors of
   /// the latest report that had any; codec speeds averaged over the nodes that measured them.

@@ -46,6 +46,16 @@ Result<RankClaim> RankTable::claim(uint64_t job_id, const std::string& name, uin
   return claimed;
 }
 
+void RankTable::forget_unreported(Clock::time_point before,
+                                  const std::function<bool(uint64_t)>& reported) {
+  std::erase_if(jobs_, [&](const auto& entry) {
+    const auto& holders = entry.second.by_name;
+    return !reported(entry.first) &&
+           std::all_of(holders.begin(), holders.end(),
+                       [&](const auto& holder) { return holder.second.claimed < before; });
+  });
+}
+
 const std::string* RankTable::holder_of(uint64_t job_id, uint32_t rank) const {
   const auto job = jobs_.find(job_id);
   if (job == jobs_.end()) return nullptr;

@@ -47,6 +47,10 @@ class RankTable {
   Result<RankClaim> claim(uint64_t job_id, const std::string& name, uint32_t nodes,
                           const std::set<uint32_t>& reported_live, Clock::time_point now);
 
+  /// Drops the claims of every job that `reported` says no gateway reports for and whose newest
+  /// claim was made before `before`: jobs that are gone, or that never got as far as reporting.
+  void forget_unreported(Clock::time_point before, const std::function<bool(uint64_t)>& reported);
+
   /// The name that holds `rank` of the job, live or not; nullptr when none does.
   const std::string* holder_of(uint64_t job_id, uint32_t rank) const;
 

@@ -47,7 +47,7 @@ struct ControlServer::Parts {
       : registry(metrics::make_registry("controller")),
         metrics(*registry),
         controller(std::move(decider), config.stale_after, metrics,
-                   std::min(config.report_interval, config.stale_after)),
+                   std::min(config.report_interval, config.stale_after), config.forget_after),
         server(http::ServerOptions{
             .bind_address = config.listen_host,
             .port = config.listen_port,

@@ -13,12 +13,14 @@ PolicyVersion ControllerView::version_of(uint64_t job_id) const {
 }
 
 Controller::Controller(Decider decider, std::chrono::milliseconds stale_after,
-                       ControllerMetrics& metrics, std::chrono::milliseconds refresh_interval)
-    : registry_(stale_after),
+                       ControllerMetrics& metrics, std::chrono::milliseconds refresh_interval,
+                       std::chrono::milliseconds forget_after)
+    : forget_after_(forget_after),
+      registry_(stale_after),
       rank_table_(stale_after),
       decider_(std::move(decider)),
       metrics_(metrics),
-      long_polls_([this] { refresh_gauges(); }, refresh_interval) {}
+      long_polls_([this] { tick(); }, refresh_interval) {}
 
 uint64_t Controller::report(NodeReport report) {
   const uint64_t job_id = report.job_id;
@@ -116,6 +118,22 @@ Status Controller::when_version_above(uint64_t job_id, uint64_t known_version,
   }
   answer();
   return {};
+}
+
+void Controller::tick() {
+  if (forget_after_.count() > 0) {
+    std::lock_guard lock(mutex_);
+    const Clock::time_point now = Clock::now();
+    for (const uint64_t job_id : registry_.forget_silent(now, forget_after_)) {
+      versions_.erase(job_id);
+      metrics_.forget_job(job_id);
+      spdlog::info("job {}: forgotten, no gateway reported for {} ms (nodes.forget_after_ms)",
+                   job_id, forget_after_.count());
+    }
+    rank_table_.forget_unreported(
+        now - forget_after_, [this](uint64_t job_id) { return registry_.find(job_id) != nullptr; });
+  }
+  refresh_gauges();
 }
 
 void Controller::refresh_gauges() {

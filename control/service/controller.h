@@ -36,9 +36,12 @@ struct ControllerView {
 
 class Controller {
  public:
-  /// `metrics` must outlive the controller. Gauges are refreshed every `refresh_interval`.
+  /// `metrics` must outlive the controller. Every `refresh_interval` the gauges are refreshed and
+  /// the jobs silent for `forget_after` (0: never) forgotten: their reports, versions, rank
+  /// claims and series.
   Controller(Decider decider, std::chrono::milliseconds stale_after, ControllerMetrics& metrics,
-             std::chrono::milliseconds refresh_interval = std::chrono::seconds(1));
+             std::chrono::milliseconds refresh_interval = std::chrono::seconds(1),
+             std::chrono::milliseconds forget_after = std::chrono::milliseconds(0));
 
   /// Stores a validated report and re-decides its job. Returns the job's latest version.
   uint64_t report(NodeReport report);
@@ -69,6 +72,8 @@ class Controller {
 
   /// Sets the job and node gauges from the registry.
   void refresh_gauges();
+  /// Forgets the jobs silent for forget_after, then refreshes the gauges.
+  void tick();
 
  private:
   /// Re-decides one job (lock held); true when a new version was made.
@@ -76,6 +81,7 @@ class Controller {
   /// Re-decides every job and wakes the long polls of those with a new version.
   void decide_all();
 
+  std::chrono::milliseconds forget_after_;
   mutable std::mutex mutex_;
   JobRegistry registry_;
   RankTable rank_table_;

@@ -59,23 +59,48 @@ void ControllerMetrics::set_membership(std::size_t jobs, std::size_t live_nodes,
 
 void ControllerMetrics::record_version(uint64_t job_id, const PolicyVersion& version) {
   const std::string job = std::to_string(job_id);
-  policy_version_.Add({{"job_id", job}}).Set(static_cast<double>(version.version));
-  decisions_.Add({{"job_id", job}, {"policy", version.policy}}).Increment();
-  target_ratio_.Add({{"job_id", job}}).Set(version.target_ratio);
+  std::lock_guard lock(series_mutex_);
+  JobSeries& series = series_[job_id];
+  auto& policy_version = policy_version_.Add({{"job_id", job}});
+  policy_version.Set(static_cast<double>(version.version));
+  series.policy_version.insert(&policy_version);
+  auto& decisions = decisions_.Add({{"job_id", job}, {"policy", version.policy}});
+  decisions.Increment();
+  series.decisions.insert(&decisions);
+  auto& target_ratio = target_ratio_.Add({{"job_id", job}});
+  target_ratio.Set(version.target_ratio);
+  series.target_ratio.insert(&target_ratio);
   if (version.predicted_communicate_seconds) {
-    predicted_communicate_.Add({{"job_id", job}}).Set(*version.predicted_communicate_seconds);
+    auto& predicted = predicted_communicate_.Add({{"job_id", job}});
+    predicted.Set(*version.predicted_communicate_seconds);
+    series.predicted_communicate.insert(&predicted);
   }
 }
 
 void ControllerMetrics::set_links(uint64_t job_id, const std::vector<LinkSample>& links) {
   const std::string job = std::to_string(job_id);
+  std::lock_guard lock(series_mutex_);
+  JobSeries& series = series_[job_id];
   for (const LinkSample& link : links) {
-    link_bandwidth_
-        .Add({{"job_id", job},
-              {"from", std::to_string(link.from_node)},
-              {"to", std::to_string(link.to_node)}})
-        .Set(link.goodput_bytes_per_second);
+    auto& bandwidth = link_bandwidth_.Add({{"job_id", job},
+                                           {"from", std::to_string(link.from_node)},
+                                           {"to", std::to_string(link.to_node)}});
+    bandwidth.Set(link.goodput_bytes_per_second);
+    series.link_bandwidth.insert(&bandwidth);
   }
+}
+
+void ControllerMetrics::forget_job(uint64_t job_id) {
+  std::lock_guard lock(series_mutex_);
+  const auto found = series_.find(job_id);
+  if (found == series_.end()) return;
+  const JobSeries& series = found->second;
+  for (auto* gauge : series.policy_version) policy_version_.Remove(gauge);
+  for (auto* gauge : series.target_ratio) target_ratio_.Remove(gauge);
+  for (auto* gauge : series.predicted_communicate) predicted_communicate_.Remove(gauge);
+  for (auto* gauge : series.link_bandwidth) link_bandwidth_.Remove(gauge);
+  for (auto* counter : series.decisions) decisions_.Remove(counter);
+  series_.erase(found);
 }
 
 }  // namespace gradgate::control

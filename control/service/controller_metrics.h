@@ -1,6 +1,7 @@
 // The controller's Prometheus metrics (docs/metrics.md, "Controller"). Labels are bounded: `job`
-// by the number of jobs the controller serves, `from`/`to` by their sizes, `route` by the route
-// table, `kind` and `policy` by fixed sets; never a tensor name or a step. Thread-safe.
+// by the number of jobs the controller serves (a forgotten job's series are removed), `from`/`to`
+// by their sizes, `route` by the route table, `kind` and `policy` by fixed sets; never a tensor
+// name or a step. Thread-safe.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -9,6 +10,9 @@
 #include <prometheus/registry.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -33,8 +37,17 @@ class ControllerMetrics {
   void record_version(uint64_t job_id, const PolicyVersion& version);
   /// The link goodputs a job's policy was given.
   void set_links(uint64_t job_id, const std::vector<LinkSample>& links);
+  /// Removes every series of a job the controller forgot.
+  void forget_job(uint64_t job_id);
 
  private:
+  /// The series labelled with one job, to be removed with it.
+  struct JobSeries {
+    std::set<prometheus::Gauge*> policy_version, target_ratio, predicted_communicate,
+        link_bandwidth;
+    std::set<prometheus::Counter*> decisions;
+  };
+
   prometheus::Gauge& jobs_;
   prometheus::Family<prometheus::Gauge>& nodes_;
   prometheus::Counter& reports_;
@@ -45,6 +58,8 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Gauge>& target_ratio_;
   prometheus::Family<prometheus::Gauge>& predicted_communicate_;
   prometheus::Family<prometheus::Counter>& requests_;
+  std::mutex series_mutex_;
+  std::map<uint64_t, JobSeries> series_;  // by job
 };
 
 }  // namespace gradgate::control

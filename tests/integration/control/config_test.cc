@@ -26,6 +26,7 @@ TEST(ControlConfigTest, ShippedExampleLoadsWithItsDocumentedValues) {
   EXPECT_EQ(config->listen_port, 9400);
   EXPECT_EQ(config->token_env, "GRADGATE_API_TOKEN");
   EXPECT_EQ(config->stale_after, std::chrono::milliseconds(5000));
+  EXPECT_EQ(config->forget_after, std::chrono::milliseconds(3600000));
   EXPECT_EQ(config->policy.name, "static");
   EXPECT_EQ(config->policy.default_codec, "topk:density=0.01");
   EXPECT_EQ(config->policy.ladder.size(), 7u);
@@ -71,6 +72,9 @@ TEST(ControlConfigTest, PolicySettingsAreCheckedByThePolicyEngine) {
   expect_error(parse("policy: {traffic_budget: 1.5}"), "policy.traffic_budget:");
   expect_error(parse("nodes: {report_interval_ms: 2000, stale_after_ms: 1000}"),
                "nodes.stale_after_ms: must be at least nodes.report_interval_ms");
+  expect_error(parse("nodes: {stale_after_ms: 5000, forget_after_ms: 1000}"),
+               "nodes.forget_after_ms: must be 0 (never forget) or at least nodes.stale_after_ms");
+  EXPECT_TRUE(parse("nodes: {forget_after_ms: 0}").ok());
 }
 
 TEST(ControlConfigTest, EnvironmentThenSetOverrideTheFile) {

@@ -93,6 +93,54 @@ TEST_F(MembershipTest, SilentNodeBecomesStale) {
   EXPECT_EQ(get(client, "/v1/nodes?job_id=5")["nodes"][0]["stale"], false);
 }
 
+TEST_F(MembershipTest, SilentJobIsForgottenAndComesBackAfresh) {
+  ControlConfig config = test_config();
+  config.report_interval = std::chrono::milliseconds(20);
+  config.stale_after = std::chrono::milliseconds(50);
+  config.forget_after = std::chrono::milliseconds(300);
+  start(config);
+  TestClient client = connect();
+  // Job 77 claims ranks but never reports; job 42 reports once; job 5 keeps reporting.
+  for (const char* name : {"node-a", "node-b"}) {
+    const Reply claimed =
+        client.send_json(verb::post, "/v1/jobs/77/ranks",
+                         nlohmann::json{{"name", name}, {"nodes", 2}}.dump(), bearer());
+    ASSERT_EQ(claimed.result(), status::ok) << claimed.body();
+  }
+  register_known_job(client);
+  const auto reported = std::chrono::steady_clock::now();
+  std::string metrics = client.send(verb::get, "/metrics").body();
+  EXPECT_NE(metrics.find(R"(gradgate_controller_policy_version{job_id="42"} 1)"), std::string::npos)
+      << metrics;
+
+  const auto deadline = reported + std::chrono::seconds(10);
+  status found = status::ok;
+  while (found == status::ok && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // poll interval
+    post_report(client, report(5, 0, 1));
+    found = client.send(verb::get, "/v1/jobs/42").result();
+  }
+  ASSERT_EQ(found, status::not_found) << "job 42 was never forgotten";
+  EXPECT_GE(std::chrono::steady_clock::now() - reported, config.forget_after);
+  EXPECT_EQ(get(client, "/v1/jobs")["jobs"].size(), 1u);  // job 5 reports: it stays
+  metrics = client.send(verb::get, "/metrics").body();
+  EXPECT_EQ(metrics.find(R"(job_id="42")"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("gradgate_controller_jobs 1"), std::string::npos) << metrics;
+
+  // Job 77's claims went with it: node-b now gets the lowest rank instead of its old one.
+  const Reply again =
+      client.send_json(verb::post, "/v1/jobs/77/ranks",
+                       nlohmann::json{{"name", "node-b"}, {"nodes", 2}}.dump(), bearer());
+  EXPECT_EQ(body_of(again).value("node", 99u), 0u) << again.body();
+
+  // Job 42's gateways come back applying version 1: its numbering goes on from there.
+  nlohmann::json back = report(42, 0, 2, 20);
+  back["policy_version"] = 1;
+  back["tensors"] = {{{"name", "fc1.weight"}, {"elements", 1 << 20}}};
+  post_report(client, back);
+  EXPECT_EQ(get(client, "/v1/policy?job_id=42")["version"], 2);
+}
+
 TEST_F(MembershipTest, RestartedGatewayReplacesItsPredecessor) {
   start();
   TestClient client = connect();
