@@ -6,7 +6,7 @@
 //
 // The sample is Gaussian, at most kProbeElements values (a shaped tensor keeps its columns), each
 // side warmed up by one step before the timed one: a few milliseconds per probe, which the gateway
-// makes once per codec, GPU and size class.
+// makes once per codec, GPU and sample size.
 #pragma once
 
 #include <cstddef>
