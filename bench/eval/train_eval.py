@@ -20,7 +20,6 @@ train_seconds leaves out the time spent scoring. Errors go to stderr with a non-
 import argparse
 import datetime
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ from torch.nn.parallel import DistributedDataParallel
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "demo"))
 
 import fashion_mnist  # noqa: E402  (tools/demo)
-import train as demo  # noqa: E402  (tools/demo/train.py: attach_gradgate, evaluate)
+import train as demo  # noqa: E402  (tools/demo/train.py: attach_gradgate, evaluate, run_rank)
 from gradgate import local_rendezvous  # noqa: E402  (train.py put client/python on the path)
 
 MLP_HIDDEN = (1536, 1024)
@@ -241,14 +240,7 @@ def train(args):
 
 
 def main():
-    args = parse_args()
-    try:
-        train(args)
-    except Exception as error:  # one clear line for the harness, not a DDP traceback
-        print(f"rank {args.rank}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-        sys.stderr.flush()
-        os._exit(1)  # a rank that failed must not wait in the interpreter's gloo shutdown
-    return 0
+    return demo.run_rank(train, parse_args())
 
 
 if __name__ == "__main__":

@@ -19,13 +19,13 @@ the 10k test images (each rank scores a shard), raw/wire bytes the running total
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
@@ -159,14 +159,20 @@ def train(args):
     local_rendezvous.exit_process()
 
 
-def main():
-    args = parse_args()
+def run_rank(train_rank, args):
+    """train_rank(args); on an error, one clear line for the launcher (not a DDP traceback), and
+    the process ends at once: a rank that failed must not wait in the interpreter's gloo
+    shutdown."""
     try:
-        train(args)
-    except Exception as error:  # one clear line for the launcher, not a DDP traceback
+        train_rank(args)
+    except Exception as error:
         print(f"rank {args.rank}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-        return 1
+        os._exit(1)
     return 0
+
+
+def main():
+    return run_rank(train, parse_args())
 
 
 if __name__ == "__main__":
