@@ -31,7 +31,11 @@ Result<Placement> place_codec(const std::string& spec, bool gpu_buffers, Collect
     placement.cpu_reason = "compression.placement is cpu";
     return placement;
   }
-  if (preference == PlacementMode::kAuto && prober) {
+  // powersgd decodes through GEMMs that round differently on the two sides: gateways that chose
+  // differently would hand their workers different aggregates. Its placement must not hang on a
+  // measurement that can come out differently on each gateway.
+  const bool decodes_alike = params->id != kernels::CodecId::kPowersgd;
+  if (preference == PlacementMode::kAuto && prober && decodes_alike) {
     auto measured = prober(**gpu, *placement.codec);
     if (!measured.ok()) {
       placement.probe_error = measured.status().to_string();

@@ -36,7 +36,8 @@ using PlacementProber =
 
 /// The placement of codec `spec` for a tensor of `elements` values among `nodes` gateways under
 /// collective `mode`, its buffers in GPU memory or not, as `preference` (compression.placement)
-/// says; kAuto asks `prober` where both are possible (without one, or when it fails, the GPU).
+/// says; kAuto asks `prober` where both are possible (without one, when it fails, and for
+/// powersgd, whose decoding is not bit-identical on the two sides: the GPU).
 /// An error only for a spec that is no codec; a GPU that cannot run it places the tensor on the
 /// CPU.
 Result<Placement> place_codec(const std::string& spec, bool gpu_buffers, CollectiveMode mode,

@@ -109,6 +109,15 @@ TEST_F(GpuPlacementDecisionTest, AutoKeepsTheGpuWhenTheProbeFails) {
   EXPECT_THAT(placed->probe_error, HasSubstr("out of memory"));
 }
 
+// Gateways that measured differently must still decode powersgd alike: no probe, the GPU.
+TEST_F(GpuPlacementDecisionTest, PowersgdIsNotProbedAndStaysOnTheGpu) {
+  prober_.answer = PlacementProbe{1e9, 3e9};
+  auto placed = place("powersgd:rank=4", true, PlacementMode::kAuto, prober_);
+  ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+  EXPECT_TRUE(placed->on_gpu);
+  EXPECT_EQ(prober_.calls, 0);
+}
+
 TEST_F(GpuPlacementDecisionTest, WhatOnlyTheCpuRunsIsNotProbed) {
   auto aggregated =
       place("topk:density=0.01", true, PlacementMode::kAuto, prober_, CollectiveMode::kAggregator);
