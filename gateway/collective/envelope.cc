@@ -10,6 +10,10 @@ namespace gradgate::gateway {
 using kernels::wire::load;
 using kernels::wire::store;
 
+namespace {
+constexpr uint32_t kFlagDecodesOnGpu = 1;
+}  // namespace
+
 std::string_view message_kind_name(MessageKind kind) {
   switch (kind) {
     case MessageKind::kScale:
@@ -40,7 +44,7 @@ void write_envelope(const Envelope& envelope, std::span<std::byte> message) {
   store<uint32_t>(out + 12, envelope.phase);
   store<uint64_t>(out + 16, envelope.seq);
   store<uint32_t>(out + 24, envelope.policy_version);
-  store<uint32_t>(out + 28, 0);
+  store<uint32_t>(out + 28, envelope.sender_decodes_on_gpu ? kFlagDecodesOnGpu : 0u);
 }
 
 MessageBytes make_message(const Envelope& envelope, std::span<const std::byte> payload) {
@@ -76,6 +80,7 @@ Result<Envelope> parse_envelope(std::span<const std::byte> message) {
   envelope.phase = load<uint32_t>(message.data() + 12);
   envelope.seq = load<uint64_t>(message.data() + 16);
   envelope.policy_version = load<uint32_t>(message.data() + 24);
+  envelope.sender_decodes_on_gpu = (load<uint32_t>(message.data() + 28) & kFlagDecodesOnGpu) != 0;
   return envelope;
 }
 

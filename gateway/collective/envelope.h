@@ -6,7 +6,8 @@
 // Layout (little-endian, 32 bytes):
 //   0  u32 magic "GGE1"   4 u8 version   5 u8 kind   6 u16 chunk
 //   8  u32 tensor id      12 u32 phase   16 u64 sequence number
-//   24 u32 policy version (the sender runs the operation under it)   28 u32 reserved, 0
+//   24 u32 policy version (the sender runs the operation under it)
+//   28 u32 flags: bit 0 the sender decodes on the GPU; the other bits 0
 #pragma once
 
 #include <cstddef>
@@ -44,6 +45,9 @@ struct Envelope {
   uint32_t phase = 0;
   uint64_t seq = 0;
   uint32_t policy_version = 0;
+  /// The sender decodes this operation's frames on the GPU (for codecs whose GPU decoding is not
+  /// the CPU's bits: every gateway of the job must decode alike).
+  bool sender_decodes_on_gpu = false;
 };
 
 /// Writes `envelope` into message[0, kEnvelopeBytes) (the message must be at least that long).

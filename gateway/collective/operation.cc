@@ -143,6 +143,8 @@ Result<Mail> Operation::encode(int round, size_t chunk, kernels::Stream& stream,
 
 Result<Mail> Operation::encode_add(int round, size_t chunk, std::span<const std::byte> other) {
   if (on_device()) {  // `other` is in host memory: the own frame joins it there
+    // Checked first: a frame that does not belong here must leave the residual untouched.
+    if (auto view = parse(other, chunk); !view.ok()) return view.status();
     auto own = encode(round, chunk);
     if (!own.ok()) return own.status();
     return add(own->payload(), other, chunk);
@@ -229,9 +231,9 @@ Status Operation::absorb(int round, std::span<const std::byte> frame, size_t chu
 }
 
 Message Operation::stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const {
-  write_envelope(
-      {kind, static_cast<uint16_t>(chunk), op_.tensor_id, phase, op_.seq, op_.policy_version},
-      mail.bytes);
+  write_envelope({kind, static_cast<uint16_t>(chunk), op_.tensor_id, phase, op_.seq,
+                  op_.policy_version, on_device()},
+                 mail.bytes);
   return std::make_shared<const MessageBytes>(std::move(mail.bytes));
 }
 
@@ -263,6 +265,20 @@ Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t 
   if (!verified.ok()) {
     return Status(verified.status().code(), "frame from gateway " + std::to_string(from) + ": " +
                                                 verified.status().message());
+  }
+  if (!decodes_alike_on_gpu_and_cpu(codec().id())) {
+    auto envelope = parse_envelope(mail->bytes);
+    if (!envelope.ok()) return envelope.status();
+    if (envelope->sender_decodes_on_gpu != on_device()) {
+      const auto side = [](bool gpu) { return gpu ? "the GPU" : "the CPU"; };
+      return Status(ErrorCode::kIncompatible,
+                    "gateway " + std::to_string(from) + " decodes " + codec().spec() + " on " +
+                        side(envelope->sender_decodes_on_gpu) + ", this gateway on " +
+                        side(on_device()) +
+                        ": their results would differ in rounding; give every gateway the same "
+                        "compression.placement and its workers the same kind of buffers (GPU or "
+                        "host memory)");
+    }
   }
   return mail;
 }

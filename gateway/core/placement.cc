@@ -2,6 +2,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "gateway/collective/collective_engine.h"
 #include "gateway/collective/tensor_streams.h"
 #include "gradgate/kernels/codec_spec.h"
 
@@ -31,11 +32,9 @@ Result<Placement> place_codec(const std::string& spec, bool gpu_buffers, Collect
     placement.cpu_reason = "compression.placement is cpu";
     return placement;
   }
-  // powersgd decodes through GEMMs that round differently on the two sides: gateways that chose
-  // differently would hand their workers different aggregates. Its placement must not hang on a
-  // measurement that can come out differently on each gateway.
-  const bool decodes_alike = params->id != kernels::CodecId::kPowersgd;
-  if (preference == PlacementMode::kAuto && prober && decodes_alike) {
+  // A codec whose decoding differs between the sides must be placed alike on every gateway: not by
+  // a measurement that can come out differently on each.
+  if (preference == PlacementMode::kAuto && prober && decodes_alike_on_gpu_and_cpu(params->id)) {
     auto measured = prober(**gpu, *placement.codec);
     if (!measured.ok()) {
       placement.probe_error = measured.status().to_string();

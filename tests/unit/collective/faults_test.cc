@@ -90,14 +90,57 @@ TEST(CollectiveFaults, MalformedFrameIsAnErrorNotACrash) {
   const Envelope envelope{MessageKind::kRingReduce, 1, 9, 0, 0};
   ASSERT_TRUE(
       job.cluster.node(1)
-          .transport
-          ->send(0, std::make_shared<const MessageBytes>(make_message(envelope, garbage)))
+          .transport->send(0, std::make_shared<const MessageBytes>(make_message(envelope, garbage)))
           .ok());
   auto report = job.run(0);
   EXPECT_FALSE(report.ok());
   EXPECT_TRUE(report.status().code() == ErrorCode::kMalformedFrame ||
               report.status().code() == ErrorCode::kChecksumMismatch)
       << report.status().to_string();
+}
+
+// powersgd decodes to other bits on the GPU than on the CPU: a frame from a gateway that decodes
+// on the other side ends the operation with a reason, instead of workers silently drifting apart.
+// Gateway 1's frame is made here, with the flag set as a gateway decoding on the GPU sets it; the
+// same frame without the flag is taken (gateway 0 then waits for round 1 until its timeout).
+TEST(CollectiveFaults, PowersgdFrameOfAGatewayDecodingOnTheGpuIsRefused) {
+  for (const bool gpu : {true, false}) {
+    Cluster cluster(2, std::chrono::milliseconds(gpu ? 20000 : 500));
+    ASSERT_TRUE(cluster.wait_connected());
+    auto params = kernels::parse_codec_spec("powersgd:rank=2");
+    auto codec = std::move(kernels::make_cpu_codec(*params)).value();
+    kernels::TensorDesc desc;
+    desc.tensor_id = 9;
+    desc.elements = 40 * 50;
+    desc.rows = 40;
+    desc.cols = 50;
+    auto streams =
+        std::move(make_tensor_streams(*codec, desc, Algorithm::kAllGather, 2, 0)).value();
+    auto peer_stream = std::move(codec->make_stream(desc)).value();
+    std::vector<float> data(desc.elements, 0.5f), peer_data(desc.elements, 0.25f);
+    std::vector<std::byte> frame(codec->max_frame_bytes(desc));
+    kernels::StepContext step;
+    step.worker = 1;
+    auto size = codec->encode(0, step, peer_data, *peer_stream, frame);
+    ASSERT_TRUE(size.ok()) << size.status().to_string();
+    frame.resize(*size);
+    Envelope envelope{MessageKind::kGather, 0, 9, 0, 0, 0};
+    envelope.sender_decodes_on_gpu = gpu;
+    ASSERT_TRUE(
+        cluster.node(1)
+            .transport->send(0, std::make_shared<const MessageBytes>(make_message(envelope, frame)))
+            .ok());
+    auto report = cluster.node(0).engine->allreduce({9, 0, 0, data, codec.get(), &streams});
+    if (gpu) {
+      EXPECT_EQ(report.status().code(), ErrorCode::kIncompatible) << report.status().to_string();
+      EXPECT_NE(report.status().message().find(
+                    "gateway 1 decodes powersgd:rank=2 on the GPU, this gateway on the CPU"),
+                std::string::npos)
+          << report.status().message();
+    } else {
+      EXPECT_EQ(report.status().code(), ErrorCode::kTimeout) << report.status().to_string();
+    }
+  }
 }
 
 }  // namespace
