@@ -41,7 +41,7 @@ Result<const std::byte*> DeviceTensor::readable(const WorkerBuffer& buffer) {
   return *copy;
 }
 
-Status DeviceTensor::reduce(std::span<const WorkerBuffer> buffers, Dtype dtype) {
+Status DeviceTensor::enqueue_reduce(std::span<const WorkerBuffer> buffers, Dtype dtype) {
   bool first = true;
   for (const WorkerBuffer& buffer : buffers) {
     if (buffer.data == nullptr) continue;
@@ -56,11 +56,15 @@ Status DeviceTensor::reduce(std::span<const WorkerBuffer> buffers, Dtype dtype) 
   if (first) {
     return Status(ErrorCode::kAborted, "no local worker's buffer is left to reduce");
   }
-  return queue_->synchronize();
+  return {};
 }
 
-Status DeviceTensor::write_back(std::span<const WorkerBuffer> buffers, const std::vector<bool>& to,
-                                Dtype dtype) {
+Status DeviceTensor::reduce(std::span<const WorkerBuffer> buffers, Dtype dtype) {
+  return finished(enqueue_reduce(buffers, dtype));
+}
+
+Status DeviceTensor::enqueue_write_back(std::span<const WorkerBuffer> buffers,
+                                        const std::vector<bool>& to, Dtype dtype) {
   for (size_t rank = 0; rank < buffers.size(); ++rank) {
     const WorkerBuffer& buffer = buffers[rank];
     if (!to[rank] || buffer.data == nullptr) continue;
@@ -77,7 +81,19 @@ Status DeviceTensor::write_back(std::span<const WorkerBuffer> buffers, const std
     GRADGATE_RETURN_IF_ERROR(
         queue_->copy_between(buffer.data, buffer.cuda_device, *converted, device(), buffer.bytes));
   }
-  return queue_->synchronize();
+  return {};
+}
+
+Status DeviceTensor::write_back(std::span<const WorkerBuffer> buffers, const std::vector<bool>& to,
+                                Dtype dtype) {
+  return finished(enqueue_write_back(buffers, to, dtype));
+}
+
+Status DeviceTensor::finished(const Status& enqueued) {
+  // Also after a failure: what was enqueued may still read or write the workers' buffers, which
+  // the caller may give back (or a leaving worker unmap) once this returns.
+  Status done = queue_->synchronize();
+  return enqueued.ok() ? done : enqueued;
 }
 
 Status DeviceTensor::copy_sum_to_host(std::span<float> host) {

@@ -56,6 +56,12 @@ class DeviceTensor {
   Result<std::byte*> staging(size_t bytes);
   /// The buffer as the sum's GPU reads it: itself, or a copy in staging when on another GPU.
   Result<const std::byte*> readable(const WorkerBuffer& buffer);
+  /// reduce() and write_back() without waiting for the queue.
+  Status enqueue_reduce(std::span<const WorkerBuffer> buffers, Dtype dtype);
+  Status enqueue_write_back(std::span<const WorkerBuffer> buffers, const std::vector<bool>& to,
+                            Dtype dtype);
+  /// Waits for the queue, and returns `enqueued` if it failed, else the wait's status.
+  Status finished(const Status& enqueued);
 
   std::unique_ptr<kernels::DeviceQueue> queue_;
   std::unique_ptr<kernels::DeviceMemory> sum_;

@@ -332,8 +332,9 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
       GRADGATE_RETURN_IF_ERROR(tensor.device->copy_sum_from_host(tensor.node_sum));
       std::vector<float>().swap(tensor.node_sum);
     } else if (gpu_buffers && !placed->on_gpu && tensor.on_gpu) {
-      tensor.node_sum.resize(tensor.spec.elements);
-      GRADGATE_RETURN_IF_ERROR(tensor.device->copy_sum_to_host(tensor.node_sum));
+      std::vector<float> host(tensor.spec.elements);  // the tensor keeps its state if this fails
+      GRADGATE_RETURN_IF_ERROR(tensor.device->copy_sum_to_host(host));
+      tensor.node_sum.swap(host);
     }
     const size_t memory = streams->memory_bytes() + tensor.node_sum.size() * sizeof(float);
     stats_.residual_bytes = stats_.residual_bytes - tensor.memory_bytes + memory;
@@ -495,7 +496,7 @@ void Gateway::start_if_ready_locked(Tensor& tensor, std::vector<std::function<vo
   tensor.running = true;
   ++running_;
   try {
-    std::thread([this, id = tensor.id] { run(id); }).detach();
+    step_threads_.run([this, id = tensor.id] { run(id); });
   } catch (const std::system_error& error) {
     tensor.running = false;
     --running_;
@@ -644,6 +645,7 @@ void Gateway::release_if_unused_locked(uint32_t id) {
 GatewayStats Gateway::stats() const {
   std::lock_guard lock(mutex_);
   GatewayStats stats = stats_;
+  stats.step_threads = step_threads_.threads();
   for (const auto& [id, tensor] : tensors_) {
     if (!tensor.device) continue;
     ++(tensor.on_gpu ? stats.gpu_tensors_on_gpu : stats.gpu_tensors_on_cpu);

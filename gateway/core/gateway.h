@@ -32,6 +32,7 @@
 #include "gateway/core/device_tensor.h"
 #include "gateway/core/placement.h"
 #include "gateway/core/policy_table.h"
+#include "gateway/core/step_threads.h"
 #include "gateway/ingress/ingress.h"
 #include "gateway/transport/log_throttle.h"
 #include "gateway/transport/transport.h"
@@ -53,6 +54,7 @@ struct GatewayStats {
   uint32_t applied_policy_version = 0;  // gauge: the newest version a step has run under
   uint32_t gpu_tensors_on_gpu = 0;      // gauge: tensors in GPU memory whose codec runs there
   uint32_t gpu_tensors_on_cpu = 0;      // gauge: tensors in GPU memory whose codec runs on the CPU
+  uint64_t step_threads = 0;            // gauge: threads the steps run on (StepThreads)
 };
 
 /// A placement probe the gateway made (placement_probe.h), for metrics.
@@ -203,6 +205,8 @@ class Gateway final : public IngressHandler {
   size_t running_ = 0;
   bool stopping_ = false;
   GatewayStats stats_;
+  // Last: destroyed first, joining its threads while everything their steps used still exists.
+  StepThreads step_threads_;
 };
 
 }  // namespace gradgate::gateway

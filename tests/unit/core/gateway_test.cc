@@ -65,5 +65,35 @@ TEST(GatewayCore, WorkerThatRejoinsMidStepIsNotGivenThatStepsResult) {
   gateway.stop();
 }
 
+// Steps run on threads that stay for the next step (what a CUDA codec builds per thread stays
+// with them): 20 steps one after the other take one or two threads, not twenty.
+TEST(GatewayCore, StepsReuseTheirThreads) {
+  GatewayConfig config;
+  config.nodes = {{"127.0.0.1", 0}};
+  config.codec = "none";
+  TcpTransportOptions options;
+  options.peers = config.nodes;
+  options.listen = {"127.0.0.1", 0};
+  TcpTransport transport(options);
+  Gateway gateway(config, transport);
+  ASSERT_TRUE(gateway.start().ok());
+  ASSERT_TRUE(gateway.on_worker_joined(0).ok());
+  std::vector<float> buffer(4096, 1.0f);
+  const TensorSpec spec{"w", 4096, Dtype::kFp32, 0, 0, 0.0};
+  auto key = gateway.on_declare(0, spec, {reinterpret_cast<std::byte*>(buffer.data()), 16384, {}});
+  ASSERT_TRUE(key.ok()) << key.status().to_string();
+  for (uint64_t step = 0; step < 20; ++step) {
+    Outcome done;
+    gateway.on_allreduce(0, *key, done.callback());
+    const auto outcome = done.wait(std::chrono::seconds(20));
+    ASSERT_TRUE(outcome.has_value());
+    ASSERT_TRUE(outcome->status.ok()) << outcome->status.to_string();
+    EXPECT_EQ(outcome->step, step);
+  }
+  EXPECT_GE(gateway.stats().step_threads, 1u);
+  EXPECT_LE(gateway.stats().step_threads, 2u);
+  gateway.stop();
+}
+
 }  // namespace
 }  // namespace gradgate::gateway

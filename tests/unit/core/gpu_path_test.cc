@@ -197,6 +197,9 @@ TEST_P(GpuPathTest, WorkersAgreeAndMatchTheHostPath) {
   const Case& param = GetParam();
   Job gpu(param, true);
   Job host(param, false);
+  for (uint32_t rank = 0; rank < kGateways; ++rank) {  // not a fallback to the CPU's bits
+    ASSERT_EQ(gpu.gateway(rank).stats().gpu_tensors_on_gpu, 1u) << "gateway " << rank;
+  }
   for (int step = 0; step < kSteps; ++step) {
     const auto on_gpu = gpu.step(step);
     const auto on_host = host.step(step);
