@@ -34,18 +34,20 @@ TEST(StepThreadsTest, TasksThatWaitForEachOtherEachGetAThread) {
   EXPECT_EQ(threads.threads(), static_cast<size_t>(kTasks));
 }
 
-TEST(StepThreadsTest, TasksOneAfterTheOtherReuseOneThread) {
+TEST(StepThreadsTest, TasksOneAfterTheOtherReuseTheirThreads) {
+  constexpr size_t kTasks = 100;
   StepThreads threads;
   std::set<std::thread::id> ran_on;
-  for (int i = 0; i < 20; ++i) {
+  for (size_t i = 0; i < kTasks; ++i) {
     std::promise<std::thread::id> done;
     threads.run([&done] { done.set_value(std::this_thread::get_id()); });
     ran_on.insert(done.get_future().get());
   }
-  // A thread that finished may not be back at its wait yet when the next task comes; then one
-  // more is made, never one per task.
-  EXPECT_LE(ran_on.size(), 2u);
-  EXPECT_LE(threads.threads(), 2u);
+  // A thread that has finished its task may not be back at its wait when the next task comes (a
+  // busy machine, a sanitizer); then one more is made (and may find its task taken by the one
+  // coming back). Usually one or two threads, under heavy load some more; never one per task.
+  EXPECT_LE(ran_on.size(), kTasks / 2);
+  EXPECT_LE(threads.threads(), kTasks / 2);
 }
 
 TEST(StepThreadsTest, DestructorRunsWhatIsQueuedAndJoins) {
