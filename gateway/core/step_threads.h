@@ -1,7 +1,8 @@
 // The threads the gateway's all-reduce steps run on: a step takes an idle thread, or a new one
 // when every thread is busy, and the thread waits for the next step when it is done. There are
 // never fewer threads than running steps (a step blocks on its peers, so a fixed pool could wait
-// on itself), and no more than the most steps that ever ran at once (at most one per tensor).
+// on itself), and about as many as the most steps that ever ran at once (at most one per
+// tensor), plus the odd thread made while another was still on its way back from its step.
 //
 // Threads outlive their steps so that what a thread builds on first use stays for the next
 // step: the CUDA codecs keep their scratch memory, page-locked tally and cuBLAS handle per thread
