@@ -89,7 +89,8 @@ std::pair<Node, Node> start_with_good_peer() {
 TEST(TcpRobustnessTest, BadFramesResetTheConnectionAndOtherPeersKeepWorking) {
   auto [node, good] = start_with_good_peer();
   ASSERT_TRUE(node.transport && good.transport);
-  ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1); }));
+  // Both sides: each marks the link up when its own end of the handshake is done.
+  ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1) && good.transport->peer_up(0); }));
 
   {
     auto oversized = handshaken_raw_peer(*node.transport, 2);
@@ -120,7 +121,8 @@ TEST(TcpRobustnessTest, BadFramesResetTheConnectionAndOtherPeersKeepWorking) {
 TEST(TcpRobustnessTest, TenThousandBadMessagesAreAllCountedWithoutHarm) {
   auto [node, good] = start_with_good_peer();
   ASSERT_TRUE(node.transport && good.transport);
-  ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1); }));
+  // Both sides: each marks the link up when its own end of the handshake is done.
+  ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1) && good.transport->peer_up(0); }));
 
   constexpr uint32_t kBad = 10'000;
   const auto rejected_body = bytes_of(8, Recorder::kRejectMarker);
