@@ -262,15 +262,14 @@ void bench_veth(const AllreduceBenchOptions& options, std::ostream& out) {
         }
       }
       LocalJob job(job_options);
-      Reference reference = from_first;
+      // The first transport is its own reference, or on a rate-limited link the link's rate.
+      Reference reference = index > 0 ? from_first : Reference();
       Row base{transport, link, 2, codec, 0, 0.0, 0.0, reference_name};
       if (index == 0 && options.link_mbit > 0) {
         reference = [&](uint64_t bytes, const std::vector<std::vector<float>>&) {
           return ring_seconds_at_rate(bytes, options.link_mbit);
         };
         base.reference = "uncompressed-ring-at-link-rate";
-      } else if (index == 0) {
-        reference = Reference();
       }
       const auto rows = sweep(options, job, base, reference, out);
       if (index == 0) {

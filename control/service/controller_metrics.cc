@@ -60,33 +60,25 @@ void ControllerMetrics::set_membership(std::size_t jobs, std::size_t live_nodes,
 void ControllerMetrics::record_version(uint64_t job_id, const PolicyVersion& version) {
   const std::string job = std::to_string(job_id);
   std::lock_guard lock(series_mutex_);
-  JobSeries& series = series_[job_id];
-  auto& policy_version = policy_version_.Add({{"job_id", job}});
-  policy_version.Set(static_cast<double>(version.version));
-  series.policy_version.insert(&policy_version);
-  auto& decisions = decisions_.Add({{"job_id", job}, {"policy", version.policy}});
-  decisions.Increment();
-  series.decisions.insert(&decisions);
-  auto& target_ratio = target_ratio_.Add({{"job_id", job}});
-  target_ratio.Set(version.target_ratio);
-  series.target_ratio.insert(&target_ratio);
+  job_series_locked(policy_version_, job_id, {{"job_id", job}})
+      .Set(static_cast<double>(version.version));
+  job_series_locked(decisions_, job_id, {{"job_id", job}, {"policy", version.policy}}).Increment();
+  job_series_locked(target_ratio_, job_id, {{"job_id", job}}).Set(version.target_ratio);
   if (version.predicted_communicate_seconds) {
-    auto& predicted = predicted_communicate_.Add({{"job_id", job}});
-    predicted.Set(*version.predicted_communicate_seconds);
-    series.predicted_communicate.insert(&predicted);
+    job_series_locked(predicted_communicate_, job_id, {{"job_id", job}})
+        .Set(*version.predicted_communicate_seconds);
   }
 }
 
 void ControllerMetrics::set_links(uint64_t job_id, const std::vector<LinkSample>& links) {
   const std::string job = std::to_string(job_id);
   std::lock_guard lock(series_mutex_);
-  JobSeries& series = series_[job_id];
   for (const LinkSample& link : links) {
-    auto& bandwidth = link_bandwidth_.Add({{"job_id", job},
-                                           {"from", std::to_string(link.from_node)},
-                                           {"to", std::to_string(link.to_node)}});
-    bandwidth.Set(link.goodput_bytes_per_second);
-    series.link_bandwidth.insert(&bandwidth);
+    job_series_locked(link_bandwidth_, job_id,
+                      {{"job_id", job},
+                       {"from", std::to_string(link.from_node)},
+                       {"to", std::to_string(link.to_node)}})
+        .Set(link.goodput_bytes_per_second);
   }
 }
 
@@ -94,12 +86,7 @@ void ControllerMetrics::forget_job(uint64_t job_id) {
   std::lock_guard lock(series_mutex_);
   const auto found = series_.find(job_id);
   if (found == series_.end()) return;
-  const JobSeries& series = found->second;
-  for (auto* gauge : series.policy_version) policy_version_.Remove(gauge);
-  for (auto* gauge : series.target_ratio) target_ratio_.Remove(gauge);
-  for (auto* gauge : series.predicted_communicate) predicted_communicate_.Remove(gauge);
-  for (auto* gauge : series.link_bandwidth) link_bandwidth_.Remove(gauge);
-  for (auto* counter : series.decisions) decisions_.Remove(counter);
+  for (const auto& [metric, remove] : found->second) remove();
   series_.erase(found);
 }
 

@@ -10,9 +10,9 @@
 #include <prometheus/registry.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
-#include <set>
 #include <string_view>
 #include <vector>
 
@@ -41,12 +41,14 @@ class ControllerMetrics {
   void forget_job(uint64_t job_id);
 
  private:
-  /// The series labelled with one job, to be removed with it.
-  struct JobSeries {
-    std::set<prometheus::Gauge*> policy_version, target_ratio, predicted_communicate,
-        link_bandwidth;
-    std::set<prometheus::Counter*> decisions;
-  };
+  /// `family`'s series of `labels`, which name job `job_id`: removed by forget_job (lock held).
+  template <typename Metric>
+  Metric& job_series_locked(prometheus::Family<Metric>& family, uint64_t job_id,
+                            const prometheus::Labels& labels) {
+    Metric& metric = family.Add(labels);
+    series_[job_id].try_emplace(&metric, [&family, &metric] { family.Remove(&metric); });
+    return metric;
+  }
 
   prometheus::Gauge& jobs_;
   prometheus::Family<prometheus::Gauge>& nodes_;
@@ -59,7 +61,8 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Gauge>& predicted_communicate_;
   prometheus::Family<prometheus::Counter>& requests_;
   std::mutex series_mutex_;
-  std::map<uint64_t, JobSeries> series_;  // by job
+  /// By job: how to remove each of its series.
+  std::map<uint64_t, std::map<const void*, std::function<void()>>> series_;
 };
 
 }  // namespace gradgate::control

@@ -42,9 +42,9 @@ Status run_ring(Operation& operation) {
       if (!mail.ok()) return mail.status();
       auto sum = operation.encode_add(0, chunk, mail->payload());
       if (!sum.ok()) return sum.status();
-      const Message next =
-          last ? operation.stamp(std::move(sum).value(), MessageKind::kRingGather, 0, chunk)
-               : operation.stamp(std::move(sum).value(), MessageKind::kRingReduce, hop + 1, chunk);
+      const Message next = operation.stamp(
+          std::move(sum).value(), last ? MessageKind::kRingGather : MessageKind::kRingReduce,
+          last ? 0 : hop + 1, chunk);
       GRADGATE_RETURN_IF_ERROR(operation.send(right, next));
       if (last) GRADGATE_RETURN_IF_ERROR(operation.decode_chunk(frame_of(next), chunk));
     }

@@ -242,7 +242,7 @@ Result<PlacementProbe> Gateway::probe_locked(const kernels::Codec& gpu, const ke
   desc.rows = tensor.rows;
   desc.cols = tensor.cols;
   const ProbeKey key{gpu.spec(), device.device(), probe_sample(desc).elements};
-  if (auto known = probes_.find(key); known != probes_.end()) return known->second;
+  if (auto known = probes_.find(key); known != probes_.end()) return known->second.probe;
   auto measured = probe_placement(gpu, cpu, device.queue(), desc);
   if (!measured.ok()) return measured.status();
   spdlog::info(
@@ -250,7 +250,8 @@ Result<PlacementProbe> Gateway::probe_locked(const kernels::Codec& gpu, const ke
       "{:.3g} on the CPU",
       gpu.spec(), device.device(), std::get<2>(key), measured->gpu_elements_per_second,
       measured->cpu_elements_per_second);
-  probes_.emplace(key, *measured);
+  probes_.emplace(key, PlacementRecord{kernels::codec_name(gpu.id()), device.device(),
+                                       std::get<2>(key), *measured});
   return measured;
 }
 
@@ -656,10 +657,7 @@ GatewayStats Gateway::stats() const {
 std::vector<PlacementRecord> Gateway::placement_probes() const {
   std::lock_guard lock(mutex_);
   std::vector<PlacementRecord> records;
-  for (const auto& [key, probe] : probes_) {
-    const auto& [spec, device, elements] = key;
-    records.push_back({spec, device, elements, probe});
-  }
+  for (const auto& [key, record] : probes_) records.push_back(record);
   return records;
 }
 

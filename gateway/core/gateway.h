@@ -59,8 +59,8 @@ struct GatewayStats {
 
 /// A placement probe the gateway made (placement_probe.h), for metrics.
 struct PlacementRecord {
-  std::string codec;  // the codec spec
-  int device = 0;     // the GPU
+  std::string_view codec;  // the codec's name ("topk", static): fit for a metric label
+  int device = 0;          // the GPU
   size_t sample_elements = 0;
   PlacementProbe probe;
 };
@@ -198,7 +198,7 @@ class Gateway final : public IngressHandler {
   std::thread watchdog_;
   std::map<uint32_t, Tensor> tensors_;
   using ProbeKey = std::tuple<std::string, int, size_t>;  // codec spec, GPU, sample elements
-  std::map<ProbeKey, PlacementProbe> probes_;
+  std::map<ProbeKey, PlacementRecord> probes_;
   std::vector<bool> connected_;
   std::vector<double> data_volumes_;  // by local rank
   std::function<void(const StepRecord&)> step_observer_;

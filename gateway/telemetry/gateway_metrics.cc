@@ -230,7 +230,7 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
   gpu_tensors_on_gpu_.Set(now.core.gpu_tensors_on_gpu);
   gpu_tensors_on_cpu_.Set(now.core.gpu_tensors_on_cpu);
   for (const PlacementRecord& record : now.placement_probes) {
-    const std::string codec = record.codec.substr(0, record.codec.find(':'));
+    const std::string codec(record.codec);
     placement_probe_rate_.Add({{"codec", codec}, {"device", "gpu"}})
         .Set(record.probe.gpu_elements_per_second);
     placement_probe_rate_.Add({{"codec", codec}, {"device", "cpu"}})
