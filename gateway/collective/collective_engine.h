@@ -58,6 +58,8 @@ struct AllreduceOp {
   kernels::DeviceQueue* queue = nullptr;
   const kernels::Codec* host_codec = nullptr;
   DeviceFrameScratch* frame_scratch = nullptr;
+  /// The policy versions this gateway holds as the operation starts.
+  HeldPolicies held_policies{};
 };
 
 struct AllreduceReport {
@@ -68,6 +70,9 @@ struct AllreduceReport {
   /// Aggregator mode: nonzero elements of the sums this gateway aggregated (the union of the
   /// workers' selected indices for sparse codecs); 0 otherwise.
   uint64_t union_elements = 0;
+  /// The policy versions held by this gateway and by every gateway it heard from, directly or
+  /// through the messages it received: once the operation succeeded, by all gateways of the job.
+  HeldPolicies held_by_all{};
 };
 
 class CollectiveEngine {

@@ -45,6 +45,8 @@ void write_envelope(const Envelope& envelope, std::span<std::byte> message) {
   store<uint64_t>(out + 16, envelope.seq);
   store<uint32_t>(out + 24, envelope.policy_version);
   store<uint32_t>(out + 28, envelope.sender_decodes_on_gpu ? kFlagDecodesOnGpu : 0u);
+  store<uint32_t>(out + 32, envelope.held.oldest);
+  store<uint32_t>(out + 36, envelope.held.newest);
 }
 
 MessageBytes make_message(const Envelope& envelope, std::span<const std::byte> payload) {
@@ -81,6 +83,7 @@ Result<Envelope> parse_envelope(std::span<const std::byte> message) {
   envelope.seq = load<uint64_t>(message.data() + 16);
   envelope.policy_version = load<uint32_t>(message.data() + 24);
   envelope.sender_decodes_on_gpu = (load<uint32_t>(message.data() + 28) & kFlagDecodesOnGpu) != 0;
+  envelope.held = {load<uint32_t>(message.data() + 32), load<uint32_t>(message.data() + 36)};
   return envelope;
 }
 

@@ -37,6 +37,10 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
                          : envelope.status();
   }
   const auto finished = finished_up_to_.find(envelope->tensor_id);
+  if (finished != finished_up_to_.end()) {
+    uint32_t& newest = newest_peer_policy_[envelope->tensor_id];
+    newest = std::max(newest, envelope->policy_version);
+  }
   if (finished != finished_up_to_.end() && envelope->seq < finished->second) {
     ++stats_.late;
     return {};
@@ -124,7 +128,8 @@ Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
                         std::to_string(key.seq) + " of tensor " + std::to_string(key.tensor_id) +
                         " under policy version " + std::to_string(other->policy_version) +
                         ", this gateway under policy version " + std::to_string(policy_version) +
-                        " (a gateway received the policy too late for its effective step)");
+                        " (the gateways switched policy at different steps; the one behind catches "
+                        "up at its next step)");
     }
     if (auto it = filed_.find(key); it != filed_.end()) {
       Mail mail = std::move(it->second.mail);
@@ -170,9 +175,16 @@ void Mailbox::finish(uint32_t tensor_id, uint64_t seq) {
   }
 }
 
+uint32_t Mailbox::newest_peer_policy(uint32_t tensor_id) const {
+  std::lock_guard lock(mutex_);
+  const auto found = newest_peer_policy_.find(tensor_id);
+  return found == newest_peer_policy_.end() ? 0 : found->second;
+}
+
 void Mailbox::forget_tensor(uint32_t tensor_id) {
   std::lock_guard lock(mutex_);
   finished_up_to_.erase(tensor_id);
+  newest_peer_policy_.erase(tensor_id);
   for (auto it = filed_.lower_bound(MailKey{tensor_id, 0, {}, 0, 0, 0});
        it != filed_.end() && it->first.tensor_id == tensor_id;) {
     erase_locked(it++);

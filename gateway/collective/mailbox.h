@@ -71,6 +71,11 @@ class Mailbox {
   /// another step, and its messages will never match ours).
   Result<Mail> take(const MailKey& key, Clock::time_point deadline, uint64_t sender_down_count,
                     uint32_t policy_version);
+  /// The newest policy version a peer ran an operation of the tensor under, as its messages
+  /// since the tensor's first finished operation say (0: none seen). After a step that succeeded
+  /// on a peer but failed here, right where they switched policy, the peer runs a newer version
+  /// than this gateway: this tells the gateway to catch up.
+  uint32_t newest_peer_policy(uint32_t tensor_id) const;
   /// Waits until `rank` is connected (kTimeout, kAborted at shutdown).
   Status wait_peer_up(uint32_t rank, Clock::time_point deadline);
 
@@ -109,8 +114,9 @@ class Mailbox {
     std::string reason;
     Clock::time_point arrived;
   };
-  std::map<OpId, Abort> aborts_;                 // by operation
-  std::map<uint32_t, uint64_t> finished_up_to_;  // per tensor: highest finished seq + 1
+  std::map<OpId, Abort> aborts_;                     // by operation
+  std::map<uint32_t, uint64_t> finished_up_to_;      // per tensor: highest finished seq + 1
+  std::map<uint32_t, uint32_t> newest_peer_policy_;  // per tensor with a finished operation
   std::vector<bool> up_;
   std::vector<uint64_t> down_counts_;
   bool shut_down_ = false;

@@ -19,6 +19,7 @@ Operation::Operation(const CollectiveOptions& options, Transport& transport, Mai
       op_(op),
       deadline_(Clock::now() + options.timeout),
       down_counts_(options.nodes) {
+  report_.held_by_all = op.held_policies;
   step_.step = op.seq;
   step_.policy_version = op.policy_version;
   step_.worker = options.rank;
@@ -45,7 +46,8 @@ Status Operation::agree_scales() {
     }
   }
   const Message scales = std::make_shared<const MessageBytes>(
-      make_message({MessageKind::kScale, 0, op_.tensor_id, 0, op_.seq, op_.policy_version},
+      make_message({MessageKind::kScale, 0, op_.tensor_id, 0, op_.seq, op_.policy_version,
+                    on_device(), report_.held_by_all},
                    std::as_bytes(std::span(local))));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
     if (peer != rank()) GRADGATE_RETURN_IF_ERROR(send(peer, scales));
@@ -171,7 +173,8 @@ Result<kernels::FrameView> Operation::parse(std::span<const std::byte> frame, si
                   "frame of policy version " + std::to_string(view.header.policy_version) +
                       " in a step this gateway runs under policy version " +
                       std::to_string(op_.policy_version) +
-                      " (a gateway received the policy too late for its effective step)");
+                      " (the gateways switched policy at different steps; the one behind catches "
+                      "up at its next step)");
   }
   if (view.header.codec != codec().id() || view.header.tensor_id != desc.tensor_id ||
       view.header.step != op_.seq || view.header.element_count != desc.elements) {
@@ -232,7 +235,7 @@ Status Operation::absorb(int round, std::span<const std::byte> frame, size_t chu
 
 Message Operation::stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const {
   write_envelope({kind, static_cast<uint16_t>(chunk), op_.tensor_id, phase, op_.seq,
-                  op_.policy_version, on_device()},
+                  op_.policy_version, on_device(), report_.held_by_all},
                  mail.bytes);
   return std::make_shared<const MessageBytes>(std::move(mail.bytes));
 }
@@ -253,7 +256,12 @@ Status Operation::send(uint32_t to, const Message& message) {
 
 Result<Mail> Operation::receive(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk) {
   const MailKey key{op_.tensor_id, op_.seq, kind, phase, static_cast<uint16_t>(chunk), from};
-  return mailbox_.take(key, deadline_, down_counts_[from], op_.policy_version);
+  auto mail = mailbox_.take(key, deadline_, down_counts_[from], op_.policy_version);
+  if (!mail.ok()) return mail;
+  auto envelope = parse_envelope(mail->bytes);  // checked on delivery
+  if (!envelope.ok()) return envelope.status();
+  report_.held_by_all = report_.held_by_all.common_with(envelope->held);
+  return mail;
 }
 
 Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t phase,
@@ -286,7 +294,8 @@ Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t 
 void Operation::broadcast_abort(const Status& why) {
   const std::string reason = why.to_string();
   const auto payload = std::as_bytes(std::span<const char>(reason.data(), reason.size()));
-  const Envelope envelope{MessageKind::kAbort, 0, op_.tensor_id, 0, op_.seq, op_.policy_version};
+  Envelope envelope{MessageKind::kAbort, 0, op_.tensor_id, 0, op_.seq, op_.policy_version};
+  envelope.held = report_.held_by_all;
   auto message = std::make_shared<const MessageBytes>(make_message(envelope, payload));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
     if (peer != rank() && mailbox_.peer_up(peer)) (void)transport_.send(peer, message);

@@ -56,8 +56,10 @@ class Operation {
   Status absorb(int round, std::span<const std::byte> frame, size_t chunk);
 
   /// Writes the envelope into `mail` and makes it a message that can go to several peers.
+  /// The envelope carries report().held_by_all so far.
   Message stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const;
   Status send(uint32_t to, const Message& message);
+  /// Takes the message; the policy versions its envelope says are held join report().held_by_all.
   Result<Mail> receive(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk);
   /// receive() of a message that carries a frame, whose checksum and lengths are verified.
   Result<Mail> receive_frame(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk);

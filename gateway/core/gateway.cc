@@ -288,6 +288,7 @@ Status Gateway::scatter_on_gpu_locked(Tensor& tensor) {
 
 AllreduceOp Gateway::op_of(Tensor& tensor, uint64_t seq, std::span<float> data) const {
   AllreduceOp op{tensor.id, seq, tensor.policy_version, data, tensor.codec.get(), &tensor.streams};
+  op.held_policies = policies_.held();
   if (tensor.on_gpu) {
     op.memory = kernels::MemoryKind::kDevice;
     op.queue = &tensor.device->queue();
@@ -298,15 +299,19 @@ AllreduceOp Gateway::op_of(Tensor& tensor, uint64_t seq, std::span<float> data) 
 }
 
 Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerBuffer& in_place) {
-  const CodecPolicy* policy = policies_.in_effect(seq);
-  const uint32_t version = policy == nullptr ? 0 : policy->version;
-  if (version == tensor.policy_version) return {};
+  const CodecPolicy* policy =
+      tensor.held_by_all ? policies_.in_effect(seq, *tensor.held_by_all) : nullptr;
+  // A peer ran a newer version of this tensor: its last step succeeded where ours failed.
+  if (const CodecPolicy* peers = policies_.find(mailbox_.newest_peer_policy(tensor.id));
+      peers != nullptr && (policy == nullptr || peers->version > policy->version)) {
+    policy = peers;
+  }
+  if (policy == nullptr || policy->version <= tensor.policy_version) return {};
+  const uint32_t version = policy->version;
   std::string wanted = configured_codec(tensor.spec);
-  if (policy != nullptr) {
-    if (auto named = policy->codec_by_tensor.find(tensor.spec.name);
-        named != policy->codec_by_tensor.end()) {
-      wanted = named->second;
-    }
+  if (auto named = policy->codec_by_tensor.find(tensor.spec.name);
+      named != policy->codec_by_tensor.end()) {
+    wanted = named->second;
   }
   const bool gpu_buffers = tensor.device != nullptr;
   auto placed = place_locked(wanted, tensor.spec, tensor.device.get());
@@ -557,6 +562,7 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
     ++stats_.allreduce_errors;
     spdlog::warn("tensor \"{}\": {}", tensor.spec.name, report.status().to_string());
   }
+  tensor.held_by_all = report.ok() ? std::optional(report->held_by_all) : std::nullopt;
   const AllreduceOutcome outcome = outcome_of(report, seq, tensor.spec.elements);
   StepRecord record{outcome.status,
                     seq,

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -130,6 +131,9 @@ class Gateway final : public IngressHandler {
     uint32_t id = 0;
     std::unique_ptr<kernels::Codec> codec;
     uint32_t policy_version = 0;  // the version its streams were made for
+    /// The policy versions every gateway held in the tensor's last step; none before the first
+    /// and after a failed one (the gateways may disagree on what they saw).
+    std::optional<HeldPolicies> held_by_all;
     TensorStreams streams;
     std::vector<WorkerBuffer> buffers;  // by local rank; data == nullptr: not declared (any more)
     std::vector<Done> waiting;          // by local rank: asked for the next step
@@ -167,8 +171,8 @@ class Gateway final : public IngressHandler {
   Status gather_locked(Tensor& tensor, const WorkerBuffer& in_place);
   /// Where the step's collective runs: the GPU sum, node_sum, or the only worker's buffer.
   std::span<float> step_data(Tensor& tensor, const WorkerBuffer& in_place) const;
-  /// Puts `tensor` under the policy in effect at `seq` before that step runs; its old residuals
-  /// are folded into the step's data.
+  /// Puts `tensor` under the newest policy in effect at `seq` that every gateway holds, before
+  /// that step runs (policy_table.h); its old residuals are folded into the step's data.
   Status follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerBuffer& in_place);
   /// The aggregate, in step_data(), back to the step's workers when the buffers are GPU memory.
   Status scatter_on_gpu_locked(Tensor& tensor);

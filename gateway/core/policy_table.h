@@ -1,16 +1,24 @@
 // Codec policies from the control plane, by version, and which one a tensor's step runs under.
 //
-// Every gateway of a job receives the same versions and applies version v from step
-// `effective_step` of each tensor on, so all of them switch at the same step boundary (the
-// version travels in every frame, and frames of another version are refused). A tensor the
-// policy does not name, or any tensor before the first policy, runs with the configured codec.
-// Not thread-safe: the gateway guards it with its own lock.
+// Every gateway of a job receives the same versions, though not at the same moment: one may poll
+// the controller late on a loaded machine. A tensor switches to version v at a step at or past
+// v's `effective_step` only once every gateway holds v, as the tensor's previous step showed
+// (each message of a step carries the versions its senders hold: HeldPolicies). All gateways see
+// the same previous step, so all of them switch at the same step boundary and none fails a step
+// for a policy it received late. The version travels in every frame, and frames of another
+// version are refused. A tensor the policy does not name, or any tensor before the first policy,
+// runs with the configured codec. Should a step succeed on one gateway and fail on another right
+// there, their next steps may differ by a version; the one behind then sees the newer version in
+// the others' messages and catches up to it (Mailbox::newest_peer_policy). Not thread-safe: the
+// gateway guards it with its own lock.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
+
+#include "gateway/collective/envelope.h"
 
 namespace gradgate::gateway {
 
@@ -24,15 +32,18 @@ class PolicyTable {
  public:
   /// Keeps `policy` if it is newer than every version held; false (and nothing kept) otherwise.
   bool add(CodecPolicy policy);
-  /// The newest version in effect at `step`, or nullptr: the configured codecs apply.
-  const CodecPolicy* in_effect(uint64_t step) const;
+  /// The newest version in effect at `step` among those `held_by_all` names, or nullptr: none
+  /// of them is (the tensor stays under its version).
+  const CodecPolicy* in_effect(uint64_t step, HeldPolicies held_by_all) const;
+  /// Version `version` if held, else nullptr.
+  const CodecPolicy* find(uint32_t version) const;
+  /// The versions held: the newest received and those before it without a gap.
+  HeldPolicies held() const;
   /// The newest version received (0: none).
   uint32_t latest_version() const;
 
  private:
-  // The last kKept versions, oldest first. A tensor whose step lags behind more than kKept
-  // versions runs under the oldest one kept (every gateway drops the same versions, so they
-  // still agree).
+  // The last kKept versions received, oldest first.
   static constexpr size_t kKept = 16;
   std::deque<CodecPolicy> versions_;
 };

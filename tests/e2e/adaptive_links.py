@@ -135,7 +135,9 @@ collective:
         watch_policy(relaxed_at + args.relaxed_seconds)
         for rank, worker in enumerate(workers):
             if worker.poll() is not None:
-                raise RuntimeError(f"worker {rank} stopped early: see {work}/worker{rank}.log")
+                with open(os.path.join(work, f"worker{rank}.log"), errors="replace") as log:
+                    said = log.read()[-2000:]
+                raise RuntimeError(f"worker {rank} stopped early ({work}/worker{rank}.log):\n{said}")
             worker.send_signal(signal.SIGTERM)  # mid-step is fine: the step logs are the result
 
         steps = read_steps(os.path.join(work, "steps0.log"))

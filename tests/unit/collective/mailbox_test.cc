@@ -25,8 +25,8 @@ TEST(Mailbox, FilesAndTakesByKey) {
 }
 
 TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
-  // Each message costs its bytes and a fixed overhead: the first (36 bytes) fits, a second of
-  // 132 bytes would not.
+  // Each message costs its bytes and a fixed overhead: the first (44 bytes) fits, a second of
+  // 140 bytes would not.
   Mailbox mailbox(2, 400, std::chrono::seconds(60));
   EXPECT_EQ(mailbox.deliver(1, MessageBytes(10)).code(), ErrorCode::kMalformedFrame);
   EXPECT_EQ(mailbox.deliver(7, message(MessageKind::kGather, 1, 0)).code(),
@@ -43,7 +43,7 @@ TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
   for (uint64_t seq = 0; seq < 100; ++seq) {
     filed += small.deliver(1, message(MessageKind::kGather, 1, seq, 0)).ok() ? 1 : 0;
   }
-  EXPECT_EQ(filed, 6);  // 1000 / (32 + 128)
+  EXPECT_EQ(filed, 5);  // 1000 / (40 + 128)
 }
 
 TEST(Mailbox, DropsMessagesOfFinishedOperations) {
@@ -104,6 +104,34 @@ TEST(Mailbox, LostSenderAndShutdownEndTheWait) {
   EXPECT_EQ(mailbox.wait_peer_up(1, Clock::now() + std::chrono::seconds(30)).code(),
             ErrorCode::kAborted);
   stopper.join();
+}
+
+TEST(Mailbox, KnowsTheNewestPolicyAPeerRanATensorUnder) {
+  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  const auto under = [](uint32_t version, uint64_t seq) {
+    return make_message({MessageKind::kGather, 0, 5, 0, seq, version}, {});
+  };
+  ASSERT_TRUE(mailbox.deliver(1, under(3, 0)).ok());
+  EXPECT_EQ(mailbox.newest_peer_policy(5), 0u);  // before the tensor's first finished operation
+  mailbox.finish(5, 0);
+  ASSERT_TRUE(mailbox.deliver(1, under(4, 1)).ok());
+  ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kAbort, 0, 5, 0, 1, 6}, {})).ok());
+  ASSERT_TRUE(mailbox.deliver(1, under(2, 2)).ok());
+  EXPECT_EQ(mailbox.newest_peer_policy(5), 6u);
+  EXPECT_EQ(mailbox.newest_peer_policy(9), 0u);
+  mailbox.forget_tensor(5);
+  EXPECT_EQ(mailbox.newest_peer_policy(5), 0u);
+}
+
+TEST(Envelope, CarriesThePolicyVersionsItsSendersHold) {
+  Envelope envelope{MessageKind::kGather, 1, 2, 3, 4, 5};
+  envelope.held = {7, 9};
+  auto parsed = parse_envelope(make_message(envelope, {}));
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->policy_version, 5u);
+  EXPECT_EQ(parsed->held, (HeldPolicies{7, 9}));
+  EXPECT_EQ(parsed->held.common_with({8, 12}), (HeldPolicies{8, 9}));
+  EXPECT_EQ(parsed->held.common_with({0, 0}), (HeldPolicies{7, 0}));  // none in common
 }
 
 TEST(Envelope, RejectsWhatIsNotAnEnvelope) {

@@ -1,6 +1,7 @@
 // Policies from the control plane, as two in-process gateways over loopback follow them: both
 // switch codec at the agreed step, error feedback carries its residual across the switch, and a
-// gateway that missed a version fails that step on both sides with a clear error.
+// gateway that gets a version late (or skips one) holds the switch back on both sides, so that no
+// step fails. Also the table's choice on its own.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "gateway/core/gateway.h"
+#include "gateway/core/policy_table.h"
 #include "gateway/transport/tcp_transport.h"
 
 namespace gradgate::gateway {
@@ -141,23 +143,98 @@ TEST(PolicySwitch, BothGatewaysSwitchAtTheAgreedStepAndLoseNoResidual) {
   EXPECT_EQ(job.gateway(0).stats().policy_version, 2u);
 }
 
-TEST(PolicySwitch, AGatewayThatMissedAVersionFailsTheStepOnBothSidesWithAClearError) {
+// Runs `steps` steps; every one must succeed on both gateways with equal results. Returns
+// whether each step went compressed (fewer than a quarter of the raw bytes on the wire).
+std::vector<bool> run_steps(TwoGateways& job, std::mt19937& random, int steps) {
+  std::vector<bool> compressed;
+  for (int i = 0; i < steps; ++i) {
+    const auto outcomes = job.step(random_inputs(random));
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      EXPECT_TRUE(outcomes[rank].status.ok()) << outcomes[rank].status.to_string();
+    }
+    EXPECT_EQ(job.result(0), job.result(1)) << "gateways differ";
+    compressed.push_back(outcomes[0].wire_bytes < outcomes[0].raw_bytes / 4);
+  }
+  return compressed;
+}
+
+TEST(PolicySwitch, AVersionOneGatewayGetsLateWaitsForItAndNoStepFails) {
   TwoGateways job;
-  ASSERT_TRUE(job.gateway(0).set_policy({1, 0, {{kSpec.name, "topk:density=0.05"}}}).ok());
+  const CodecPolicy topk{1, 0, {{kSpec.name, "topk:density=0.05"}}};
+  ASSERT_TRUE(job.gateway(0).set_policy(topk).ok());
   std::mt19937 random(4);
-  const auto failed = job.step(random_inputs(random));
+  EXPECT_EQ(run_steps(job, random, 3), std::vector<bool>(3, false));
+  EXPECT_EQ(job.gateway(0).stats().applied_policy_version, 0u);
+  // Once the late gateway has it, the step after the next one (which shows that both hold it)
+  // switches on both sides.
+  ASSERT_TRUE(job.gateway(1).set_policy(topk).ok());
+  EXPECT_EQ(run_steps(job, random, 3), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(job.gateway(0).stats().applied_policy_version, 1u);
+  EXPECT_EQ(job.gateway(1).stats().applied_policy_version, 1u);
+}
+
+TEST(PolicySwitch, AGatewayThatSkippedAVersionIsNotAskedToRunIt) {
+  TwoGateways job;
+  const CodecPolicy topk{1, 0, {{kSpec.name, "topk:density=0.05"}}};
+  const CodecPolicy fp16{2, 0, {{kSpec.name, "fp16"}}};
+  ASSERT_TRUE(job.gateway(0).set_policy(topk).ok());
+  ASSERT_TRUE(job.gateway(1).set_policy(fp16).ok());  // never saw version 1
+  std::mt19937 random(5);
+  EXPECT_EQ(run_steps(job, random, 3), std::vector<bool>(3, false));
+  EXPECT_EQ(job.gateway(1).stats().applied_policy_version, 0u);
+  ASSERT_TRUE(job.gateway(0).set_policy(fp16).ok());
+  run_steps(job, random, 3);
   for (uint32_t rank = 0; rank < 2; ++rank) {
-    EXPECT_FALSE(failed[rank].status.ok());
+    EXPECT_EQ(job.gateway(rank).stats().applied_policy_version, 2u);
+    EXPECT_EQ(job.gateway(rank).tensors().at(0).codec, "fp16");
   }
-  EXPECT_NE(failed[0].status.message().find("policy version"), std::string::npos)
-      << failed[0].status.to_string();
-  // Once the late gateway has the version too, the job goes on.
-  ASSERT_TRUE(job.gateway(1).set_policy({1, 0, {{kSpec.name, "topk:density=0.05"}}}).ok());
-  const auto recovered = job.step(random_inputs(random));
+}
+
+TEST(PolicySwitch, AGatewayOneVersionBehindCatchesUpAfterOneFailedStep) {
+  TwoGateways job;
+  // The same version with another effective step on each side puts gateway 1 a version behind at
+  // step 1, as a step that succeeded on one side only would.
+  ASSERT_TRUE(job.gateway(0).set_policy({1, 1, {{kSpec.name, "topk:density=0.05"}}}).ok());
+  ASSERT_TRUE(job.gateway(1).set_policy({1, 50, {{kSpec.name, "topk:density=0.05"}}}).ok());
+  std::mt19937 random(6);
+  run_steps(job, random, 1);
+  const auto mismatched = job.step(random_inputs(random));
   for (uint32_t rank = 0; rank < 2; ++rank) {
-    EXPECT_TRUE(recovered[rank].status.ok()) << recovered[rank].status.to_string();
+    EXPECT_FALSE(mismatched[rank].status.ok()) << "gateway " << rank;
+    EXPECT_NE(mismatched[rank].status.message().find("policy version"), std::string::npos)
+        << mismatched[rank].status.to_string();
   }
-  EXPECT_EQ(job.result(0), job.result(1));
+  EXPECT_EQ(run_steps(job, random, 2), (std::vector<bool>{true, true}));
+  EXPECT_EQ(job.gateway(1).stats().applied_policy_version, 1u);
+}
+
+TEST(PolicyTable, HoldsTheNewestVersionsWithoutAGap) {
+  PolicyTable table;
+  EXPECT_EQ(table.held(), (HeldPolicies{0, 0}));
+  ASSERT_TRUE(table.add({1, 0, {}}));
+  ASSERT_TRUE(table.add({2, 0, {}}));
+  EXPECT_EQ(table.held(), (HeldPolicies{1, 2}));
+  ASSERT_TRUE(table.add({4, 0, {}}));  // version 3 never came
+  EXPECT_EQ(table.held(), (HeldPolicies{4, 4}));
+  EXPECT_FALSE(table.add({3, 0, {}}));  // older than the newest: ignored
+  EXPECT_EQ(table.latest_version(), 4u);
+}
+
+TEST(PolicyTable, ChoosesTheNewestVersionInEffectThatAllHold) {
+  PolicyTable table;
+  ASSERT_TRUE(table.add({1, 10, {}}));
+  ASSERT_TRUE(table.add({2, 20, {}}));
+  ASSERT_TRUE(table.add({3, 30, {}}));
+  const auto version_at = [&](uint64_t step, HeldPolicies held_by_all) {
+    const CodecPolicy* policy = table.in_effect(step, held_by_all);
+    return policy == nullptr ? 0u : policy->version;
+  };
+  EXPECT_EQ(version_at(9, {1, 3}), 0u);   // none in effect yet
+  EXPECT_EQ(version_at(25, {1, 3}), 2u);  // the newest in effect
+  EXPECT_EQ(version_at(35, {1, 3}), 3u);
+  EXPECT_EQ(version_at(35, {1, 2}), 2u);  // a gateway lacks 3
+  EXPECT_EQ(version_at(35, {3, 1}), 0u);  // no version that all hold
+  EXPECT_EQ(version_at(35, {0, 0}), 0u);  // a gateway holds none
 }
 
 TEST(PolicySwitch, BadSpecsAndOldVersionsAreRefusedOrIgnored) {
