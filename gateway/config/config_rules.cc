@@ -1,11 +1,14 @@
 #include "gateway/config/config_rules.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "gateway/transport/tcp/wire.h"
 #include "gradgate/config.h"
@@ -30,6 +33,12 @@ constexpr std::array<std::string_view, 2> kLogFormats{"text", "json"};
 
 // Smaller segments would turn a tensor into thousands of frames, each with its header and message.
 constexpr uint64_t kMinSegmentBytes = 64 << 10;
+
+// A dotted IPv4 address other than 0.0.0.0: what the DPDK transport sends from and to.
+bool is_ipv4_address(const std::string& host) {
+  in_addr address{};
+  return inet_pton(AF_INET, host.c_str(), &address) == 1 && address.s_addr != 0;
+}
 
 class Checker {
  public:
@@ -197,14 +206,21 @@ class Checker {
             {"job.transport"});
       return;
     }
-    if (config.size > 0) {
-      issue("job.transport", "dpdk needs job.nodes (IPv4 addresses); job.size is not supported",
-            {"job.transport", "job.size"});
+    if (config.size > 0) {  // it registers transport.listen's host and dpdk.udp_port
+      if (!is_ipv4_address(config.listen.host)) {
+        issue("transport.listen",
+              "with dpdk and job.size, give this gateway's IPv4 address on its DPDK port, got \"" +
+                  config.listen.host + "\"",
+              {"job.transport", "job.size", "transport.listen"});
+      }
+      if (config.dpdk_udp_port == 0) {
+        issue("dpdk.udp_port", "dpdk with job.size needs the UDP port of every gateway",
+              {"job.transport", "job.size", "dpdk.udp_port"});
+      }
     }
     for (std::size_t i = 0; i < config.nodes.size(); ++i) {
       const std::string& host = config.nodes[i].host;
-      const bool ipv4 = !host.empty() && host.find_first_not_of("0123456789.") == std::string::npos;
-      if (!ipv4 || host == "0.0.0.0") {
+      if (!is_ipv4_address(host)) {
         issue("job.nodes[" + std::to_string(i) + "]",
               "dpdk needs every gateway's IPv4 address, got \"" + host + "\"",
               {"job.transport", "job.nodes"});

@@ -178,6 +178,18 @@ void set_log_pattern(const GatewayConfig& config) {
   }
 }
 
+// DPDK with job.size: the transport needs every peer's address when it is made, so they come
+// from the controller first (this gateway registers transport.listen's host and dpdk.udp_port).
+Status join_for_dpdk(GatewayConfig& config) {
+  auto controller = controller_options(config);
+  if (!controller.ok()) return controller.status();
+  auto nodes = join_through_controller(config, static_cast<uint16_t>(config.dpdk_udp_port),
+                                       *controller, pause_unless_stopped);
+  if (!nodes.ok()) return nodes.status();
+  config.nodes = std::move(nodes).value();
+  return {};
+}
+
 // `job.node_rank: auto`: takes the rank the controller assigns to this node's name.
 Status claim_rank(GatewayConfig& config) {
   auto controller = controller_options(config);
@@ -212,10 +224,13 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   sigaddset(&blocked, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
 
-  // With job.size the addresses come from the controller when the transport starts; until then
-  // the job's gateways are known by number only.
+  // With job.size the addresses come from the controller: for TCP when the transport starts
+  // (until then the job's gateways are known by number only), for DPDK before it is made.
   GatewayConfig job = config;
   if (job.node_rank_auto) GRADGATE_RETURN_IF_ERROR(claim_rank(job));
+  if (job.nodes.empty() && job.transport == TransportKind::kDpdk) {
+    GRADGATE_RETURN_IF_ERROR(join_for_dpdk(job));
+  }
   if (job.nodes.empty()) job.nodes.assign(job.size, Endpoint{});
   ChosenTransport chosen = make_transport(job);
   Transport& transport = *chosen.transport;

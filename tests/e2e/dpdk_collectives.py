@@ -12,6 +12,7 @@ Two `gradgate gateway` processes, each on DPDK's net_af_packet driver bound to i
     injection (dpdk.inject_*): every result bit-identical to the loss-free run, retransmissions
     in the gateways' metrics, each gateway received exactly the messages the other one delivered
     (none twice), and no error was counted;
+  - job.size with a controller: the gateways take each other's DPDK addresses from it;
   - a gateway killed while the other's worker waits on it: the worker gets an error within the
     collective timeout plus the transport's peer timeout, the other gateway stays up, and the
     job runs again once the killed gateway is back.
@@ -74,15 +75,21 @@ class Job:
     """Two gateways on `link` over `transport`; workers are started per run."""
 
     def __init__(self, args, link, work, name, transport, codec, collective, inject=None,
-                 timeout_ms=60000):
+                 timeout_ms=60000, controller=None):
         self.args, self.link, self.name = args, link, name
         self.transport, self.codec, self.collective = transport, codec, collective
         self.inject, self.timeout_ms = inject or {}, timeout_ms
+        self.controller = controller  # "host:port": job.size, the addresses from it
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir)
         self.gateways, self.ports, self.admin_ports = [None, None], [0, 0], [0, 0]
-        for rank in range(2):
-            self.start_gateway(rank)
+        if controller is None:  # one by one: gateway 1 dials gateway 0's port
+            for rank in range(2):
+                self.start_gateway(rank)
+        else:  # every gateway waits for the other before it is ready
+            readies = [self.launch_gateway(rank) for rank in range(2)]
+            for rank, ready in enumerate(readies):
+                self.await_gateway(rank, ready)
 
     def socket(self, rank):
         return os.path.join(self.dir, f"gateway{rank}.sock")
@@ -91,11 +98,12 @@ class Job:
         nodes = DPDK_NODES if self.transport == "dpdk" else [
             f"{self.link.addr[r]}:{self.ports[r]}" for r in range(2)]
         config = os.path.join(self.dir, f"gateway{rank}.yaml")
+        membership = f"nodes: {json.dumps(nodes)}" if self.controller is None else "size: 2"
         with open(config, "w") as f:
             f.write(f"""job:
   id: 5
   node_rank: {rank}
-  nodes: {json.dumps(nodes)}
+  {membership}
   transport: {self.transport}
 ingress:
   socket: {self.socket(rank)}
@@ -118,10 +126,23 @@ logging:
 """)
                 for key, value in self.inject.items():
                     f.write(f"  inject_{key}: {value}\n")
+            if self.controller is not None:
+                host, port = DPDK_NODES[rank].split(":")
+                f.write(f"""  udp_port: {port}
+transport:
+  listen: "{host}:0"
+control:
+  url: "{self.controller}"
+  report_interval_ms: 300
+""")
         return config
 
     def start_gateway(self, rank):
         """(Re)starts gateway `rank` (on its old port) and waits until it is ready."""
+        self.await_gateway(rank, self.launch_gateway(rank))
+
+    def launch_gateway(self, rank):
+        """Starts gateway `rank`; the path of its ready file."""
         ready = os.path.join(self.dir, f"gateway{rank}.ready")
         if os.path.exists(ready):
             os.remove(ready)
@@ -130,6 +151,9 @@ logging:
              self.write_config(rank), "--ready-file", ready, "--stats-interval", "0"],
             stdout=open(os.path.join(self.dir, f"gateway{rank}.log"), "a"),
             stderr=subprocess.STDOUT)
+        return ready
+
+    def await_gateway(self, rank, ready):
         answer = wait_ready(ready, self.gateways[rank], f"{self.name} gateway {rank}")
         self.ports[rank], self.admin_ports[rank] = answer["port"], answer["admin_port"]
 
@@ -288,6 +312,36 @@ def killed_gateway(args, link, work):
     return failures
 
 
+def membership_from_the_controller(args, link, work):
+    """job.size over DPDK: each gateway registers its DPDK address with a controller and takes
+    the other's from it; the job then runs like one with job.nodes."""
+    directory = os.path.join(work, "controller")
+    os.makedirs(directory)
+    config = os.path.join(directory, "control.yaml")
+    with open(config, "w") as f:
+        f.write(f'server:\n  listen: "{link.addr[0]}:0"\n')
+    ready = os.path.join(directory, "control.ready")
+    controller = subprocess.Popen(
+        ["ip", "netns", "exec", link.ns[0], args.gradgate, "control", "-c", config,
+         "--ready-file", ready], stdout=open(os.path.join(directory, "control.log"), "w"),
+        stderr=subprocess.STDOUT)
+    try:
+        port = wait_ready(ready, controller, "controller")["port"]
+        job = Job(args, link, work, "membership", "dpdk", "topk:density=0.01", "auto",
+                  controller=f"{link.addr[0]}:{port}")
+        try:
+            digests, seconds = job.run(CODEC_TENSORS, CODEC_STEPS)
+        finally:
+            job.close()
+    finally:
+        controller.send_signal(signal.SIGTERM)
+        controller.wait(timeout=20)
+    print(json.dumps({"job": "membership", "seconds": round(seconds, 2)}))
+    if len(digests[0]) != CODEC_STEPS * len(CODEC_TENSORS) or digests[0] != digests[1]:
+        return ["membership from the controller: the workers' results are missing or differ"]
+    return []
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gradgate", required=True)
@@ -301,6 +355,7 @@ def main():
         if not args.skip_codecs:
             failures += every_codec(args, link, work)
             failures += killed_gateway(args, link, work)
+            failures += membership_from_the_controller(args, link, work)
         return failures + mixed_sizes_with_loss(args, link, work, args.steps)
 
     return run_on_link("dpdk_collectives", body)

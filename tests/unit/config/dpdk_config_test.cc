@@ -71,6 +71,21 @@ TEST(DpdkConfig, NeedsAUdpPortPerNodeOrOneForAll) {
   EXPECT_TRUE(parse(nodes + "  udp_port: 4791\n").ok());
 }
 
+TEST(DpdkConfig, MembershipFromTheControllerNeedsAnIpv4ListenAddressAndAUdpPort) {
+  const std::string sized =
+      "job:\n  size: 2\n  transport: dpdk\ncontrol:\n  url: 127.0.0.1:9400\n"
+      "dpdk:\n  port: net_ring0\n";
+  const auto refused = parse(sized + "transport:\n  listen: gateway-0:0\n");
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("transport.listen: with dpdk and job.size, give this gateway's IPv4 "
+                        "address on its DPDK port, got \"gateway-0\""));
+  EXPECT_THAT(refused.status().message(), HasSubstr("dpdk.udp_port: dpdk with job.size needs"));
+  EXPECT_EQ(error_lines(refused).size(), 2u) << refused.status().message();
+  const auto taken = parse(sized + "  udp_port: 4791\ntransport:\n  listen: 10.0.0.1:0\n");
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  EXPECT_EQ(taken->size, 2u);
+}
+
 TEST(DpdkConfig, ReadsFaultInjection) {
   const auto config = parse(std::string(kDpdkYaml) +
                             "  inject_drop: 0.05\n  inject_duplicate: 1e-2\n  inject_reorder: 0\n"
