@@ -12,7 +12,8 @@ Two `gradgate gateway` processes, each on DPDK's net_af_packet driver bound to i
     injection (dpdk.inject_*): every result bit-identical to the loss-free run, retransmissions
     in the gateways' metrics, each gateway received exactly the messages the other one delivered
     (none twice), and no error was counted;
-  - job.size with a controller: the gateways take each other's DPDK addresses from it;
+  - job.size and node_rank auto with a controller: the gateways take their ranks and each
+    other's DPDK addresses from it;
   - a gateway killed while the other's worker waits on it: the worker gets an error within the
     collective timeout plus the transport's peer timeout, the other gateway stays up, and the
     job runs again once the killed gateway is back.
@@ -98,11 +99,12 @@ class Job:
         nodes = DPDK_NODES if self.transport == "dpdk" else [
             f"{self.link.addr[r]}:{self.ports[r]}" for r in range(2)]
         config = os.path.join(self.dir, f"gateway{rank}.yaml")
-        membership = f"nodes: {json.dumps(nodes)}" if self.controller is None else "size: 2"
+        # From a controller: the ranks too, claimed by node name (as a DaemonSet's gateways do).
+        membership = (f"node_rank: {rank}\n  nodes: {json.dumps(nodes)}" if self.controller is None
+                      else f"node_rank: auto\n  node_name: node{rank}\n  size: 2")
         with open(config, "w") as f:
             f.write(f"""job:
   id: 5
-  node_rank: {rank}
   {membership}
   transport: {self.transport}
 ingress:
@@ -313,8 +315,8 @@ def killed_gateway(args, link, work):
 
 
 def membership_from_the_controller(args, link, work):
-    """job.size over DPDK: each gateway registers its DPDK address with a controller and takes
-    the other's from it; the job then runs like one with job.nodes."""
+    """job.size over DPDK: each gateway claims its rank from a controller, registers its DPDK
+    address there and takes the other's; the job then runs like one with job.nodes."""
     directory = os.path.join(work, "controller")
     os.makedirs(directory)
     config = os.path.join(directory, "control.yaml")
