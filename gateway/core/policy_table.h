@@ -8,9 +8,9 @@
 // for a policy it received late. The version travels in every frame, and frames of another
 // version are refused. A tensor the policy does not name, or any tensor before the first policy,
 // runs with the configured codec. Should a step succeed on one gateway and fail on another right
-// there, their next steps may differ by a version; the one behind then sees the newer version in
-// the others' messages and catches up to it (Mailbox::newest_peer_policy). Not thread-safe: the
-// gateway guards it with its own lock.
+// there, their next steps may differ by a version; the one behind catches up once it sees the
+// newer version in the others' messages (Mailbox::newest_peer_policy), at worst after one more
+// failed step. Not thread-safe: the gateway guards it with its own lock.
 #pragma once
 
 #include <cstdint>
