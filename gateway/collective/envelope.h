@@ -6,7 +6,7 @@
 // Layout (little-endian, 40 bytes):
 //   0  u32 magic "GGE1"   4 u8 version   5 u8 kind   6 u16 chunk
 //   8  u32 tensor id      12 u32 phase   16 u64 sequence number
-//   24 u32 policy version (the sender runs the operation under it)
+//   24 u32 policy version (the sender runs the operation under it; an abort: the newest known)
 //   28 u32 flags: bit 0 the sender decodes on the GPU; the other bits 0
 //   32 u32 oldest, 36 u32 newest policy version that the sender and the gateways it heard from in
 //      this operation all hold (HeldPolicies)
@@ -62,6 +62,8 @@ struct Envelope {
   uint32_t tensor_id = 0;
   uint32_t phase = 0;
   uint64_t seq = 0;
+  /// The version the sender runs the operation under; in an abort, the newest one it knows a
+  /// gateway of the job runs this tensor under.
   uint32_t policy_version = 0;
   /// The sender decodes this operation's frames on the GPU (for codecs whose GPU decoding is not
   /// the CPU's bits: every gateway of the job must decode alike).

@@ -37,10 +37,6 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
                          : envelope.status();
   }
   const auto finished = finished_up_to_.find(envelope->tensor_id);
-  if (finished != finished_up_to_.end()) {
-    uint32_t& newest = newest_peer_policy_[envelope->tensor_id];
-    newest = std::max(newest, envelope->policy_version);
-  }
   if (finished != finished_up_to_.end() && envelope->seq < finished->second) {
     ++stats_.late;
     return {};
@@ -58,6 +54,7 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
         "gateway " + std::to_string(from) + " aborted the all-reduce: " +
             std::string(reinterpret_cast<const char*>(payload.data()), shown),
         now};
+    note_policy_locked(*envelope);
     changed_.notify_all();
     return {};
   }
@@ -80,6 +77,7 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
   }
   stats_.stored_bytes += bytes;
   ++stats_.delivered;
+  note_policy_locked(*envelope);
   changed_.notify_all();
   return {};
 }
@@ -123,13 +121,14 @@ Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
       return Status(ErrorCode::kAborted, abort->second.reason);
     }
     if (const Stored* other = other_policy_locked(key, policy_version)) {
-      return Status(ErrorCode::kIncompatible,
-                    "gateway " + std::to_string(key.from) + " runs step " +
-                        std::to_string(key.seq) + " of tensor " + std::to_string(key.tensor_id) +
-                        " under policy version " + std::to_string(other->policy_version) +
-                        ", this gateway under policy version " + std::to_string(policy_version) +
-                        " (the gateways switched policy at different steps; the one behind catches "
-                        "up at its next step)");
+      return Status(
+          ErrorCode::kIncompatible,
+          "gateway " + std::to_string(key.from) + " runs step " + std::to_string(key.seq) +
+              " of tensor " + std::to_string(key.tensor_id) + " under policy version " +
+              std::to_string(other->policy_version) + ", this gateway under policy version " +
+              std::to_string(policy_version) +
+              " (the gateways switched policy at different steps; the one behind catches up "
+              "with the newer version)");
     }
     if (auto it = filed_.find(key); it != filed_.end()) {
       Mail mail = std::move(it->second.mail);
@@ -173,6 +172,12 @@ void Mailbox::finish(uint32_t tensor_id, uint64_t seq) {
        it != aborts_.end() && it->first.tensor_id == tensor_id && it->first.seq <= seq;) {
     it = aborts_.erase(it);
   }
+}
+
+void Mailbox::note_policy_locked(const Envelope& envelope) {
+  if (!finished_up_to_.contains(envelope.tensor_id)) return;  // bounded by this gateway's tensors
+  uint32_t& newest = newest_peer_policy_[envelope.tensor_id];
+  newest = std::max(newest, envelope.policy_version);
 }
 
 uint32_t Mailbox::newest_peer_policy(uint32_t tensor_id) const {

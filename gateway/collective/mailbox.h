@@ -71,10 +71,11 @@ class Mailbox {
   /// another step, and its messages will never match ours).
   Result<Mail> take(const MailKey& key, Clock::time_point deadline, uint64_t sender_down_count,
                     uint32_t policy_version);
-  /// The newest policy version a peer ran an operation of the tensor under, as its messages
-  /// since the tensor's first finished operation say (0: none seen). After a step that succeeded
-  /// on a peer but failed here, right where they switched policy, the peer runs a newer version
-  /// than this gateway: this tells the gateway to catch up.
+  /// The newest policy version a peer ran an operation of the tensor under, as the messages
+  /// filed since the tensor's first finished operation say (0: none seen); an abort says the
+  /// newest its sender knows of. After a step that succeeded on a peer but failed here, right
+  /// where they switched policy, the peer runs a newer version than this gateway: this tells the
+  /// gateway to catch up.
   uint32_t newest_peer_policy(uint32_t tensor_id) const;
   /// Waits until `rank` is connected (kTimeout, kAborted at shutdown).
   Status wait_peer_up(uint32_t rank, Clock::time_point deadline);
@@ -103,6 +104,8 @@ class Mailbox {
     auto operator<=>(const OpId&) const = default;
   };
   void drop_expired_locked(Clock::time_point now);
+  /// Keeps the policy version of an accepted message for newest_peer_policy().
+  void note_policy_locked(const Envelope& envelope);
   void erase_locked(std::map<MailKey, Stored>::iterator it);
 
   const uint64_t cap_bytes_;

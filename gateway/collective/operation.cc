@@ -169,12 +169,13 @@ Result<kernels::FrameView> Operation::parse(std::span<const std::byte> frame, si
   const kernels::FrameView view{*header, frame.subspan(kernels::kFrameHeaderBytes)};
   const kernels::TensorDesc& desc = streams().streams[chunk]->desc();
   if (view.header.policy_version != op_.policy_version) {
-    return Status(ErrorCode::kIncompatible,
-                  "frame of policy version " + std::to_string(view.header.policy_version) +
-                      " in a step this gateway runs under policy version " +
-                      std::to_string(op_.policy_version) +
-                      " (the gateways switched policy at different steps; the one behind catches "
-                      "up at its next step)");
+    return Status(
+        ErrorCode::kIncompatible,
+        "frame of policy version " + std::to_string(view.header.policy_version) +
+            " in a step this gateway runs under policy version " +
+            std::to_string(op_.policy_version) +
+            " (the gateways switched policy at different steps; the one behind catches up "
+            "with the newer version)");
   }
   if (view.header.codec != codec().id() || view.header.tensor_id != desc.tensor_id ||
       view.header.step != op_.seq || view.header.element_count != desc.elements) {
@@ -294,7 +295,11 @@ Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t 
 void Operation::broadcast_abort(const Status& why) {
   const std::string reason = why.to_string();
   const auto payload = std::as_bytes(std::span<const char>(reason.data(), reason.size()));
-  Envelope envelope{MessageKind::kAbort, 0, op_.tensor_id, 0, op_.seq, op_.policy_version};
+  // The newest version this gateway knows a peer runs goes along, so that a gateway a version
+  // behind catches up even if that peer's messages never reach it (in a ring a gateway hears
+  // only from its left neighbour).
+  const uint32_t newest = std::max(op_.policy_version, mailbox_.newest_peer_policy(op_.tensor_id));
+  Envelope envelope{MessageKind::kAbort, 0, op_.tensor_id, 0, op_.seq, newest};
   envelope.held = report_.held_by_all;
   auto message = std::make_shared<const MessageBytes>(make_message(envelope, payload));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {

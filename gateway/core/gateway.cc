@@ -203,7 +203,9 @@ Status Gateway::set_policy(CodecPolicy policy) {
   }
   const uint32_t version = policy.version;
   const uint64_t step = policy.effective_step;
-  if (policies_.add(std::move(policy))) {
+  uint32_t floor = version;  // no tensor will run a version older than its own
+  for (const auto& [id, tensor] : tensors_) floor = std::min(floor, tensor.policy_version);
+  if (policies_.add(std::move(policy), floor)) {
     stats_.policy_version = version;
     spdlog::info("policy version {} takes effect at step {}", version, step);
   }

@@ -5,10 +5,13 @@
 
 namespace gradgate::gateway {
 
-bool PolicyTable::add(CodecPolicy policy) {
+bool PolicyTable::add(CodecPolicy policy, uint32_t floor) {
   if (policy.version == 0 || policy.version <= latest_version()) return false;
   versions_.push_back(std::move(policy));
-  if (versions_.size() > kKept) versions_.pop_front();
+  while (versions_.size() > kMaxKept ||
+         (versions_.size() > 1 && versions_.front().version < floor)) {
+    versions_.pop_front();
+  }
   return true;
 }
 

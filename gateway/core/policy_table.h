@@ -31,7 +31,9 @@ struct CodecPolicy {
 class PolicyTable {
  public:
   /// Keeps `policy` if it is newer than every version held; false (and nothing kept) otherwise.
-  bool add(CodecPolicy policy);
+  /// Drops the versions below `floor`, the oldest version a tensor runs under (a tensor never
+  /// goes back to an older one), and beyond kMaxKept the oldest ones.
+  bool add(CodecPolicy policy, uint32_t floor);
   /// The newest version in effect at `step` among those `held_by_all` names, or nullptr: none
   /// of them is (the tensor stays under its version).
   const CodecPolicy* in_effect(uint64_t step, HeldPolicies held_by_all) const;
@@ -43,8 +45,9 @@ class PolicyTable {
   uint32_t latest_version() const;
 
  private:
-  // The last kKept versions received, oldest first.
-  static constexpr size_t kKept = 16;
+  // Versions received, oldest first. A version another gateway may still choose must stay: the
+  // cap is only reached by a tensor that has not stepped while this many versions came.
+  static constexpr size_t kMaxKept = 1024;
   std::deque<CodecPolicy> versions_;
 };
 

@@ -117,6 +117,7 @@ TEST(Mailbox, KnowsTheNewestPolicyAPeerRanATensorUnder) {
   ASSERT_TRUE(mailbox.deliver(1, under(4, 1)).ok());
   ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kAbort, 0, 5, 0, 1, 6}, {})).ok());
   ASSERT_TRUE(mailbox.deliver(1, under(2, 2)).ok());
+  ASSERT_TRUE(mailbox.deliver(1, under(9, 0)).ok());  // late: of a finished operation
   EXPECT_EQ(mailbox.newest_peer_policy(5), 6u);
   EXPECT_EQ(mailbox.newest_peer_policy(9), 0u);
   mailbox.forget_tensor(5);

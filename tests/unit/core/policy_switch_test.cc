@@ -210,23 +210,46 @@ TEST(PolicySwitch, AGatewayOneVersionBehindCatchesUpAtOnce) {
   EXPECT_EQ(job.gateway(1).stats().applied_policy_version, 1u);
 }
 
+TEST(PolicySwitch, AVersionAgreedOnStaysWhileManyNewerOnesCome) {
+  TwoGateways job;
+  const CodecPolicy topk{1, 0, {{kSpec.name, "topk:density=0.05"}}};
+  for (uint32_t rank = 0; rank < 2; ++rank) ASSERT_TRUE(job.gateway(rank).set_policy(topk).ok());
+  std::mt19937 random(7);
+  EXPECT_EQ(run_steps(job, random, 1), std::vector<bool>{false});  // shows both hold version 1
+  // Gateway 0 alone gets 29 newer versions, none in effect yet: it still runs version 1.
+  for (uint32_t version = 2; version <= 30; ++version) {
+    ASSERT_TRUE(job.gateway(0).set_policy({version, 1000, {}}).ok());
+  }
+  EXPECT_EQ(run_steps(job, random, 2), (std::vector<bool>{true, true}));
+}
+
 TEST(PolicyTable, HoldsTheNewestVersionsWithoutAGap) {
   PolicyTable table;
   EXPECT_EQ(table.held(), (HeldPolicies{0, 0}));
-  ASSERT_TRUE(table.add({1, 0, {}}));
-  ASSERT_TRUE(table.add({2, 0, {}}));
+  ASSERT_TRUE(table.add({1, 0, {}}, 0));
+  ASSERT_TRUE(table.add({2, 0, {}}, 0));
   EXPECT_EQ(table.held(), (HeldPolicies{1, 2}));
-  ASSERT_TRUE(table.add({4, 0, {}}));  // version 3 never came
+  ASSERT_TRUE(table.add({4, 0, {}}, 0));  // version 3 never came
   EXPECT_EQ(table.held(), (HeldPolicies{4, 4}));
-  EXPECT_FALSE(table.add({3, 0, {}}));  // older than the newest: ignored
+  EXPECT_FALSE(table.add({3, 0, {}}, 0));  // older than the newest: ignored
   EXPECT_EQ(table.latest_version(), 4u);
+}
+
+TEST(PolicyTable, DropsOnlyVersionsNoTensorCanGoBackTo) {
+  PolicyTable table;
+  for (uint32_t version = 1; version <= 40; ++version) ASSERT_TRUE(table.add({version, 0, {}}, 0));
+  EXPECT_EQ(table.held(), (HeldPolicies{1, 40}));
+  ASSERT_TRUE(table.add({41, 0, {}}, 38));  // every tensor runs version 38 or newer
+  EXPECT_EQ(table.held(), (HeldPolicies{38, 41}));
+  EXPECT_EQ(table.find(37), nullptr);
+  ASSERT_NE(table.find(38), nullptr);
 }
 
 TEST(PolicyTable, ChoosesTheNewestVersionInEffectThatAllHold) {
   PolicyTable table;
-  ASSERT_TRUE(table.add({1, 10, {}}));
-  ASSERT_TRUE(table.add({2, 20, {}}));
-  ASSERT_TRUE(table.add({3, 30, {}}));
+  ASSERT_TRUE(table.add({1, 10, {}}, 0));
+  ASSERT_TRUE(table.add({2, 20, {}}, 0));
+  ASSERT_TRUE(table.add({3, 30, {}}, 0));
   const auto version_at = [&](uint64_t step, HeldPolicies held_by_all) {
     const CodecPolicy* policy = table.in_effect(step, held_by_all);
     return policy == nullptr ? 0u : policy->version;
