@@ -84,13 +84,17 @@ class Job:
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir)
         self.gateways, self.ports, self.admin_ports = [None, None], [0, 0], [0, 0]
-        if controller is None:  # one by one: gateway 1 dials gateway 0's port
-            for rank in range(2):
-                self.start_gateway(rank)
-        else:  # every gateway waits for the other before it is ready
-            readies = [self.launch_gateway(rank) for rank in range(2)]
-            for rank, ready in enumerate(readies):
-                self.await_gateway(rank, ready)
+        try:
+            if controller is None:  # one by one: gateway 1 dials gateway 0's port
+                for rank in range(2):
+                    self.start_gateway(rank)
+            else:  # every gateway waits for the other before it is ready
+                readies = [self.launch_gateway(rank) for rank in range(2)]
+                for rank, ready in enumerate(readies):
+                    self.await_gateway(rank, ready)
+        except Exception:
+            self.close()  # the gateways that did start
+            raise
 
     def socket(self, rank):
         return os.path.join(self.dir, f"gateway{rank}.sock")
@@ -206,10 +210,11 @@ control:
             time.sleep(0.1)
 
     def close(self):
-        for gateway in self.gateways:
+        started = [gateway for gateway in self.gateways if gateway is not None]
+        for gateway in started:
             if gateway.poll() is None:
                 gateway.send_signal(signal.SIGTERM)
-        for gateway in self.gateways:
+        for gateway in started:
             try:
                 gateway.wait(timeout=20)
             except subprocess.TimeoutExpired:
