@@ -69,8 +69,7 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
   const MailKey key{envelope->tensor_id, envelope->seq,   envelope->kind,
                     envelope->phase,     envelope->chunk, from};
   const size_t bytes = message.size() + kEntryOverheadBytes;
-  auto [it, inserted] =
-      filed_.try_emplace(key, Stored{Mail{std::move(message)}, now, envelope->policy_version});
+  auto [it, inserted] = filed_.try_emplace(key, Stored{Mail{std::move(message), *envelope}, now});
   if (!inserted) {
     ++stats_.refused;
     return Status(ErrorCode::kMalformedFrame, "duplicate " + describe(key));
@@ -105,7 +104,7 @@ const Mailbox::Stored* Mailbox::other_policy_locked(const MailKey& key,
   for (auto it = filed_.lower_bound({key.tensor_id, key.seq, MessageKind{}, 0, 0, 0});
        it != filed_.end() && it->first.tensor_id == key.tensor_id && it->first.seq == key.seq;
        ++it) {
-    if (it->first.from == key.from && it->second.policy_version != policy_version) {
+    if (it->first.from == key.from && it->second.mail.envelope.policy_version != policy_version) {
       return &it->second;
     }
   }
@@ -125,8 +124,8 @@ Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
           ErrorCode::kIncompatible,
           "gateway " + std::to_string(key.from) + " runs step " + std::to_string(key.seq) +
               " of tensor " + std::to_string(key.tensor_id) + " under policy version " +
-              std::to_string(other->policy_version) + ", this gateway under policy version " +
-              std::to_string(policy_version) +
+              std::to_string(other->mail.envelope.policy_version) +
+              ", this gateway under policy version " + std::to_string(policy_version) +
               " (the gateways switched policy at different steps; the one behind catches up "
               "with the newer version)");
     }

@@ -36,9 +36,11 @@ struct MailKey {
   auto operator<=>(const MailKey&) const = default;
 };
 
-/// One received message; payload() is what follows the envelope.
+/// One message; payload() is what follows the envelope. A received one carries its envelope as
+/// parsed on delivery.
 struct Mail {
   MessageBytes bytes;
+  Envelope envelope{};
   std::span<const std::byte> payload() const {
     return std::span<const std::byte>(bytes).subspan(kEnvelopeBytes);
   }
@@ -94,7 +96,6 @@ class Mailbox {
   struct Stored {
     Mail mail;
     Clock::time_point arrived;
-    uint32_t policy_version;
   };
   /// The first message of `key`'s operation from `key.from` under another policy version.
   const Stored* other_policy_locked(const MailKey& key, uint32_t policy_version) const;

@@ -258,10 +258,7 @@ Status Operation::send(uint32_t to, const Message& message) {
 Result<Mail> Operation::receive(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk) {
   const MailKey key{op_.tensor_id, op_.seq, kind, phase, static_cast<uint16_t>(chunk), from};
   auto mail = mailbox_.take(key, deadline_, down_counts_[from], op_.policy_version);
-  if (!mail.ok()) return mail;
-  auto envelope = parse_envelope(mail->bytes);  // checked on delivery
-  if (!envelope.ok()) return envelope.status();
-  report_.held_by_all = report_.held_by_all.common_with(envelope->held);
+  if (mail.ok()) report_.held_by_all = report_.held_by_all.common_with(mail->envelope.held);
   return mail;
 }
 
@@ -276,14 +273,12 @@ Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t 
                                                 verified.status().message());
   }
   if (!decodes_alike_on_gpu_and_cpu(codec().id())) {
-    auto envelope = parse_envelope(mail->bytes);
-    if (!envelope.ok()) return envelope.status();
-    if (envelope->sender_decodes_on_gpu != on_device()) {
+    const bool sender_on_gpu = mail->envelope.sender_decodes_on_gpu;
+    if (sender_on_gpu != on_device()) {
       const auto side = [](bool gpu) { return gpu ? "the GPU" : "the CPU"; };
       return Status(ErrorCode::kIncompatible,
                     "gateway " + std::to_string(from) + " decodes " + codec().spec() + " on " +
-                        side(envelope->sender_decodes_on_gpu) + ", this gateway on " +
-                        side(on_device()) +
+                        side(sender_on_gpu) + ", this gateway on " + side(on_device()) +
                         ": their results would differ in rounding; give every gateway the same "
                         "compression.placement and its workers the same kind of buffers (GPU or "
                         "host memory)");
@@ -299,8 +294,7 @@ void Operation::broadcast_abort(const Status& why) {
   // behind catches up even if that peer's messages never reach it (in a ring a gateway hears
   // only from its left neighbour).
   const uint32_t newest = std::max(op_.policy_version, mailbox_.newest_peer_policy(op_.tensor_id));
-  Envelope envelope{MessageKind::kAbort, 0, op_.tensor_id, 0, op_.seq, newest};
-  envelope.held = report_.held_by_all;
+  const Envelope envelope{MessageKind::kAbort, 0, op_.tensor_id, 0, op_.seq, newest};
   auto message = std::make_shared<const MessageBytes>(make_message(envelope, payload));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
     if (peer != rank() && mailbox_.peer_up(peer)) (void)transport_.send(peer, message);
