@@ -43,6 +43,15 @@ class JsonLine {
     return *this;
   }
 
+  /// Appends the fields of `other`, in their order.
+  JsonLine& append(const JsonLine& other) {
+    if (!other.body_.empty()) {
+      if (!body_.empty()) body_ += ',';
+      body_ += other.body_;
+    }
+    return *this;
+  }
+
   /// The object: {"key":value,...}.
   std::string str() const { return "{" + body_ + "}"; }
 

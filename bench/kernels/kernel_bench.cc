@@ -4,9 +4,9 @@
 // steps), the same run's device-to-device copy bandwidth (bytes read + written), the fraction of
 // it that the encode reaches on its least traffic (encode_traffic.h), the encode's passes over
 // memory, the wire ratio; for topk also the achieved k over the target k, the speed of the
-// selection alone (ef=0) and of CUB's radix-sort top-k on the same tensor. A codec without a CUDA
-// implementation gets one "error" line. Exit status: 0, 1 when a measurement failed, 2 when
-// nothing could run (bad options, no device).
+// selection alone (ef=0) split into its phases (topk_phases.h), and of CUB's radix-sort top-k on
+// the same tensor. A codec without a CUDA implementation gets one "error" line. Exit status: 0, 1
+// when a measurement failed, 2 when nothing could run (bad options, no device).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -34,6 +34,7 @@
 #include "gradgate/kernels/frame.h"
 #include "json_line.h"
 #include "radix_topk.h"
+#include "topk_phases.h"
 
 namespace gradgate::bench {
 namespace {
@@ -186,19 +187,40 @@ struct Encoder {
   }
 };
 
-// topk's extra fields: the achieved k, the selection alone and the CUB reference.
+// The select-only encoder's time split into its phases (topk_phases.h), as shares of its encode,
+// and its streaming pass (4 bytes read per element) against the copy bandwidth. A phase that
+// cannot be timed leaves its reason in "phases_error" and the row's other figures stand.
+void add_topk_phases(const Run& run, const CodecParams& params, Encoder& select, const float* grad,
+                     size_t n, double select_ms, double copy_gbps, JsonLine& line) {
+  auto phases = time_topk_phases(params, grad, n, *select.stream, run.cuda, 1, run.options.reps);
+  if (!phases.ok()) {
+    line.text("phases_error", phases.status().to_string());
+    return;
+  }
+  line.number("pass_roofline",
+              gbps(static_cast<double>(n * sizeof(float)), phases->pass_ms) / copy_gbps)
+      .number("share_pass", phases->pass_ms / select_ms)
+      .number("share_compact", (phases->collect_ms - phases->pass_ms) / select_ms)
+      .number("share_choose", (phases->selection_ms - phases->collect_ms) / select_ms)
+      .number("share_frame", (select_ms - phases->selection_ms) / select_ms);
+}
+
+// topk's extra fields: the achieved k, the selection alone with its phases, and the CUB reference.
 Status measure_topk(const Run& run, const CodecParams& params, const Encoder& encoder,
-                    const float* grad, size_t n, JsonLine& line) {
+                    const float* grad, size_t n, double copy_gbps, JsonLine& line) {
   uint32_t count = 0;  // the payload starts with the count of values sent
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaMemcpy(&count, encoder.frame.get() + kernels::kFrameHeaderBytes,
                                            sizeof count, cudaMemcpyDeviceToHost));
   const double k = std::max(1.0, std::round(params.density * static_cast<double>(n)));
   CodecParams select_params = params;
   select_params.error_feedback = false;
+  JsonLine phases;
   auto select_ms = [&]() -> Result<double> {  // frees its encoder before the reference allocates
     auto select = Encoder::make(select_params, n, run.cuda);
     if (!select.ok()) return select.status();
-    return select->time_steps(run, grad);
+    auto ms = select->time_steps(run, grad);
+    if (ms.ok()) add_topk_phases(run, select_params, *select, grad, n, *ms, copy_gbps, phases);
+    return ms;
   }();
   if (!select_ms.ok()) return select_ms.status();
   auto reference = RadixTopk::make(n);
@@ -209,6 +231,7 @@ Status measure_topk(const Run& run, const CodecParams& params, const Encoder& en
   const double bytes = static_cast<double>(n * sizeof(float));
   line.number("k_ratio", count / k)
       .number("select_only_gbps", gbps(bytes, *select_ms))
+      .append(phases)
       .number("cub_topk_gbps", gbps(bytes, *sort_ms))
       .number("select_vs_cub", *sort_ms / *select_ms);
   return {};
@@ -250,7 +273,7 @@ Status measure(const Run& run, const CodecParams& params, const float* grad, flo
       .number("wire_ratio", static_cast<double>(encoder->frame_bytes) / bytes)
       .number("passes", passes > 0 ? std::optional<double>(passes) : std::nullopt);
   if (params.id == CodecId::kTopk) {
-    GRADGATE_RETURN_IF_ERROR(measure_topk(run, params, *encoder, grad, n, line));
+    GRADGATE_RETURN_IF_ERROR(measure_topk(run, params, *encoder, grad, n, copy_gbps, line));
   }
   print(line);
   return {};

@@ -106,6 +106,20 @@ def main():
             print()
             print(table(rows))
 
+            rows = [("topk select phases", "param", "n", "pass roofline", "pass", "compact",
+                     "choose", "frame")]
+            for r in topk:
+                if "share_pass" in r:
+                    rows.append((r["codec"], r["param"], size_name(r["n"]),
+                                 fmt(r["pass_roofline"], 2)) +
+                                tuple(fmt(r[f"share_{phase}"], 2)
+                                      for phase in ("pass", "compact", "choose", "frame")))
+                elif "phases_error" in r:
+                    print(f"{r['param']} {size_name(r['n'])}: phases not timed: {r['phases_error']}")
+            if len(rows) > 1:
+                print()
+                print(table(rows))
+
 
 if __name__ == "__main__":
     main()
