@@ -1,7 +1,5 @@
 #include "gateway/config/config_rules.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -33,12 +31,6 @@ constexpr std::array<std::string_view, 2> kLogFormats{"text", "json"};
 
 // Smaller segments would turn a tensor into thousands of frames, each with its header and message.
 constexpr uint64_t kMinSegmentBytes = 64 << 10;
-
-// A dotted IPv4 address other than 0.0.0.0: what the DPDK transport sends from and to.
-bool is_ipv4_address(const std::string& host) {
-  in_addr address{};
-  return inet_pton(AF_INET, host.c_str(), &address) == 1 && address.s_addr != 0;
-}
 
 class Checker {
  public:
@@ -153,7 +145,10 @@ class Checker {
       issue("job.size", "takes the gateways' addresses from the controller: set control.url",
             {"job.size", "control.url"});
     }
-    if (config.listen.host.empty() || config.listen.host == "0.0.0.0") {
+    const bool address_from_network_status =
+        config.transport == TransportKind::kDpdk && !config.dpdk_network_status_file.empty();
+    if (!address_from_network_status &&
+        (config.listen.host.empty() || config.listen.host == "0.0.0.0")) {
       issue("transport.listen",
             "with job.size, give the address the other gateways dial (not 0.0.0.0 or empty)",
             {"job.size", "transport.listen"});
@@ -206,8 +201,9 @@ class Checker {
             {"job.transport"});
       return;
     }
-    if (config.size > 0) {  // it registers transport.listen's host and dpdk.udp_port
-      if (!is_ipv4_address(config.listen.host)) {
+    const bool from_network_status = check_network_status(config);
+    if (config.size > 0) {  // it registers its DPDK address and dpdk.udp_port
+      if (!from_network_status && !is_ipv4_address(config.listen.host)) {
         issue("transport.listen",
               "with dpdk and job.size, give this gateway's IPv4 address on its DPDK port, got \"" +
                   config.listen.host + "\"",
@@ -230,10 +226,11 @@ class Checker {
               {"job.transport", "job.nodes", "dpdk.udp_port"});
       }
     }
-    if (config.dpdk_port.empty()) {
+    if (config.dpdk_port.empty() && !from_network_status) {
       issue("dpdk.port",
-            "is not set: give a vdev (net_af_packet0,iface=eth1) or a PCI address (0000:3b:00.0)",
-            {"dpdk.port"});
+            "is not set: give a vdev (net_af_packet0,iface=eth1), a PCI address (0000:3b:00.0) or "
+            "dpdk.network_status_file",
+            {"dpdk.port", "dpdk.network_status_file"});
     }
     if (config.dpdk_mtu < kMinDpdkMtu || config.dpdk_mtu > kMaxDpdkMtu) {
       issue("dpdk.mtu",
@@ -253,6 +250,27 @@ class Checker {
             "of the same datagrams)",
             {"dpdk.inject_drop", "dpdk.inject_duplicate", "dpdk.inject_reorder"});
     }
+  }
+
+  // dpdk.network_status_file and dpdk.network go together, and only with job.size: the address
+  // they give is registered with the controller. True when they are in use.
+  bool check_network_status(const GatewayConfig& config) {
+    const bool file = !config.dpdk_network_status_file.empty();
+    if (file != !config.dpdk_network.empty()) {
+      issue(file ? "dpdk.network" : "dpdk.network_status_file",
+            "dpdk.network_status_file and dpdk.network are set together or not at all",
+            {"dpdk.network_status_file", "dpdk.network"});
+      return false;
+    }
+    if (!file) return false;
+    if (config.size == 0) {
+      issue("dpdk.network_status_file",
+            "needs job.size (the address it gives is registered with the controller), not "
+            "job.nodes",
+            {"dpdk.network_status_file", "job.size"});
+    }
+    check_positive("dpdk.network_wait_ms", config.dpdk_network_wait.count());
+    return true;
   }
 
   template <typename Number>

@@ -79,6 +79,11 @@ struct GatewayConfig {
   uint32_t dpdk_udp_port = 0;      // every gateway's UDP port; 0: each job.nodes entry's port
   std::vector<std::string> dpdk_eal_args;  // more EAL arguments, as given
   uint32_t dpdk_idle_sleep_us = 0;         // 0: the polling thread spins when idle
+  // Kubernetes with Multus: this gateway's DPDK address (and dpdk.port when empty) from the
+  // pod's network-status annotation (gateway/config/network_status.h), read at start.
+  std::string dpdk_network_status_file;  // the downward API annotations file; "": not used
+  std::string dpdk_network;              // the attachment to take: "namespace/name" or "name"
+  std::chrono::milliseconds dpdk_network_wait{120000};  // how long to wait for it to be listed
   // Fault injection: fractions of outgoing datagrams dropped, sent twice, held back behind the
   // next one (reordered), drawn from inject_seed. For testing the reliability layer; all 0 in
   // production.

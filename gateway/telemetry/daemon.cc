@@ -7,14 +7,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "gateway/config/network_status.h"
 #include "gateway/core/gateway.h"
 #include "gateway/ingress/ingress.h"
 #include "gateway/telemetry/membership.h"
@@ -27,6 +30,9 @@
 
 namespace gradgate::gateway {
 namespace {
+
+// How often a gateway looks again for its network in the pod's network-status.
+constexpr std::chrono::milliseconds kNetworkStatusPoll{500};
 
 // SIGINT and SIGTERM: what stops the daemon.
 sigset_t stop_signals() {
@@ -178,6 +184,43 @@ void set_log_pattern(const GatewayConfig& config) {
   }
 }
 
+// Kubernetes: this gateway's address on its DPDK port, and the port unless dpdk.port names one,
+// from the pod's network-status. The kubelet refreshes the annotations file some time after the
+// start, so a network not listed yet is waited for, up to dpdk.network_wait_ms.
+Status take_dpdk_attachment(GatewayConfig& config) {
+  const std::string& path = config.dpdk_network_status_file;
+  const auto deadline = std::chrono::steady_clock::now() + config.dpdk_network_wait;
+  for (bool waiting = false;; waiting = true) {
+    std::ifstream file(path);
+    if (!file) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "dpdk.network_status_file \"" + path + "\" cannot be read");
+    }
+    const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+    auto attachment = find_dpdk_attachment(text, config.dpdk_network);
+    if (attachment.ok()) {
+      config.listen.host = attachment->ipv4;
+      if (config.dpdk_port.empty()) config.dpdk_port = attachment->port;
+      spdlog::info("dpdk: network {} gives address {}, port {}", attachment->name, attachment->ipv4,
+                   config.dpdk_port);
+      return {};
+    }
+    const Status& missing = attachment.status();
+    if (missing.code() != ErrorCode::kNotFound) {
+      return Status(missing.code(), path + ": " + missing.message());
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(ErrorCode::kTimeout, path + ": " + missing.message() + " after " +
+                                             std::to_string(config.dpdk_network_wait.count()) +
+                                             " ms (dpdk.network_wait_ms)");
+    }
+    if (!waiting) spdlog::info("dpdk: waiting for {}: {}", path, missing.message());
+    if (!pause_unless_stopped(kNetworkStatusPoll)) {
+      return Status(ErrorCode::kAborted, "stopped while waiting for the network-status");
+    }
+  }
+}
+
 // DPDK with job.size: the transport needs every peer's address when it is made, so they come
 // from the controller first (this gateway registers transport.listen's host and dpdk.udp_port).
 Status join_for_dpdk(GatewayConfig& config) {
@@ -228,6 +271,9 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   // (until then the job's gateways are known by number only), for DPDK before it is made.
   GatewayConfig job = config;
   if (job.node_rank_auto) GRADGATE_RETURN_IF_ERROR(claim_rank(job));
+  if (job.transport == TransportKind::kDpdk && !job.dpdk_network_status_file.empty()) {
+    GRADGATE_RETURN_IF_ERROR(take_dpdk_attachment(job));
+  }
   if (job.nodes.empty() && job.transport == TransportKind::kDpdk) {
     GRADGATE_RETURN_IF_ERROR(join_for_dpdk(job));
   }

@@ -1,6 +1,8 @@
 // A peer or listen address as written in configs and logs: "host:port".
 #pragma once
 
+#include <arpa/inet.h>
+
 #include <cstdint>
 #include <string>
 
@@ -14,5 +16,11 @@ struct Endpoint {
   std::string to_string() const { return host + ":" + std::to_string(port); }
   bool operator==(const Endpoint&) const = default;
 };
+
+/// A dotted IPv4 address other than 0.0.0.0: what the DPDK transport sends from and to.
+inline bool is_ipv4_address(const std::string& host) {
+  in_addr address{};
+  return inet_pton(AF_INET, host.c_str(), &address) == 1 && address.s_addr != 0;
+}
 
 }  // namespace gradgate::gateway

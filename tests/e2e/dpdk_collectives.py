@@ -13,7 +13,9 @@ Two `gradgate gateway` processes, each on DPDK's net_af_packet driver bound to i
     in the gateways' metrics, each gateway received exactly the messages the other one delivered
     (none twice), and no error was counted;
   - job.size and node_rank auto with a controller: the gateways take their ranks and each
-    other's DPDK addresses from it;
+    other's DPDK addresses from it; gateway 1 takes its own address and port from a pod's
+    network-status (a downward API annotations file, as Kubernetes with Multus gives it), which
+    appears only after it started;
   - a gateway killed while the other's worker waits on it: the worker gets an error within the
     collective timeout plus the transport's peer timeout, the other gateway stays up, and the
     job runs again once the killed gateway is back.
@@ -76,11 +78,12 @@ class Job:
     """Two gateways on `link` over `transport`; workers are started per run."""
 
     def __init__(self, args, link, work, name, transport, codec, collective, inject=None,
-                 timeout_ms=60000, controller=None):
+                 timeout_ms=60000, controller=None, network_status_rank=None):
         self.args, self.link, self.name = args, link, name
         self.transport, self.codec, self.collective = transport, codec, collective
         self.inject, self.timeout_ms = inject or {}, timeout_ms
         self.controller = controller  # "host:port": job.size, the addresses from it
+        self.network_status_rank = network_status_rank  # its DPDK address from a network-status
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir)
         self.gateways, self.ports, self.admin_ports = [None, None], [0, 0], [0, 0]
@@ -90,6 +93,8 @@ class Job:
                     self.start_gateway(rank)
             else:  # every gateway waits for the other before it is ready
                 readies = [self.launch_gateway(rank) for rank in range(2)]
+                if network_status_rank is not None:
+                    self.attach_network(network_status_rank)
                 for rank, ready in enumerate(readies):
                     self.await_gateway(rank, ready)
         except Exception:
@@ -98,6 +103,23 @@ class Job:
 
     def socket(self, rank):
         return os.path.join(self.dir, f"gateway{rank}.sock")
+
+    def annotations(self, rank):
+        return os.path.join(self.dir, f"gateway{rank}.annotations")
+
+    def attach_network(self, rank):
+        """What Multus and the kubelet do for a pod: once gateway `rank` waits for its network,
+        its annotations file gets the network-status entry of its veth end and DPDK address."""
+        log = os.path.join(self.dir, f"gateway{rank}.log")
+        if not wait_for_text(log, "dpdk: waiting for", self.gateways[rank], 30):
+            raise RuntimeError(f"{self.name} gateway {rank} did not wait for its network-status")
+        status = [{"name": "cbr0", "interface": "eth0", "ips": ["10.244.0.9"], "default": True},
+                  {"name": "training/gradgate-dpdk", "interface": self.link.dev[rank],
+                   "ips": ["fd00::9", DPDK_NODES[rank].split(":")[0]], "dns": {}}]
+        with open(self.annotations(rank) + ".new", "w") as f:  # Go's %q quoting, as JSON's
+            f.write(f"k8s.v1.cni.cncf.io/network-status={json.dumps(json.dumps(status, indent=4))}"
+                    f'\nkubernetes.io/config.seen="2026-11-26T10:00:00Z"\n')
+        os.replace(self.annotations(rank) + ".new", self.annotations(rank))
 
     def write_config(self, rank):
         nodes = DPDK_NODES if self.transport == "dpdk" else [
@@ -121,9 +143,12 @@ collective:
 logging:
   level: info
 """)
+            from_network_status = rank == self.network_status_rank
             if self.transport == "dpdk":
+                port = ("" if from_network_status else
+                        f"net_af_packet{rank},iface={self.link.dev[rank]},framecnt=4096")
                 f.write(f"""dpdk:
-  port: "net_af_packet{rank},iface={self.link.dev[rank]},framecnt=4096"
+  port: "{port}"
   cores: "{rank % os.cpu_count()}"
   no_huge: true
   memory_mb: 512
@@ -134,10 +159,19 @@ logging:
                     f.write(f"  inject_{key}: {value}\n")
             if self.controller is not None:
                 host, port = DPDK_NODES[rank].split(":")
-                f.write(f"""  udp_port: {port}
-transport:
+                f.write(f"  udp_port: {port}\n")
+                if from_network_status:  # no address yet: the pod's network is not attached
+                    with open(self.annotations(rank), "w") as annotations:
+                        annotations.write('kubernetes.io/config.seen="2026-11-26T10:00:00Z"\n')
+                    f.write(f"""  network_status_file: {self.annotations(rank)}
+  network: gradgate-dpdk
+  network_wait_ms: 30000
+""")
+                else:
+                    f.write(f"""transport:
   listen: "{host}:0"
-control:
+""")
+                f.write(f"""control:
   url: "{self.controller}"
   report_interval_ms: 300
 """)
@@ -335,7 +369,7 @@ def membership_from_the_controller(args, link, work):
     try:
         port = wait_ready(ready, controller, "controller")["port"]
         job = Job(args, link, work, "membership", "dpdk", "topk:density=0.01", "auto",
-                  controller=f"{link.addr[0]}:{port}")
+                  controller=f"{link.addr[0]}:{port}", network_status_rank=1)
         try:
             digests, seconds = job.run(CODEC_TENSORS, CODEC_STEPS)
         finally:

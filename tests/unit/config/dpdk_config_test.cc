@@ -86,6 +86,30 @@ TEST(DpdkConfig, MembershipFromTheControllerNeedsAnIpv4ListenAddressAndAUdpPort)
   EXPECT_EQ(taken->size, 2u);
 }
 
+TEST(DpdkConfig, TheNetworkStatusGivesTheAddressAndPortOfAGatewayOfAJobSize) {
+  const std::string sized =
+      "job:\n  size: 2\n  transport: dpdk\ncontrol:\n  url: 127.0.0.1:9400\n"
+      "dpdk:\n  udp_port: 4791\n";
+  const auto taken = parse(sized +
+                           "  network_status_file: /etc/podinfo/annotations\n"
+                           "  network: sriov-dpdk\n  network_wait_ms: 30000\n");
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  EXPECT_EQ(taken->dpdk_network_status_file, "/etc/podinfo/annotations");
+  EXPECT_EQ(taken->dpdk_network, "sriov-dpdk");
+  EXPECT_EQ(taken->dpdk_network_wait, std::chrono::milliseconds(30000));
+  EXPECT_TRUE(taken->dpdk_port.empty());
+
+  const auto alone = parse(sized + "  network_status_file: /etc/podinfo/annotations\n");
+  EXPECT_THAT(
+      alone.status().message(),
+      HasSubstr("dpdk.network: dpdk.network_status_file and dpdk.network are set together"));
+  const auto static_job = parse(
+      "job:\n  nodes: [\"10.0.0.1:4791\", \"10.0.0.2:4791\"]\n  transport: dpdk\n"
+      "dpdk:\n  network_status_file: /etc/podinfo/annotations\n  network: sriov-dpdk\n");
+  EXPECT_THAT(static_job.status().message(), HasSubstr("dpdk.network_status_file: needs job.size"));
+  EXPECT_EQ(error_lines(static_job).size(), 1u) << static_job.status().message();
+}
+
 TEST(DpdkConfig, ReadsFaultInjection) {
   const auto config = parse(std::string(kDpdkYaml) +
                             "  inject_drop: 0.05\n  inject_duplicate: 1e-2\n  inject_reorder: 0\n"
