@@ -40,7 +40,7 @@ COPY . .
 # binary; the runtime stage finds libgradgate through the loader's cache.
 RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRADGATE_WERROR=ON \
       -DGRADGATE_BUILD_TESTS=OFF -DGRADGATE_BUILD_APPS=ON \
-      -DGRADGATE_WITH_CUDA=ON -DGRADGATE_WITH_DPDK=OFF \
+      -DGRADGATE_WITH_CUDA=ON -DGRADGATE_WITH_DPDK=ON \
       -DCMAKE_CUDA_COMPILER="/usr/local/cuda-$CUDA_VERSION/bin/nvcc" \
       -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHITECTURES" \
       -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON \
@@ -61,6 +61,9 @@ RUN install -D -m 0755 build/cli/gradgate /staging/usr/local/bin/gradgate \
 FROM debian:12-slim
 ARG CUDA_VERSION
 ARG CUDA_REPOSITORY
+# DPDK drivers of the NICs whose ports (SR-IOV virtual functions) the DPDK transport may run on:
+# Intel E810/X710 (iavf) and NVIDIA ConnectX (mlx5). The EAL loads them from its driver directory.
+ARG DPDK_DRIVERS="librte-net-iavf23 librte-net-mlx5-23"
 ARG DEBIAN_FRONTEND=noninteractive
 LABEL org.opencontainers.image.title="gradgate" \
       org.opencontainers.image.description="Gradient-compression gateway for distributed training"
@@ -72,6 +75,7 @@ RUN apt-get update \
  && apt-get update \
  && sed 's/#.*//' /tmp/runtime.txt | xargs apt-get install -y --no-install-recommends \
       "cuda-cudart-$(echo "$CUDA_VERSION" | tr . -)" "libcublas-$(echo "$CUDA_VERSION" | tr . -)" \
+      $DPDK_DRIVERS \
  && echo "/usr/local/cuda-$CUDA_VERSION/targets/x86_64-linux/lib" \
       > /etc/ld.so.conf.d/gradgate-cuda.conf \
  && rm -rf /var/lib/apt/lists/* /tmp/cuda-keyring.deb /tmp/runtime.txt

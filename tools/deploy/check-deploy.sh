@@ -29,6 +29,8 @@ readonly REJECTED_VALUES=(
   "controller.config.log.level=verbose|controller\.config\.log\.level: .*must be one of"
   "gateway.config.compression.placement=fast|gateway\.config\.compression\.placement: .*must be one of"
   "gateway.config.collective.segment_bytes=4096|gateway\.config\.collective\.segment_bytes: Must validate at least one schema"
+  "dpdk.config.mtu=64|dpdk\.config\.mtu: Must be greater than or equal to 128"
+  "dpdk.network.name=SR-IOV|dpdk\.network\.name: Does not match pattern"
 )
 
 WORK=$(mktemp -d)

@@ -107,6 +107,18 @@ Where the token file is mounted, in both pods.
 {{- end -}}
 
 {{/*
+The gateway's pod annotations as a downward API file, in DPDK mode: Multus's network-status
+gives the gateway its DPDK port and address (dpdk.network_status_file).
+*/}}
+{{- define "gradgate.podinfoDir" -}}
+/etc/gradgate/podinfo
+{{- end -}}
+
+{{- define "gradgate.podinfoAnnotations" -}}
+{{ include "gradgate.podinfoDir" . }}/annotations
+{{- end -}}
+
+{{/*
 The controller's address as the gateways dial it.
 */}}
 {{- define "gradgate.controllerAddress" -}}
