@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +31,7 @@ sys.path.insert(0, str(REPO / "client" / "python"))
 os.environ.setdefault("GRADGATE_LIBRARY", str(REPO / "build" / "client" / "libgradgate.so"))
 GATEWAY_BINARY = Path(os.environ.get("GRADGATE_BINARY", REPO / "build" / "cli" / "gradgate"))
 WORKER_SCRIPT = Path(__file__).resolve().parent / "hook_worker.py"
+PLAIN_SCRIPT = Path(__file__).resolve().parent / "plain_ddp.py"
 
 import gradgate  # noqa: E402
 from gradgate import _native, errors  # noqa: E402
@@ -78,28 +80,41 @@ class TempDirTest(unittest.TestCase):
 def run_workers(cluster, workdir):
     """Runs one hook_worker.py per worker of the cluster; returns their results by rank."""
     world = NODES * LOCAL_WORKERS
+    commands = []
+    for rank in range(world):
+        node, local_rank = divmod(rank, LOCAL_WORKERS)
+        commands.append(
+            [
+                sys.executable,
+                str(WORKER_SCRIPT),
+                f"--rank={rank}",
+                f"--world-size={world}",
+                f"--local-rank={local_rank}",
+                f"--socket={cluster.sockets[node]}",
+                f"--rendezvous={workdir}",
+                f"--steps={STEPS}",
+                f"--result={workdir / f'result{rank}.json'}",
+            ]
+        )
+    run_processes(cluster, workdir, commands)
+    return [json.loads((workdir / f"result{r}.json").read_text()) for r in range(world)]
+
+
+def run_processes(cluster, workdir, commands, environments=None):
+    """Runs the commands at once (output in workdir/worker<i>.err) until each exits 0; fails on
+    the first that does not, on a gateway that exits, or after WORKER_DEADLINE_S."""
     processes = []
     try:
-        for rank in range(world):
-            node, local_rank = divmod(rank, LOCAL_WORKERS)
+        for rank, command in enumerate(commands):
             stderr = open(workdir / f"worker{rank}.err", "wb")
             processes.append(
                 subprocess.Popen(
-                    [
-                        sys.executable,
-                        str(WORKER_SCRIPT),
-                        f"--rank={rank}",
-                        f"--world-size={world}",
-                        f"--local-rank={local_rank}",
-                        f"--socket={cluster.sockets[node]}",
-                        f"--rendezvous={workdir}",
-                        f"--steps={STEPS}",
-                        f"--result={workdir / f'result{rank}.json'}",
-                    ],
+                    command,
                     stdin=subprocess.DEVNULL,
                     stdout=stderr,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    env=environments[rank] if environments else None,
                 )
             )
             stderr.close()
@@ -115,7 +130,6 @@ def run_workers(cluster, workdir):
         for rank, process in enumerate(processes):
             if process.returncode != 0:
                 raise AssertionError(worker_failure(workdir, rank, process))
-        return [json.loads((workdir / f"result{r}.json").read_text()) for r in range(world)]
     finally:
         for process in processes:
             if process.poll() is None:
@@ -255,6 +269,99 @@ class ClientTest(TempDirTest):
         return infos
 
 
+class AutoHookTest(TempDirTest):
+    """An ordinary DDP script (plain_ddp.py), unchanged, run by `python -m gradgate.run` on two
+    gateways of one worker each: its gradients go through the gateways, unless it registers a
+    comm hook of its own."""
+
+    STEPS = 40
+
+    def setUp(self):
+        require_artifacts(self)
+
+    def run_plain(self, *script_args):
+        """Both ranks' results, each gateway's all-reduce count, and rank 0's output."""
+        workdir = self.make_workdir()
+        cluster = self.start_cluster(workdir, nodes=2, local_workers=1, codec="fp16")
+        commands, environments = [], []
+        for rank in range(2):
+            commands.append(
+                [sys.executable, "-m", "gradgate.run", str(PLAIN_SCRIPT),
+                 f"--init-method=file://{workdir / 'rendezvous'}", f"--rank={rank}",
+                 "--world-size=2", f"--steps={self.STEPS}",
+                 f"--result={workdir / f'result{rank}.json'}", *script_args]
+            )
+            environments.append(
+                dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"), LOCAL_RANK="0",
+                     GRADGATE_SOCKET=cluster.sockets[rank])
+            )
+        run_processes(cluster, workdir, commands, environments)
+        allreduces = [gateway_status(workdir, rank)["allreduces"] for rank in range(2)]
+        results = [json.loads((workdir / f"result{r}.json").read_text()) for r in range(2)]
+        return results, allreduces, (workdir / "worker0.err").read_text()
+
+    def test_an_unchanged_script_trains_through_the_gateways(self):
+        results, allreduces, output = self.run_plain()
+        self.assertEqual(results[0]["digest"], results[1]["digest"])
+        losses = results[0]["losses"]
+        self.assertLess(sum(losses[-5:]), 0.8 * sum(losses[:5]), "the loss did not fall")
+        # Every step's buckets went through each gateway.
+        for count in allreduces:
+            self.assertGreaterEqual(count, self.STEPS)
+        self.assertIn(f"gradgate: ddp: {self.STEPS} steps", output)
+
+    def test_a_script_with_its_own_hook_keeps_it(self):
+        results, allreduces, output = self.run_plain("--own-hook")
+        self.assertEqual(results[0]["digest"], results[1]["digest"])
+        self.assertEqual(allreduces, [0, 0])
+        self.assertIn("registers its own comm hook", output)
+
+    def test_a_hook_registered_after_the_first_forward_pass_is_refused(self):
+        workdir = self.make_workdir()
+        cluster = self.start_cluster(workdir, nodes=1, local_workers=1, codec="none")
+        script = f"""
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+import gradgate.autohook
+dist.init_process_group("gloo", init_method="file://{workdir / 'rendezvous'}", rank=0,
+                        world_size=1)
+gradgate.autohook.install("{cluster.sockets[0]}", 0)
+first, second = (DistributedDataParallel(torch.nn.Linear(4, 4)) for _ in range(2))
+first(torch.ones(2, 4)).sum().backward()
+print("prefixes", first._gradgate_state.name_prefix, second._gradgate_prefix)
+try:
+    first.register_comm_hook(None, lambda state, bucket: None)
+except RuntimeError as error:
+    print("refused:", error)
+"""
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python")),
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("prefixes ddp ddp1", done.stdout)
+        self.assertIn("refused: gradgate already sends this DDP model's gradients", done.stdout)
+        self.assertEqual(gateway_status(workdir, 0)["allreduces"], 1)
+
+    def test_without_a_local_rank_the_command_line_is_refused(self):
+        environment = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
+        environment["PYTHONPATH"] = str(REPO / "client" / "python")
+        done = subprocess.run(
+            [sys.executable, "-m", "gradgate.run", str(PLAIN_SCRIPT)], env=environment,
+            capture_output=True, text=True, timeout=60,
+        )
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("LOCAL_RANK is not set", done.stderr)
+
+
+def gateway_status(workdir, rank):
+    """GET /v1/status of gateway `rank` of a LocalCluster in `workdir`."""
+    ready = json.loads((workdir / f"gateway{rank}.ready.json").read_text())
+    url = f"http://127.0.0.1:{ready['admin_port']}/v1/status"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
 @unittest.skipUnless(cuda_available(), "torch.cuda is not available")
 class CudaDeviceTest(TempDirTest):
     """GPU tensors all-reduced in place: two gateways of one worker each, both in this process."""
@@ -361,6 +468,18 @@ class PackageTest(unittest.TestCase):
         for unusable in (b"\x02e" + raw, raw[:40]):
             with self.assertRaises(gradgate.RejectedError):
                 cuda_ipc_memory_handle(unusable)
+
+    def test_run_splits_its_options_from_the_scripts_command_line(self):
+        from gradgate.run import split_command_line
+
+        self.assertEqual(
+            split_command_line(["--socket", "/s", "--timeout-ms=5", "train.py", "--lr", "1"]),
+            (["--socket", "/s", "--timeout-ms=5"], ["train.py", "--lr", "1"]),
+        )
+        self.assertEqual(
+            split_command_line(["--local-rank", "3", "-m", "pkg.train", "--socket", "x"]),
+            (["--local-rank", "3"], ["-m", "pkg.train", "--socket", "x"]),
+        )
 
     def test_missing_library_lists_the_places_tried(self):
         saved = os.environ["GRADGATE_LIBRARY"]

@@ -1,0 +1,136 @@
+"""gradgate for a training script that does not know it: every DistributedDataParallel model made
+after install() sends its gradient buckets through the node's gateway.
+
+    python -m gradgate.run train.py ARGS...                   (gradgate/run.py)
+    torchrun --nproc-per-node 8 -m gradgate.run train.py ARGS...
+
+A model gets gradgate's allreduce_hook when it runs its first forward pass, unless the script
+registered a comm hook of its own on it before: then that hook stays, and gradgate warns once.
+A script that registers its hook after the first forward pass gets an error that says so (DDP
+takes one hook per model). Each model's tensors are named "ddp", "ddp1", "ddp2", ... in the order
+the models were made, the same on every rank.
+
+The node's gateway socket and this process's worker index on the node come from install()'s
+arguments, else from the environment: GRADGATE_SOCKET (default /run/gradgate/gg.sock) and
+LOCAL_RANK (torchrun sets it).
+"""
+
+import atexit
+import os
+import sys
+
+DEFAULT_SOCKET = "/run/gradgate/gg.sock"
+
+_options = None  # install()'s, once it ran
+_models = 0  # DDP models made since then
+
+
+def local_rank_from_environment():
+    """LOCAL_RANK as an int; ValueError naming it when it is missing or not a number."""
+    text = os.environ.get("LOCAL_RANK")
+    if text is None:
+        raise ValueError("LOCAL_RANK is not set: run under torchrun, or give the local rank")
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"LOCAL_RANK={text!r} is not a number") from None
+
+
+def install(socket_path=None, local_rank=None, **state_options):
+    """Makes every DDP model made from now on use gradgate (see the module's text).
+
+    socket_path, local_rank: the gateway and this worker's index on the node (defaults from the
+    environment, above). state_options go to every model's gradgate.torch.HookState (timeout_ms,
+    device_path, data_volume, ...). Calling it again replaces the options for later models.
+    """
+    global _options
+    from torch.nn.parallel import DistributedDataParallel
+
+    _options = {
+        "socket_path": socket_path or os.environ.get("GRADGATE_SOCKET", DEFAULT_SOCKET),
+        "local_rank": local_rank_from_environment() if local_rank is None else int(local_rank),
+        **state_options,
+    }
+    if not getattr(DistributedDataParallel, "_gradgate_patched", False):
+        _patch(DistributedDataParallel)
+
+
+def _patch(ddp):
+    original_init = ddp.__init__
+    original_forward = ddp.forward
+    original_register = ddp.register_comm_hook
+    original_builtin = getattr(ddp, "_register_builtin_comm_hook", None)
+
+    def __init__(self, *args, **kwargs):
+        global _models
+        original_init(self, *args, **kwargs)
+        self._gradgate_prefix = "ddp" if _models == 0 else f"ddp{_models}"
+        _models += 1
+
+    def forward(self, *args, **kwargs):
+        if not getattr(self, "_gradgate_decided", False):
+            self._gradgate_decided = True
+            _attach(self, original_register)
+        return original_forward(self, *args, **kwargs)
+
+    def register_comm_hook(self, state, hook):
+        _own_hook(self)
+        return original_register(self, state, hook)
+
+    ddp.__init__ = __init__
+    ddp.forward = forward
+    ddp.register_comm_hook = register_comm_hook
+    if original_builtin is not None:
+
+        def _register_builtin_comm_hook(self, comm_hook_type):
+            _own_hook(self)
+            return original_builtin(self, comm_hook_type)
+
+        ddp._register_builtin_comm_hook = _register_builtin_comm_hook
+    ddp._gradgate_patched = True
+
+
+def _own_hook(model):
+    """The script registers a hook of its own: gradgate's stays off this model, or it is too late."""
+    if getattr(model, "_gradgate_state", None) is not None:
+        raise RuntimeError(
+            "gradgate already sends this DDP model's gradients (gradgate.run): register your "
+            "comm hook before the model's first forward pass to use it instead"
+        )
+    if not getattr(model, "_gradgate_decided", False):
+        model._gradgate_decided = True
+        import warnings
+
+        warnings.warn(
+            "gradgate: this DDP model registers its own comm hook; its gradients do not go "
+            "through gradgate",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _attach(model, register):
+    from . import torch as gradgate_torch
+
+    options = dict(_options)
+    state = gradgate_torch.HookState(
+        options.pop("socket_path"),
+        options.pop("local_rank"),
+        name_prefix=model._gradgate_prefix,
+        **options,
+    )
+    register(model, state, gradgate_torch.allreduce_hook)
+    model._gradgate_state = state
+    if state.client.local_rank == 0:
+        atexit.register(_report, state, model._gradgate_prefix)
+
+
+def _report(state, prefix):
+    """One line per model on local rank 0 at exit: what gradgate did for it."""
+    ratio = state.raw_bytes / state.wire_bytes if state.wire_bytes else float("nan")
+    print(
+        f"gradgate: {prefix}: {state.steps} steps, {state.allreduces} all-reduces, "
+        f"{state.raw_bytes / 1e6:.1f} MB of gradients sent as {state.wire_bytes / 1e6:.1f} MB "
+        f"({ratio:.1f}x less)",
+        file=sys.stderr,
+    )

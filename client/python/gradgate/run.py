@@ -1,0 +1,79 @@
+"""Runs a PyTorch training script with its DDP gradients sent through gradgate, unchanged.
+
+    python -m gradgate.run [OPTIONS] SCRIPT [ARGS...]
+    python -m gradgate.run [OPTIONS] -m MODULE [ARGS...]
+    torchrun --nproc-per-node 8 -m gradgate.run [OPTIONS] SCRIPT [ARGS...]
+
+OPTIONS come before the script: --socket PATH (default: GRADGATE_SOCKET, else
+/run/gradgate/gg.sock), --local-rank N (default: LOCAL_RANK, which torchrun sets), --timeout-ms
+N, --device-path auto|host. The script then runs as `python SCRIPT ARGS...` would run it
+(sys.argv, __main__, its directory first on sys.path), and every DistributedDataParallel model it
+makes uses gradgate's comm hook (gradgate/autohook.py). Exit status 2 for a bad command line.
+"""
+
+import argparse
+import os
+import runpy
+import sys
+
+from . import autohook
+
+# Options of ours that take a value (the rest of the command line is the script's).
+_VALUED = ("--socket", "--local-rank", "--timeout-ms", "--device-path")
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m gradgate.run",
+        usage="%(prog)s [OPTIONS] (SCRIPT | -m MODULE) [ARGS...]",
+        description="Runs a training script with its DDP gradients sent through gradgate.",
+    )
+    parser.add_argument("--socket", help="the node's gateway socket (default: $GRADGATE_SOCKET, "
+                        f"else {autohook.DEFAULT_SOCKET})")
+    parser.add_argument("--local-rank", type=int,
+                        help="this process's worker index on the node (default: $LOCAL_RANK)")
+    parser.add_argument("--timeout-ms", type=int, default=60000,
+                        help="how long one bucket's all-reduce may take (default: 60000)")
+    parser.add_argument("--device-path", choices=("auto", "host"), default="auto",
+                        help="auto: CUDA buckets stay in GPU memory; host: copied through "
+                        "shared memory (default: auto)")
+    return parser
+
+
+def split_command_line(argv):
+    """(our options, the script's command line): ours end at "-m" or the first other word."""
+    at = 0
+    while at < len(argv):
+        word = argv[at]
+        if word == "-m" or not word.startswith("-"):
+            break
+        at += 2 if word in _VALUED else 1
+    return argv[:at], argv[at:]
+
+
+def main(argv=None):
+    parser = _parser()
+    ours, command = split_command_line(sys.argv[1:] if argv is None else argv)
+    options = parser.parse_args(ours)
+    if not command or (command[0] == "-m" and len(command) < 2):
+        parser.error("give the training script, or -m and its module")
+    try:
+        autohook.install(
+            options.socket,
+            options.local_rank,
+            timeout_ms=options.timeout_ms,
+            device_path=options.device_path,
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    if command[0] == "-m":
+        sys.argv = [command[1]] + command[2:]
+        runpy.run_module(command[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = command
+        sys.path.insert(0, os.path.dirname(os.path.abspath(command[0])))
+        runpy.run_path(command[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()

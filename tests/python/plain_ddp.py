@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""An ordinary DDP training script that knows nothing of gradgate, for test_hook.py's
+AutoHookTest: gradgate.run must send its gradients through the gateways without a change to it.
+
+Trains a small MLP on a fixed random teacher over gloo (file:// rendezvous) and writes a JSON
+result to --result: the losses and the sha256 of the final parameters. --own-hook registers
+a comm hook of the script's own.
+"""
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+
+def averaging_hook(world_size, bucket):
+    """A comm hook of the script's own: gloo's all-reduce, averaged."""
+    tensor = bucket.buffer()
+    dist.all_reduce(tensor)
+    tensor.div_(world_size)
+    future = torch.futures.Future()
+    future.set_result(tensor)
+    return future
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--init-method", required=True)
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--world-size", type=int, required=True)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--own-hook", action="store_true")
+    p.add_argument("--result", type=Path, required=True)
+    args = p.parse_args()
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=args.init_method, rank=args.rank,
+                            world_size=args.world_size)
+    torch.manual_seed(5 + args.rank)  # DDP broadcasts rank 0's initial weights
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 4)))
+    if args.own_hook:
+        model.register_comm_hook(args.world_size, averaging_hook)
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(512, 32, generator=generator)
+    y = (x @ torch.randn(32, 4, generator=generator)).argmax(dim=1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    shard = torch.arange(args.rank, len(x), args.world_size)
+    losses = []
+    for step in range(args.steps):
+        batch = shard[(step * 16) % len(shard):][:16]
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x[batch]), y[batch])
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    digest = hashlib.sha256()
+    for parameter in model.module.parameters():
+        digest.update(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes())
+    args.result.write_text(json.dumps({"losses": losses, "digest": digest.hexdigest()}))
+    # No dist.destroy_process_group(): with PyTorch 1.13 over gloo it hangs now and then after
+    # comm hooks that use gloo, gradgate or not.
+
+
+if __name__ == "__main__":
+    main()
