@@ -48,6 +48,8 @@ extern "C" const char* gg_status_name(gg_status status) {
       return "rejected";
     case GG_INTERNAL:
       return "internal";
+    case GG_NONFINITE_GRADIENT:
+      return "nonfinite_gradient";
   }
   return "unknown";
 }

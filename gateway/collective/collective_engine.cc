@@ -50,7 +50,10 @@ Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
     }
   }
   if (!status.ok()) {
-    if (status.code() != ErrorCode::kAborted) operation.broadcast_abort(status);
+    // A peer's abort has reached the others already (its sender tells every gateway).
+    if (status.code() != ErrorCode::kAborted && !mailbox_.aborted_by_peer(op.tensor_id, op.seq)) {
+      operation.broadcast_abort(status);
+    }
     mailbox_.finish(op.tensor_id, op.seq);
     return Status(status.code(), std::string(algorithm_name(op.streams->algorithm)) +
                                      " all-reduce of tensor " + std::to_string(op.tensor_id) +

@@ -5,7 +5,7 @@
 //
 // Layout (little-endian, 40 bytes):
 //   0  u32 magic "GGE1"   4 u8 version   5 u8 kind   6 u16 chunk
-//   8  u32 tensor id      12 u32 phase   16 u64 sequence number
+//   8  u32 tensor id      12 u32 phase (an abort: the sender's ErrorCode)   16 u64 sequence number
 //   24 u32 policy version (the sender runs the operation under it; an abort: the newest known)
 //   28 u32 flags: bit 0 the sender decodes on the GPU; the other bits 0
 //   32 u32 oldest, 36 u32 newest policy version that the sender and the gateways it heard from in
@@ -30,7 +30,7 @@ enum class MessageKind : uint8_t {
   kGather = 4,        // payload: a frame; phase = codec round
   kAggregateIn = 5,   // payload: a frame of one chunk, to the chunk's owner
   kAggregateOut = 6,  // payload: the owner's re-compressed sum of its chunk, to everyone
-  kAbort = 7,         // payload: UTF-8 reason; the sender gave up on this operation
+  kAbort = 7,         // payload: UTF-8 reason; phase = its ErrorCode; the sender gave up
 };
 inline constexpr uint8_t kMaxMessageKind = 7;
 

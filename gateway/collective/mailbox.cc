@@ -53,7 +53,7 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
     aborts_[{envelope->tensor_id, envelope->seq}] = {
         "gateway " + std::to_string(from) + " aborted the all-reduce: " +
             std::string(reinterpret_cast<const char*>(payload.data()), shown),
-        now};
+        envelope->phase == static_cast<uint32_t>(ErrorCode::kNonFiniteGradient), now};
     note_policy_locked(*envelope);
     changed_.notify_all();
     return {};
@@ -117,7 +117,8 @@ Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
   for (;;) {
     if (shut_down_) return Status(ErrorCode::kAborted, "the gateway is shutting down");
     if (auto abort = aborts_.find({key.tensor_id, key.seq}); abort != aborts_.end()) {
-      return Status(ErrorCode::kAborted, abort->second.reason);
+      return Status(abort->second.nonfinite ? ErrorCode::kNonFiniteGradient : ErrorCode::kAborted,
+                    abort->second.reason);
     }
     if (const Stored* other = other_policy_locked(key, policy_version)) {
       return Status(
@@ -183,6 +184,11 @@ uint32_t Mailbox::newest_peer_policy(uint32_t tensor_id) const {
   std::lock_guard lock(mutex_);
   const auto found = newest_peer_policy_.find(tensor_id);
   return found == newest_peer_policy_.end() ? 0 : found->second;
+}
+
+bool Mailbox::aborted_by_peer(uint32_t tensor_id, uint64_t seq) const {
+  std::lock_guard lock(mutex_);
+  return aborts_.contains({tensor_id, seq});
 }
 
 void Mailbox::forget_tensor(uint32_t tensor_id) {

@@ -67,7 +67,8 @@ class Mailbox {
   bool peer_up(uint32_t rank) const;
 
   /// Takes the message filed under `key`, waiting until `deadline`. Errors: kTimeout, kAborted (a
-  /// peer aborted the operation, or shutdown), kUnavailable (the sender went down after
+  /// peer aborted the operation, or shutdown), kNonFiniteGradient (a peer aborted it because its
+  /// node's gradient held NaN or infinite values), kUnavailable (the sender went down after
   /// `sender_down_count` was read), kIncompatible (a message of the same operation from the same
   /// sender runs under another policy version than `policy_version`: it switched codecs at
   /// another step, and its messages will never match ours).
@@ -79,6 +80,8 @@ class Mailbox {
   /// where they switched policy, the peer runs a newer version than this gateway: this tells the
   /// gateway to catch up.
   uint32_t newest_peer_policy(uint32_t tensor_id) const;
+  /// A peer's abort of the operation (tensor, seq) is on file: the peers know it failed.
+  bool aborted_by_peer(uint32_t tensor_id, uint64_t seq) const;
   /// Waits until `rank` is connected (kTimeout, kAborted at shutdown).
   Status wait_peer_up(uint32_t rank, Clock::time_point deadline);
 
@@ -116,6 +119,7 @@ class Mailbox {
   std::map<MailKey, Stored> filed_;
   struct Abort {
     std::string reason;
+    bool nonfinite;  // the sender's gradient held NaN or infinite values: the step is skipped
     Clock::time_point arrived;
   };
   std::map<OpId, Abort> aborts_;                     // by operation

@@ -294,7 +294,8 @@ void Operation::broadcast_abort(const Status& why) {
   // behind catches up even if that peer's messages never reach it (in a ring a gateway hears
   // only from its left neighbour).
   const uint32_t newest = std::max(op_.policy_version, mailbox_.newest_peer_policy(op_.tensor_id));
-  const Envelope envelope{MessageKind::kAbort, 0, op_.tensor_id, 0, op_.seq, newest};
+  const Envelope envelope{
+      MessageKind::kAbort, 0, op_.tensor_id, static_cast<uint32_t>(why.code()), op_.seq, newest};
   auto message = std::make_shared<const MessageBytes>(make_message(envelope, payload));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
     if (peer != rank() && mailbox_.peer_up(peer)) (void)transport_.send(peer, message);

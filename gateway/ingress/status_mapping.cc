@@ -21,6 +21,8 @@ gg_status to_client_status(ErrorCode code) {
       return GG_PEER_FAILED;
     case ErrorCode::kInternal:
       return GG_INTERNAL;
+    case ErrorCode::kNonFiniteGradient:
+      return GG_NONFINITE_GRADIENT;
   }
   return GG_INTERNAL;
 }

@@ -9,6 +9,7 @@
 //   kTimeout, kUnavailable, kAborted,
 //   kMalformedFrame, kChecksumMismatch          -> GG_PEER_FAILED
 //   kInternal                                   -> GG_INTERNAL
+//   kNonFiniteGradient (on every node of the job) -> GG_NONFINITE_GRADIENT
 #pragma once
 
 #include <cstdint>

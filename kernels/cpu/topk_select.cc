@@ -227,8 +227,9 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
       write_back();
       restore_residual(g, {}, e);
     }
-    return Status(ErrorCode::kInvalidArgument, "gradient has " + std::to_string(stats.nonfinite) +
-                                                   " NaN or infinite values; nothing was encoded");
+    return Status(ErrorCode::kNonFiniteGradient,
+                  "gradient has " + std::to_string(stats.nonfinite) +
+                      " NaN or infinite values; nothing was encoded");
   }
   const double b = stats.abs_sum / static_cast<double>(n);
 

@@ -63,7 +63,7 @@ size_t topk_count(double density, size_t n);
 size_t topk_max_count(size_t k);
 
 /// e += g, then selects the elements of e to send and sets them to zero in e (when e is empty,
-/// selects from g and writes nothing). Returns kInvalidArgument (and leaves e as it was, to float
+/// selects from g and writes nothing). Returns kNonFiniteGradient (and leaves e as it was, to float
 /// rounding) if g + e has NaN or infinite values. The returned spans point into `state` and stay
 /// valid until the next call. Afterwards e is exact only once the state's pending fixes are
 /// applied (by the next call with the same e and state, or by apply_pending).

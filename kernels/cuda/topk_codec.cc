@@ -51,7 +51,7 @@ class TopkCodec final : public CudaCodec {
     if (!selection.ok()) return selection.status();
     call->stream->set_last_encode_passes(selection->passes);
     if (selection->nonfinite != 0) {  // the CPU codec's message
-      return Status(ErrorCode::kInvalidArgument,
+      return Status(ErrorCode::kNonFiniteGradient,
                     "gradient has " + std::to_string(selection->nonfinite) +
                         " NaN or infinite values; nothing was encoded");
     }

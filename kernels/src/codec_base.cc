@@ -112,7 +112,7 @@ Status CodecBase::malformed(const FrameView& frame, const std::string& what) {
 }
 
 Status CodecBase::nonfinite_gradient(const Stream& stream, size_t count) {
-  return Status(ErrorCode::kInvalidArgument,
+  return Status(ErrorCode::kNonFiniteGradient,
                 "gradient of tensor " + std::to_string(stream.desc().tensor_id) + " (job " +
                     std::to_string(stream.desc().job_id) + ") has " + std::to_string(count) +
                     " NaN or infinite values; nothing was encoded");

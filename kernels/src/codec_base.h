@@ -48,7 +48,7 @@ class CodecBase : public Codec {
 
   /// kMalformedFrame naming the frame's codec, tensor and step, and what is wrong.
   static Status malformed(const FrameView& frame, const std::string& what);
-  /// kInvalidArgument for a gradient with `count` NaN or infinite values.
+  /// kNonFiniteGradient for a gradient with `count` NaN or infinite values.
   static Status nonfinite_gradient(const Stream& stream, size_t count);
 
  private:

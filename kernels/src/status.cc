@@ -28,6 +28,8 @@ std::string_view error_code_name(ErrorCode code) {
       return "not_found";
     case ErrorCode::kInternal:
       return "internal";
+    case ErrorCode::kNonFiniteGradient:
+      return "nonfinite_gradient";
   }
   return "unknown";
 }

@@ -3,8 +3,10 @@
 AutoHookTest: gradgate.run must send its gradients through the gateways without a change to it.
 
 Trains a small MLP on a fixed random teacher over gloo (file:// rendezvous) and writes a JSON
-result to --result: the losses and the sha256 of the final parameters. --own-hook registers
-a comm hook of the script's own.
+result to --result: the losses, the steps skipped and the sha256 of the final parameters.
+--own-hook registers a comm hook of the script's own. --inf-step N makes rank 0's loss infinite
+at step N; like mixed-precision loss scaling (GradScaler), every rank skips the optimizer step
+whose gradients are not all finite.
 """
 
 import argparse
@@ -36,6 +38,7 @@ def main():
     p.add_argument("--world-size", type=int, required=True)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--own-hook", action="store_true")
+    p.add_argument("--inf-step", type=int, default=-1)
     p.add_argument("--result", type=Path, required=True)
     args = p.parse_args()
 
@@ -51,18 +54,24 @@ def main():
     y = (x @ torch.randn(32, 4, generator=generator)).argmax(dim=1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     shard = torch.arange(args.rank, len(x), args.world_size)
-    losses = []
+    losses, skipped = [], []
     for step in range(args.steps):
         batch = shard[(step * 16) % len(shard):][:16]
         optimizer.zero_grad()
         loss = F.cross_entropy(model(x[batch]), y[batch])
+        if step == args.inf_step and args.rank == 0:
+            loss = loss * float("inf")
         loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+        if all(torch.isfinite(p.grad).all() for p in model.parameters()):
+            optimizer.step()
+            losses.append(loss.item())
+        else:
+            skipped.append(step)
     digest = hashlib.sha256()
     for parameter in model.module.parameters():
         digest.update(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes())
-    args.result.write_text(json.dumps({"losses": losses, "digest": digest.hexdigest()}))
+    args.result.write_text(
+        json.dumps({"losses": losses, "skipped": skipped, "digest": digest.hexdigest()}))
     # No dist.destroy_process_group(): with PyTorch 1.13 over gloo it hangs now and then after
     # comm hooks that use gloo, gradgate or not.
 

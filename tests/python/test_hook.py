@@ -296,25 +296,38 @@ class AutoHookTest(TempDirTest):
                      GRADGATE_SOCKET=cluster.sockets[rank])
             )
         run_processes(cluster, workdir, commands, environments)
-        allreduces = [gateway_status(workdir, rank)["allreduces"] for rank in range(2)]
+        statuses = [gateway_status(workdir, rank) for rank in range(2)]
         results = [json.loads((workdir / f"result{r}.json").read_text()) for r in range(2)]
-        return results, allreduces, (workdir / "worker0.err").read_text()
+        return results, statuses, (workdir / "worker0.err").read_text()
 
     def test_an_unchanged_script_trains_through_the_gateways(self):
-        results, allreduces, output = self.run_plain()
+        results, statuses, output = self.run_plain()
         self.assertEqual(results[0]["digest"], results[1]["digest"])
         losses = results[0]["losses"]
         self.assertLess(sum(losses[-5:]), 0.8 * sum(losses[:5]), "the loss did not fall")
         # Every step's buckets went through each gateway.
-        for count in allreduces:
-            self.assertGreaterEqual(count, self.STEPS)
+        for status in statuses:
+            self.assertGreaterEqual(status["allreduces"], self.STEPS)
         self.assertIn(f"gradgate: ddp: {self.STEPS} steps", output)
 
     def test_a_script_with_its_own_hook_keeps_it(self):
-        results, allreduces, output = self.run_plain("--own-hook")
+        results, statuses, output = self.run_plain("--own-hook")
         self.assertEqual(results[0]["digest"], results[1]["digest"])
-        self.assertEqual(allreduces, [0, 0])
+        self.assertEqual([status["allreduces"] for status in statuses], [0, 0])
         self.assertIn("registers its own comm hook", output)
+
+    def test_a_step_with_an_infinite_gradient_is_skipped_on_every_rank(self):
+        # Rank 0's loss is infinite at step 7: both ranks see NaN gradients there and skip the
+        # optimizer step, as mixed-precision loss scaling does, and train on.
+        results, statuses, _ = self.run_plain("--inf-step=7")
+        for result in results:
+            self.assertEqual(result["skipped"], [7])
+        self.assertEqual(results[0]["digest"], results[1]["digest"])
+        losses = results[0]["losses"]
+        self.assertLess(sum(losses[-5:]), 0.8 * sum(losses[:5]), "the loss did not fall")
+        for status in statuses:
+            self.assertGreaterEqual(status["allreduce_errors"], 1)
+            self.assertGreaterEqual(status["allreduces"], self.STEPS - 1)
 
     def test_a_hook_registered_after_the_first_forward_pass_is_refused(self):
         workdir = self.make_workdir()

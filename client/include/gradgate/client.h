@@ -31,7 +31,11 @@ typedef enum gg_status {
   GG_CLOSED = 6,             /* the connection to the gateway is gone */
   GG_RESOURCE_EXHAUSTED = 7, /* the gateway's memory cap or limits refuse the tensor */
   GG_REJECTED = 8,           /* the gateway refused the request (see the message) */
-  GG_INTERNAL = 9
+  GG_INTERNAL = 9,
+  GG_NONFINITE_GRADIENT = 10 /* a node's sum of this step holds NaN or infinite values: the step
+                                is skipped on every node (the buffer's values are unspecified)
+                                and the tensor goes on at its next step; mixed-precision loss
+                                scaling skips such a step too */
 } gg_status;
 
 typedef enum gg_dtype { GG_FP32 = 0, GG_FP16 = 1, GG_BF16 = 2 } gg_dtype;

@@ -56,6 +56,13 @@ class InternalError(GradgateError):
     status = "internal"
 
 
+class NonFiniteGradientError(GradgateError, ArithmeticError):
+    """A node's gradient sum of this step held NaN or infinite values: the step is skipped on
+    every node (the buffer's values are unspecified) and the tensor goes on at its next step."""
+
+    status = "nonfinite_gradient"
+
+
 # Indexed by the gg_status value (GG_INVALID_ARGUMENT = 1, ...).
 BY_STATUS = {
     1: InvalidArgumentError,
@@ -67,6 +74,7 @@ BY_STATUS = {
     7: ResourceExhaustedError,
     8: RejectedError,
     9: InternalError,
+    10: NonFiniteGradientError,
 }
 
 

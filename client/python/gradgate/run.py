@@ -6,9 +6,10 @@
 
 OPTIONS come before the script: --socket PATH (default: GRADGATE_SOCKET, else
 /run/gradgate/gg.sock), --local-rank N (default: LOCAL_RANK, which torchrun sets), --timeout-ms
-N, --device-path auto|host. The script then runs as `python SCRIPT ARGS...` would run it
-(sys.argv, __main__, its directory first on sys.path), and every DistributedDataParallel model it
-makes uses gradgate's comm hook (gradgate/autohook.py). Exit status 2 for a bad command line.
+N, --device-path auto|host, --nonfinite propagate|raise (HookState's options). The script then
+runs as `python SCRIPT ARGS...` would run it (sys.argv, __main__, its directory first on
+sys.path), and every DistributedDataParallel model it makes uses gradgate's comm hook
+(gradgate/autohook.py). Exit status 2 for a bad command line.
 """
 
 import argparse
@@ -19,7 +20,7 @@ import sys
 from . import autohook
 
 # Options of ours that take a value (the rest of the command line is the script's).
-_VALUED = ("--socket", "--local-rank", "--timeout-ms", "--device-path")
+_VALUED = ("--socket", "--local-rank", "--timeout-ms", "--device-path", "--nonfinite")
 
 
 def _parser():
@@ -37,6 +38,10 @@ def _parser():
     parser.add_argument("--device-path", choices=("auto", "host"), default="auto",
                         help="auto: CUDA buckets stay in GPU memory; host: copied through "
                         "shared memory (default: auto)")
+    parser.add_argument("--nonfinite", choices=("propagate", "raise"), default="propagate",
+                        help="a step with a NaN or infinite gradient on some node: propagate NaN "
+                        "into the buckets (loss scaling skips the step) or raise (default: "
+                        "propagate)")
     return parser
 
 
@@ -63,6 +68,7 @@ def main(argv=None):
             options.local_rank,
             timeout_ms=options.timeout_ms,
             device_path=options.device_path,
+            nonfinite=options.nonfinite,
         )
     except ValueError as error:
         parser.error(str(error))

@@ -22,7 +22,11 @@ through shared buffers from then on.
 
 The hook runs synchronously in DDP's autograd thread. A failure (timeout, a peer that failed, a
 closed gateway, an unsupported dtype) raises RuntimeError with the library's message, which DDP
-surfaces from backward(). HookState keeps running totals (raw and wire bytes, all-reduces, steps,
+surfaces from backward(). A step whose gradient holds NaN or infinite values on some node is
+skipped by every gateway; with nonfinite="propagate" (the default) the hook then fills the bucket
+with NaN on every rank, as DDP's own all-reduce would spread them, so that mixed-precision loss
+scaling (torch.cuda.amp.GradScaler) skips the step and lowers its scale as usual; with
+nonfinite="raise" it raises RuntimeError. HookState keeps running totals (raw and wire bytes, all-reduces, steps,
 seconds) for progress reports. torch is imported here only, so `import gradgate` works without it.
 """
 
@@ -34,9 +38,10 @@ import warnings
 import torch
 
 from .client import Client
-from .errors import GradgateError, RejectedError
+from .errors import GradgateError, NonFiniteGradientError, RejectedError
 
 DEVICE_PATHS = ("auto", "host")
+NONFINITE_MODES = ("propagate", "raise")
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -73,15 +78,21 @@ class HookState:
     device_path: "auto" declares CUDA buckets over their GPU memory (falling back to shared
         buffers for good when the gateway refuses); "host" copies every bucket through a shared
         buffer. CPU buckets always use shared buffers.
+    nonfinite: what a bucket becomes when a node's gradient held NaN or infinite values (the
+        gateways skip that step): "propagate" fills it with NaN on every rank (loss scaling then
+        skips the step; counted in nonfinite_allreduces), "raise" raises RuntimeError.
     """
 
     def __init__(
         self, socket_path, local_rank, timeout_ms=60000, name_prefix="ddp", data_volume=0,
-        run_id=None, device_path="auto",
+        run_id=None, device_path="auto", nonfinite="propagate",
     ):
         if device_path not in DEVICE_PATHS:
             raise ValueError(f"device_path {device_path!r}: use one of {', '.join(DEVICE_PATHS)}")
+        if nonfinite not in NONFINITE_MODES:
+            raise ValueError(f"nonfinite {nonfinite!r}: use one of {', '.join(NONFINITE_MODES)}")
         self.device_path = device_path
+        self.nonfinite = nonfinite
         self.run_id = _agreed_run_id() if run_id is None else int(run_id)
         self.client = Client(socket_path, local_rank)
         self.world_size = self.client.job.world_size
@@ -98,6 +109,7 @@ class HookState:
         self.raw_bytes = 0
         self.wire_bytes = 0
         self.allreduces = 0
+        self.nonfinite_allreduces = 0
         self.steps = 0
         self.seconds = 0.0
         self.encode_seconds = 0.0
@@ -222,6 +234,14 @@ def allreduce_hook(state, bucket):
     grads = _bucket_tensor(bucket)
     try:
         state.allreduce_average(bucket.index(), grads)
+    except NonFiniteGradientError as error:
+        if state.nonfinite == "raise":
+            raise RuntimeError(
+                f"gradgate: all-reduce of bucket {bucket.index()} ({grads.numel()} x "
+                f"{grads.dtype}) skipped: {error}"
+            ) from error
+        grads.fill_(float("nan"))
+        state.nonfinite_allreduces += 1
     except GradgateError as error:
         raise RuntimeError(
             f"gradgate: all-reduce of bucket {bucket.index()} ({grads.numel()} x {grads.dtype}) "

@@ -19,6 +19,7 @@ TEST(StatusMapping, FollowsTheDocumentedTable) {
   EXPECT_EQ(to_client_status(ErrorCode::kMalformedFrame), GG_PEER_FAILED);
   EXPECT_EQ(to_client_status(ErrorCode::kChecksumMismatch), GG_PEER_FAILED);
   EXPECT_EQ(to_client_status(ErrorCode::kInternal), GG_INTERNAL);
+  EXPECT_EQ(to_client_status(ErrorCode::kNonFiniteGradient), GG_NONFINITE_GRADIENT);
 }
 
 }  // namespace

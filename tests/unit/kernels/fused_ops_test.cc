@@ -110,7 +110,7 @@ TEST_P(FusedOpsTest, EncodeAddBlamesANonFiniteGradientOnTheCaller) {
   Bytes out;
   auto size = encode_add(own, **stream, theirs, out);
   ASSERT_FALSE(size.ok());
-  EXPECT_EQ(size.status().code(), ErrorCode::kInvalidArgument) << size.status().to_string();
+  EXPECT_EQ(size.status().code(), ErrorCode::kNonFiniteGradient) << size.status().to_string();
 }
 
 // Only none carries raw floats a peer could make non-finite behind a valid checksum.

@@ -452,7 +452,7 @@ TEST(PowersgdCodec, NonFiniteGradientLeavesResidual) {
   Bytes out(codec->max_frame_bytes(d));
   auto r0 = codec->encode(0, group.ctx(0), bad, *group.streams[0], out);
   ASSERT_FALSE(r0.ok());
-  EXPECT_EQ(r0.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(r0.status().code(), ErrorCode::kNonFiniteGradient);
   EXPECT_EQ(residual_of(*group.streams[0]), before);
 
   // A good round 0, then a non-finite gradient in round 1.
@@ -463,7 +463,7 @@ TEST(PowersgdCodec, NonFiniteGradientLeavesResidual) {
   bad[7] = std::numeric_limits<float>::infinity();
   auto r1 = codec->encode(1, group.ctx(0), bad, *group.streams[0], out);
   ASSERT_FALSE(r1.ok());
-  EXPECT_EQ(r1.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(r1.status().code(), ErrorCode::kNonFiniteGradient);
   EXPECT_EQ(residual_of(*group.streams[0]), before);
   // The step can still complete with the good gradient.
   auto ok = codec->encode(1, group.ctx(0), good, *group.streams[0], out);

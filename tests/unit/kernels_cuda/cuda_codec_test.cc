@@ -176,7 +176,7 @@ TEST_P(CudaCodecTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
   const auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, 1));
   ASSERT_FALSE(cpu_frame.ok());
   ASSERT_FALSE(gpu_frame.ok());
-  EXPECT_EQ(cpu_frame.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(cpu_frame.status().code(), ErrorCode::kNonFiniteGradient);
   EXPECT_EQ(gpu_frame.status().code(), cpu_frame.status().code());
   EXPECT_EQ(gpu_frame.status().message(), cpu_frame.status().message());
   EXPECT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()));

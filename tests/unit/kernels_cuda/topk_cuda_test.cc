@@ -167,7 +167,7 @@ TEST_F(TopkCudaTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
     const auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, 3));
     ASSERT_FALSE(cpu_frame.ok());
     ASSERT_FALSE(gpu_frame.ok());
-    EXPECT_EQ(gpu_frame.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(gpu_frame.status().code(), ErrorCode::kNonFiniteGradient);
     EXPECT_EQ(gpu_frame.status().message(), cpu_frame.status().message());
     const auto after = codecs.gpu_residual();
     if (exact) {

@@ -13,7 +13,7 @@ namespace gradgate {
 
 enum class ErrorCode : uint8_t {
   kOk = 0,
-  kInvalidArgument,    // the caller's input is unusable (sizes, parameters, non-finite gradients)
+  kInvalidArgument,    // the caller's input is unusable (sizes, parameters)
   kMalformedFrame,     // a frame's bytes break the wire format (lengths, indices, values)
   kChecksumMismatch,   // the frame's CRC32C does not match its bytes
   kIncompatible,       // two frames (or a frame and a stream) that cannot be combined
@@ -24,6 +24,7 @@ enum class ErrorCode : uint8_t {
   kAborted,            // the operation was cancelled (shutdown, a participant left)
   kNotFound,           // a named thing (tensor, session, peer) does not exist
   kInternal,           // a broken invariant: a bug
+  kNonFiniteGradient,  // a gradient to encode holds NaN or infinite values (nothing was encoded)
 };
 
 /// Stable lower-case name of an error code, for logs and the `kind` label of error metrics.
