@@ -50,8 +50,15 @@ Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
     }
   }
   if (!status.ok()) {
-    // A peer's abort has reached the others already (its sender tells every gateway).
-    if (status.code() != ErrorCode::kAborted && !mailbox_.aborted_by_peer(op.tensor_id, op.seq)) {
+    const std::optional<Status> peer = mailbox_.peer_abort(op.tensor_id, op.seq);
+    // A failure elsewhere wins over a skip here, so that the job's workers all fail the step.
+    if (peer && status.code() == ErrorCode::kNonFiniteGradient &&
+        peer->code() != ErrorCode::kNonFiniteGradient) {
+      status = *peer;
+    }
+    // A peer's abort of the same kind has reached the others already (its sender tells every
+    // gateway); one of another kind has not told them ours.
+    if (status.code() != ErrorCode::kAborted && !(peer && peer->code() == status.code())) {
       operation.broadcast_abort(status);
     }
     mailbox_.finish(op.tensor_id, op.seq);

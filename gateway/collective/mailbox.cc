@@ -50,10 +50,15 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
     }
     const auto payload = std::span<const std::byte>(message).subspan(kEnvelopeBytes);
     const size_t shown = std::min(payload.size(), kMaxAbortReasonBytes);
-    aborts_[{envelope->tensor_id, envelope->seq}] = {
-        "gateway " + std::to_string(from) + " aborted the all-reduce: " +
-            std::string(reinterpret_cast<const char*>(payload.data()), shown),
-        envelope->phase == static_cast<uint32_t>(ErrorCode::kNonFiniteGradient), now};
+    const bool skip = envelope->phase == static_cast<uint32_t>(ErrorCode::kNonFiniteGradient);
+    Abort abort{"gateway " + std::to_string(from) + " aborted the all-reduce: " +
+                    std::string(reinterpret_cast<const char*>(payload.data()), shown),
+                skip ? ErrorCode::kNonFiniteGradient : ErrorCode::kAborted, now};
+    auto [filed, inserted] = aborts_.try_emplace({envelope->tensor_id, envelope->seq}, abort);
+    // A failure elsewhere wins over a skip: then every gateway fails the step.
+    if (!inserted && filed->second.code == ErrorCode::kNonFiniteGradient && !skip) {
+      filed->second = std::move(abort);
+    }
     note_policy_locked(*envelope);
     changed_.notify_all();
     return {};
@@ -117,8 +122,7 @@ Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
   for (;;) {
     if (shut_down_) return Status(ErrorCode::kAborted, "the gateway is shutting down");
     if (auto abort = aborts_.find({key.tensor_id, key.seq}); abort != aborts_.end()) {
-      return Status(abort->second.nonfinite ? ErrorCode::kNonFiniteGradient : ErrorCode::kAborted,
-                    abort->second.reason);
+      return status_of(abort->second);
     }
     if (const Stored* other = other_policy_locked(key, policy_version)) {
       return Status(
@@ -186,9 +190,13 @@ uint32_t Mailbox::newest_peer_policy(uint32_t tensor_id) const {
   return found == newest_peer_policy_.end() ? 0 : found->second;
 }
 
-bool Mailbox::aborted_by_peer(uint32_t tensor_id, uint64_t seq) const {
+Status Mailbox::status_of(const Abort& abort) { return Status(abort.code, abort.reason); }
+
+std::optional<Status> Mailbox::peer_abort(uint32_t tensor_id, uint64_t seq) const {
   std::lock_guard lock(mutex_);
-  return aborts_.contains({tensor_id, seq});
+  const auto abort = aborts_.find({tensor_id, seq});
+  if (abort == aborts_.end()) return std::nullopt;
+  return status_of(abort->second);
 }
 
 void Mailbox::forget_tensor(uint32_t tensor_id) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -80,8 +81,10 @@ class Mailbox {
   /// where they switched policy, the peer runs a newer version than this gateway: this tells the
   /// gateway to catch up.
   uint32_t newest_peer_policy(uint32_t tensor_id) const;
-  /// A peer's abort of the operation (tensor, seq) is on file: the peers know it failed.
-  bool aborted_by_peer(uint32_t tensor_id, uint64_t seq) const;
+  /// What take() answers for the operation (tensor, seq) if a peer's abort of it is on file
+  /// (kAborted or kNonFiniteGradient with the peer's reason); nothing otherwise. Of several
+  /// aborts the first is kept, unless it is a skip (non-finite) and a later one a failure.
+  std::optional<Status> peer_abort(uint32_t tensor_id, uint64_t seq) const;
   /// Waits until `rank` is connected (kTimeout, kAborted at shutdown).
   Status wait_peer_up(uint32_t rank, Clock::time_point deadline);
 
@@ -119,9 +122,11 @@ class Mailbox {
   std::map<MailKey, Stored> filed_;
   struct Abort {
     std::string reason;
-    bool nonfinite;  // the sender's gradient held NaN or infinite values: the step is skipped
+    ErrorCode code;  // kAborted, or kNonFiniteGradient: the step is skipped, not failed
     Clock::time_point arrived;
   };
+  /// What take() answers for an operation a peer aborted.
+  static Status status_of(const Abort& abort);
   std::map<OpId, Abort> aborts_;                     // by operation
   std::map<uint32_t, uint64_t> finished_up_to_;      // per tensor: highest finished seq + 1
   std::map<uint32_t, uint32_t> newest_peer_policy_;  // per tensor with a finished operation

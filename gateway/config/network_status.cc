@@ -214,7 +214,8 @@ Result<NetworkAttachment> find_network_attachment(const std::vector<NetworkAttac
     const std::size_t slash = name.find('/');
     const bool matches = name == network || (!qualified && slash != std::string_view::npos &&
                                              name.substr(slash + 1) == network);
-    if (!matches) continue;
+    // The same network attached twice (two interfaces): the first, as Multus attached it.
+    if (!matches || (found != nullptr && found->name == attachment.name)) continue;
     if (found != nullptr) {
       return Status(ErrorCode::kInvalidArgument, "network-status lists \"" + found->name +
                                                      "\" and \"" + attachment.name +

@@ -25,8 +25,9 @@ struct DpdkAttachment {
                      // driver), else a packet-socket virtual device on its kernel interface
 };
 
-/// The attachment named `network` ("namespace/name" exactly, or "name" in any namespace) in
-/// `text`: a downward API annotations file, or the network-status JSON list itself.
+/// The attachment named `network` ("namespace/name" exactly, or "name" in any namespace; the
+/// first where the pod has it twice) in `text`: a downward API annotations file, or the
+/// network-status JSON list itself.
 /// kNotFound while the annotation or the entry is missing (it may come later); kInvalidArgument,
 /// saying what and where, for malformed quoting or JSON, a name in several namespaces, or an
 /// entry without an IPv4 address or without a device.

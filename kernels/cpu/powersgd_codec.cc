@@ -224,9 +224,8 @@ class PowersgdCodec final : public CpuCodec {
       values = transpose(qt, st.rank, st.cols);
     }
     if (const size_t bad = loops().count_nonfinite(values.data(), values.size()); bad != 0) {
-      return Status(ErrorCode::kInvalidArgument,
-                    spec() + ": gradient of tensor " + std::to_string(stream.desc().tensor_id) +
-                        " overflows the float range in the low-rank product; nothing was encoded");
+      return overflow("gradient of tensor " + std::to_string(stream.desc().tensor_id) +
+                      " overflows the float range in the low-rank product; nothing was encoded");
     }
 
     if (round == 0) {
@@ -325,8 +324,7 @@ class PowersgdCodec final : public CpuCodec {
     std::vector<float>& sum = pa->values;
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += pb->values[i];
     if (loops().count_nonfinite(sum.data(), sum.size()) != 0) {
-      return Status(ErrorCode::kResourceExhausted,
-                    spec() + ": sum of frames overflows the float range");
+      return overflow("sum of frames overflows the float range");
     }
     write_payload(pa->rows, pa->cols, sum, out);
     FrameHeader h = a.header;

@@ -36,9 +36,8 @@ class SignCodec final : public CpuCodec {
     if (stats.nonfinite != 0) return nonfinite_gradient(stream, stats.nonfinite);
     const auto scale = static_cast<float>(stats.abs_sum / static_cast<double>(n));
     if (!std::isfinite(scale)) {
-      return Status(ErrorCode::kInvalidArgument, spec() + ": mean |gradient| of tensor " +
-                                                     std::to_string(stream.desc().tensor_id) +
-                                                     " overflows fp32; nothing was encoded");
+      return overflow("mean |gradient| of tensor " + std::to_string(stream.desc().tensor_id) +
+                      " overflows fp32; nothing was encoded");
     }
     std::byte* payload = out.data() + kFrameHeaderBytes;
     wire::store<float>(payload, scale);

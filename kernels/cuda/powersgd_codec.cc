@@ -143,9 +143,8 @@ class PowersgdCodec final : public CudaCodec {
       st->q_seeded = true;
     }
     if (tally->count[1] != 0) {
-      return Status(ErrorCode::kInvalidArgument,
-                    spec() + ": gradient of tensor " + std::to_string(stream.desc().tensor_id) +
-                        " overflows the float range in the low-rank product; nothing was encoded");
+      return overflow("gradient of tensor " + std::to_string(stream.desc().tensor_id) +
+                      " overflows the float range in the low-rank product; nothing was encoded");
     }
     if (round == 0) st->p_hat_valid = false;  // a new step begins: the old P_hat no longer applies
     call->stream->set_last_encode_passes(update_residual ? 3 : 2);
@@ -214,8 +213,7 @@ class PowersgdCodec final : public CudaCodec {
     auto tally = call->scratch->finish(call->cuda);
     if (!tally.ok()) return tally.status();
     if (tally->count[2] != 0) {
-      return Status(ErrorCode::kResourceExhausted,
-                    spec() + ": sum of frames overflows the float range");
+      return overflow("sum of frames overflows the float range");
     }
     return call->bytes;
   }

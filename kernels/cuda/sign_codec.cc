@@ -41,9 +41,8 @@ class SignCodec final : public CudaCodec {
     if (stats->count[0] != 0) return nonfinite_gradient(stream, stats->count[0]);
     const auto scale = static_cast<float>(stats->sum / static_cast<double>(n));
     if (!std::isfinite(scale)) {
-      return Status(ErrorCode::kInvalidArgument, spec() + ": mean |gradient| of tensor " +
-                                                     std::to_string(stream.desc().tensor_id) +
-                                                     " overflows fp32; nothing was encoded");
+      return overflow("mean |gradient| of tensor " + std::to_string(stream.desc().tensor_id) +
+                      " overflows fp32; nothing was encoded");
     }
     GRADGATE_RETURN_IF_ERROR(
         launch_seal_header(out.data(), call->header, {kScaleBytes, float_bits(scale)}, call->cuda));

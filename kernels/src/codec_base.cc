@@ -111,6 +111,10 @@ Status CodecBase::malformed(const FrameView& frame, const std::string& what) {
   return malformed_frame(frame, what);
 }
 
+Status CodecBase::overflow(const std::string& what) const {
+  return Status(ErrorCode::kNonFiniteGradient, spec() + ": " + what);
+}
+
 Status CodecBase::nonfinite_gradient(const Stream& stream, size_t count) {
   return Status(ErrorCode::kNonFiniteGradient,
                 "gradient of tensor " + std::to_string(stream.desc().tensor_id) + " (job " +

@@ -50,6 +50,10 @@ class CodecBase : public Codec {
   static Status malformed(const FrameView& frame, const std::string& what);
   /// kNonFiniteGradient for a gradient with `count` NaN or infinite values.
   static Status nonfinite_gradient(const Stream& stream, size_t count);
+  /// kNonFiniteGradient for finite values whose encoding or sum leaves the range of the codec's
+  /// numbers (`what` says where): the step's result would not be finite, as an all-reduce of the
+  /// same values in that format would overflow.
+  Status overflow(const std::string& what) const;
 
  private:
   CodecParams params_;

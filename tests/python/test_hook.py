@@ -329,7 +329,7 @@ class AutoHookTest(TempDirTest):
             self.assertGreaterEqual(status["allreduce_errors"], 1)
             self.assertGreaterEqual(status["allreduces"], self.STEPS - 1)
 
-    def test_a_hook_registered_after_the_first_forward_pass_is_refused(self):
+    def test_models_share_one_connection_and_a_late_hook_is_refused(self):
         workdir = self.make_workdir()
         cluster = self.start_cluster(workdir, nodes=1, local_workers=1, codec="none")
         script = f"""
@@ -338,10 +338,13 @@ from torch.nn.parallel import DistributedDataParallel
 import gradgate.autohook
 dist.init_process_group("gloo", init_method="file://{workdir / 'rendezvous'}", rank=0,
                         world_size=1)
+before = DistributedDataParallel(torch.nn.Linear(4, 4))
 gradgate.autohook.install("{cluster.sockets[0]}", 0)
 first, second = (DistributedDataParallel(torch.nn.Linear(4, 4)) for _ in range(2))
-first(torch.ones(2, 4)).sum().backward()
-print("prefixes", first._gradgate_state.name_prefix, second._gradgate_prefix)
+for model in (first, second, before):
+    model(torch.ones(2, 4)).sum().backward()
+print("prefixes", first._gradgate_state.name_prefix, second._gradgate_state.name_prefix,
+      hasattr(before, "_gradgate_state"))
 try:
     first.register_comm_hook(None, lambda state, bucket: None)
 except RuntimeError as error:
@@ -352,9 +355,11 @@ except RuntimeError as error:
             env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python")),
         )
         self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertIn("prefixes ddp ddp1", done.stdout)
+        # Both models made after install() went through the one worker connection; the model
+        # made before it kept DDP's own all-reduce.
+        self.assertIn("prefixes ddp ddp1 False", done.stdout)
         self.assertIn("refused: gradgate already sends this DDP model's gradients", done.stdout)
-        self.assertEqual(gateway_status(workdir, 0)["allreduces"], 1)
+        self.assertEqual(gateway_status(workdir, 0)["allreduces"], 2)
 
     def test_without_a_local_rank_the_command_line_is_refused(self):
         environment = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}

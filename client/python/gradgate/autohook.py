@@ -8,7 +8,8 @@ A model gets gradgate's allreduce_hook when it runs its first forward pass, unle
 registered a comm hook of its own on it before: then that hook stays, and gradgate warns once.
 A script that registers its hook after the first forward pass gets an error that says so (DDP
 takes one hook per model). Each model's tensors are named "ddp", "ddp1", "ddp2", ... in the order
-the models were made, the same on every rank.
+the models were made, the same on every rank, and share the process's one connection to the
+gateway. Models made before install() are left as they are.
 
 The node's gateway socket and this process's worker index on the node come from install()'s
 arguments, else from the environment: GRADGATE_SOCKET (default /run/gradgate/gg.sock) and
@@ -23,6 +24,7 @@ DEFAULT_SOCKET = "/run/gradgate/gg.sock"
 
 _options = None  # install()'s, once it ran
 _models = 0  # DDP models made since then
+_client = None  # the process's one connection to the gateway, shared by its models
 
 
 def local_rank_from_environment():
@@ -41,11 +43,14 @@ def install(socket_path=None, local_rank=None, **state_options):
 
     socket_path, local_rank: the gateway and this worker's index on the node (defaults from the
     environment, above). state_options go to every model's gradgate.torch.HookState (timeout_ms,
-    device_path, data_volume, ...). Calling it again replaces the options for later models.
+    device_path, data_volume, nonfinite; not name_prefix or client, which install() sets itself).
+    Calling it again replaces the options for later models.
     """
     global _options
     from torch.nn.parallel import DistributedDataParallel
 
+    if "name_prefix" in state_options or "client" in state_options:
+        raise ValueError("install() names the models itself (ddp, ddp1, ...) and shares one client")
     _options = {
         "socket_path": socket_path or os.environ.get("GRADGATE_SOCKET", DEFAULT_SOCKET),
         "local_rank": local_rank_from_environment() if local_rank is None else int(local_rank),
@@ -70,7 +75,8 @@ def _patch(ddp):
     def forward(self, *args, **kwargs):
         if not getattr(self, "_gradgate_decided", False):
             self._gradgate_decided = True
-            _attach(self, original_register)
+            if hasattr(self, "_gradgate_prefix"):  # made after install()
+                _attach(self, original_register)
         return original_forward(self, *args, **kwargs)
 
     def register_comm_hook(self, state, hook):
@@ -110,13 +116,20 @@ def _own_hook(model):
 
 
 def _attach(model, register):
+    global _client
     from . import torch as gradgate_torch
+    from .client import Client
 
     options = dict(_options)
+    socket_path, local_rank = options.pop("socket_path"), options.pop("local_rank")
+    if _client is None:
+        _client = Client(socket_path, local_rank)
     state = gradgate_torch.HookState(
-        options.pop("socket_path"),
-        options.pop("local_rank"),
+        socket_path,
+        local_rank,
         name_prefix=model._gradgate_prefix,
+        process_group=getattr(model, "process_group", None),
+        client=_client,
         **options,
     )
     register(model, state, gradgate_torch.allreduce_hook)

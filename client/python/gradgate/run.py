@@ -26,6 +26,7 @@ _VALUED = ("--socket", "--local-rank", "--timeout-ms", "--device-path", "--nonfi
 def _parser():
     parser = argparse.ArgumentParser(
         prog="python -m gradgate.run",
+        allow_abbrev=False,
         usage="%(prog)s [OPTIONS] (SCRIPT | -m MODULE) [ARGS...]",
         description="Runs a training script with its DDP gradients sent through gradgate.",
     )

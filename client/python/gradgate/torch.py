@@ -53,14 +53,16 @@ def gradgate_dtype(dtype):
     return _DTYPES[dtype]
 
 
-def _agreed_run_id():
-    """A random 64-bit id drawn by rank 0 of the default process group and known to every rank."""
+def _agreed_run_id(process_group=None):
+    """A random 64-bit id drawn by the first rank of `process_group` (default: the default process
+    group) and known to every rank of it."""
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_initialized():
         return 0
-    value = [secrets.randbits(63) if dist.get_rank() == 0 else None]
-    dist.broadcast_object_list(value, src=0)
+    first = 0 if process_group is None else dist.get_global_rank(process_group, 0)
+    value = [secrets.randbits(63) if dist.get_rank() == first else None]
+    dist.broadcast_object_list(value, src=first, group=process_group)
     return int(value[0])
 
 
@@ -72,9 +74,13 @@ class HookState:
     name_prefix: prefixes tensor names (distinct per DDP model when a process has several).
     data_volume: samples this worker trains on, passed to the gateway for data-aware ratios.
     run_id: names this run of the job in every tensor name, so that nothing of an earlier, failed
-        run (its frames still in flight) can mix into this one. By default rank 0 draws one and
-        broadcasts it over the default process group (a collective: every rank constructs its
+        run (its frames still in flight) can mix into this one. By default the first rank of
+        `process_group` (the default process group when None: give the DDP model's own when it
+        runs on a subgroup) draws one and broadcasts it (a collective: every rank constructs its
         HookState at the same point); without a process group it is 0.
+    client: a gradgate.Client to share (a process with several DDP models connects once: the
+        gateway takes one connection per local rank); by default the HookState connects and
+        closes its own.
     device_path: "auto" declares CUDA buckets over their GPU memory (falling back to shared
         buffers for good when the gateway refuses); "host" copies every bucket through a shared
         buffer. CPU buckets always use shared buffers.
@@ -85,7 +91,7 @@ class HookState:
 
     def __init__(
         self, socket_path, local_rank, timeout_ms=60000, name_prefix="ddp", data_volume=0,
-        run_id=None, device_path="auto", nonfinite="propagate",
+        run_id=None, device_path="auto", nonfinite="propagate", process_group=None, client=None,
     ):
         if device_path not in DEVICE_PATHS:
             raise ValueError(f"device_path {device_path!r}: use one of {', '.join(DEVICE_PATHS)}")
@@ -93,8 +99,9 @@ class HookState:
             raise ValueError(f"nonfinite {nonfinite!r}: use one of {', '.join(NONFINITE_MODES)}")
         self.device_path = device_path
         self.nonfinite = nonfinite
-        self.run_id = _agreed_run_id() if run_id is None else int(run_id)
-        self.client = Client(socket_path, local_rank)
+        self.run_id = _agreed_run_id(process_group) if run_id is None else int(run_id)
+        self._owns_client = client is None
+        self.client = Client(socket_path, local_rank) if client is None else client
         self.world_size = self.client.job.world_size
         self.timeout_ms = int(timeout_ms)
         self.name_prefix = name_prefix
@@ -212,10 +219,11 @@ class HookState:
         return tensor, ready
 
     def close(self):
-        """Closes the connection; the hook must not run afterwards."""
+        """Closes the connection (unless it was given to it); the hook must not run afterwards."""
         self._buffers.clear()
         self._device_tensors.clear()
-        self.client.close()
+        if self._owns_client:
+            self.client.close()
 
     def __enter__(self):
         return self

@@ -73,6 +73,28 @@ TEST(Mailbox, AbortEndsTheWaitWithTheReason) {
   EXPECT_NE(mail.status().message().find("bad gradient"), std::string::npos);
 }
 
+// An abort whose phase is kNonFiniteGradient skips the step; of a skip and a failure of the same
+// step, in either order, the failure wins, so that every gateway fails it.
+TEST(Mailbox, AnAbortForANonFiniteGradientSkipsTheStepUnlessAnotherFailed) {
+  const auto abort = [](uint32_t tensor, ErrorCode code) {
+    return make_message({MessageKind::kAbort, 0, tensor, static_cast<uint32_t>(code), 8}, {});
+  };
+  const auto taken = [](Mailbox& mailbox, uint32_t tensor) {
+    return mailbox.take({tensor, 8, MessageKind::kGather, 0, 0, 1}, soon(), 0, 0).status().code();
+  };
+  Mailbox mailbox(3, 1 << 20, std::chrono::seconds(60));
+  EXPECT_FALSE(mailbox.peer_abort(1, 8).has_value());
+  ASSERT_TRUE(mailbox.deliver(1, abort(1, ErrorCode::kNonFiniteGradient)).ok());
+  EXPECT_EQ(taken(mailbox, 1), ErrorCode::kNonFiniteGradient);
+  EXPECT_EQ(mailbox.peer_abort(1, 8)->code(), ErrorCode::kNonFiniteGradient);
+  ASSERT_TRUE(mailbox.deliver(2, abort(1, ErrorCode::kTimeout)).ok());
+  EXPECT_EQ(taken(mailbox, 1), ErrorCode::kAborted);
+  ASSERT_TRUE(mailbox.deliver(1, abort(2, ErrorCode::kTimeout)).ok());
+  ASSERT_TRUE(mailbox.deliver(2, abort(2, ErrorCode::kNonFiniteGradient)).ok());
+  EXPECT_EQ(taken(mailbox, 2), ErrorCode::kAborted);
+  EXPECT_NE(mailbox.peer_abort(2, 8)->message().find("gateway 1"), std::string::npos);
+}
+
 TEST(Mailbox, AMessageUnderAnotherPolicyVersionEndsTheWaitAtOnce) {
   Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
   // Gateway 1 runs tensor 3 step 8 under policy version 2 (a ring message); this gateway waits

@@ -86,6 +86,15 @@ TEST(NetworkStatus, EntriesThatCannotCarryTheTransportAreRefused) {
               HasSubstr("lists \"a/net\" and \"b/net\": give dpdk.network as namespace/name"));
 }
 
+TEST(NetworkStatus, ANetworkAttachedTwiceGivesItsFirstAttachment) {
+  const auto twice = find_dpdk_attachment(
+      R"([{"name": "a/net", "interface": "net1", "ips": ["10.0.0.1"]},
+          {"name": "a/net", "interface": "net2", "ips": ["10.0.0.2"]}])",
+      "net");
+  ASSERT_TRUE(twice.ok()) << twice.status().to_string();
+  EXPECT_EQ(twice->port, "net_af_packet0,iface=net1");
+}
+
 TEST(NetworkStatus, MalformedTextSaysWhatAndWhere) {
   const auto expect_refused = [](const std::string& text, const std::string& message) {
     const auto found = find_dpdk_attachment(text, "net");
