@@ -145,9 +145,7 @@ class Checker {
       issue("job.size", "takes the gateways' addresses from the controller: set control.url",
             {"job.size", "control.url"});
     }
-    const bool address_from_network_status =
-        config.transport == TransportKind::kDpdk && !config.dpdk_network_status_file.empty();
-    if (!address_from_network_status &&
+    if (!config.dpdk_from_network_status() &&
         (config.listen.host.empty() || config.listen.host == "0.0.0.0")) {
       issue("transport.listen",
             "with job.size, give the address the other gateways dial (not 0.0.0.0 or empty)",
@@ -201,7 +199,8 @@ class Checker {
             {"job.transport"});
       return;
     }
-    const bool from_network_status = check_network_status(config);
+    check_network_status(config);
+    const bool from_network_status = config.dpdk_from_network_status();
     if (config.size > 0) {  // it registers its DPDK address and dpdk.udp_port
       if (!from_network_status && !is_ipv4_address(config.listen.host)) {
         issue("transport.listen",
@@ -253,16 +252,16 @@ class Checker {
   }
 
   // dpdk.network_status_file and dpdk.network go together, and only with job.size: the address
-  // they give is registered with the controller. True when they are in use.
-  bool check_network_status(const GatewayConfig& config) {
+  // they give is registered with the controller.
+  void check_network_status(const GatewayConfig& config) {
     const bool file = !config.dpdk_network_status_file.empty();
     if (file != !config.dpdk_network.empty()) {
       issue(file ? "dpdk.network" : "dpdk.network_status_file",
             "dpdk.network_status_file and dpdk.network are set together or not at all",
             {"dpdk.network_status_file", "dpdk.network"});
-      return false;
+      return;
     }
-    if (!file) return false;
+    if (!file) return;
     if (config.size == 0) {
       issue("dpdk.network_status_file",
             "needs job.size (the address it gives is registered with the controller), not "
@@ -270,7 +269,6 @@ class Checker {
             {"dpdk.network_status_file", "job.size"});
     }
     check_positive("dpdk.network_wait_ms", config.dpdk_network_wait.count());
-    return true;
   }
 
   template <typename Number>

@@ -10,20 +10,20 @@
 
 namespace gradgate::gateway {
 
-Result<std::string> read_config_file(const std::string& path) {
+Result<std::string> read_config_file(const std::string& path, std::string_view what) {
+  const std::string named = std::string(what) + " \"" + path + "\"";
   std::error_code error;
   if (!std::filesystem::exists(path, error)) {
-    return Status(ErrorCode::kNotFound, "config file \"" + path + "\" does not exist");
+    return Status(ErrorCode::kNotFound, named + " does not exist");
   }
   if (!std::filesystem::is_regular_file(path, error)) {
-    return Status(ErrorCode::kInvalidArgument, "config file \"" + path + "\" is not a file");
+    return Status(ErrorCode::kInvalidArgument, named + " is not a file");
   }
   std::ifstream file(path);
   std::stringstream text;
   text << file.rdbuf();
   if (!file) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "config file \"" + path + "\" cannot be read: " + std::strerror(errno));
+    return Status(ErrorCode::kInvalidArgument, named + " cannot be read: " + std::strerror(errno));
   }
   return text.str();
 }

@@ -17,8 +17,9 @@
 namespace gradgate::gateway {
 
 /// The text of the config file at `path`: kNotFound when it does not exist, kInvalidArgument
-/// when it is not a regular file or cannot be read (naming the path and the reason).
-Result<std::string> read_config_file(const std::string& path);
+/// when it is not a regular file or cannot be read (naming it as `what`, the path and the reason).
+Result<std::string> read_config_file(const std::string& path,
+                                     std::string_view what = "config file");
 
 /// This process's environment variables by name.
 std::map<std::string, std::string> process_environment();

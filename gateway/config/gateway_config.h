@@ -84,6 +84,11 @@ struct GatewayConfig {
   std::string dpdk_network_status_file;  // the downward API annotations file; "": not used
   std::string dpdk_network;              // the attachment to take: "namespace/name" or "name"
   std::chrono::milliseconds dpdk_network_wait{120000};  // how long to wait for it to be listed
+  /// The DPDK address (and, with dpdk.port empty, the port) comes from the network-status.
+  bool dpdk_from_network_status() const {
+    return transport == TransportKind::kDpdk && !dpdk_network_status_file.empty() &&
+           !dpdk_network.empty();
+  }
   // Fault injection: fractions of outgoing datagrams dropped, sent twice, held back behind the
   // next one (reordered), drawn from inject_seed. For testing the reliability layer; all 0 in
   // production.

@@ -12,11 +12,11 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "gateway/config/config_source.h"
 #include "gateway/config/network_status.h"
 #include "gateway/core/gateway.h"
 #include "gateway/ingress/ingress.h"
@@ -191,13 +191,10 @@ Status take_dpdk_attachment(GatewayConfig& config) {
   const std::string& path = config.dpdk_network_status_file;
   const auto deadline = std::chrono::steady_clock::now() + config.dpdk_network_wait;
   for (bool waiting = false;; waiting = true) {
-    std::ifstream file(path);
-    if (!file) {
-      return Status(ErrorCode::kInvalidArgument,
-                    "dpdk.network_status_file \"" + path + "\" cannot be read");
-    }
-    const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-    auto attachment = find_dpdk_attachment(text, config.dpdk_network);
+    // A file that is missing or unreadable is a mistake of the pod's spec: no use waiting.
+    auto text = read_config_file(path, "dpdk.network_status_file");
+    if (!text.ok()) return Status(ErrorCode::kInvalidArgument, text.status().message());
+    auto attachment = find_dpdk_attachment(*text, config.dpdk_network);
     if (attachment.ok()) {
       config.listen.host = attachment->ipv4;
       if (config.dpdk_port.empty()) config.dpdk_port = attachment->port;
@@ -271,9 +268,7 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   // (until then the job's gateways are known by number only), for DPDK before it is made.
   GatewayConfig job = config;
   if (job.node_rank_auto) GRADGATE_RETURN_IF_ERROR(claim_rank(job));
-  if (job.transport == TransportKind::kDpdk && !job.dpdk_network_status_file.empty()) {
-    GRADGATE_RETURN_IF_ERROR(take_dpdk_attachment(job));
-  }
+  if (job.dpdk_from_network_status()) GRADGATE_RETURN_IF_ERROR(take_dpdk_attachment(job));
   if (job.nodes.empty() && job.transport == TransportKind::kDpdk) {
     GRADGATE_RETURN_IF_ERROR(join_for_dpdk(job));
   }
