@@ -56,7 +56,7 @@ class HalfCodec final : public CpuCodec {
     const auto sum_loop = bf16_ ? loops().sum_bf16 : loops().sum_fp16;
     auto* sum = reinterpret_cast<uint16_t*>(out.data() + kFrameHeaderBytes);
     if (sum_loop(values(a), values(b), sum, a.header.element_count) != 0) {
-      return overflow("sum of frames overflows the 16-bit range");
+      return sum_overflow("16-bit");
     }
     seal_frame(a.header, out);
     return bytes;

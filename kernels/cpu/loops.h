@@ -43,9 +43,7 @@ struct LoopTable {
   size_t (*count_nonfinite)(const float* in, size_t n);
   /// acc += in.
   void (*add)(const float* in, float* acc, size_t n);
-  /// out = a + b.
-  void (*sum)(const float* a, const float* b, float* out, size_t n);
-  /// out = a + b; returns the number of non-finite values in a and b.
+  /// out = a + b; returns the number of non-finite sums (from a non-finite a or b, or an overflow).
   size_t (*sum_checked)(const float* a, const float* b, float* out, size_t n);
 
   /// v = g + e (e may be null: v = g); out = half(v) with round-to-nearest-even, saturating at

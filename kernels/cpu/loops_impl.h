@@ -45,15 +45,11 @@ void add(const float* in, float* acc, size_t n) {
   for (size_t i = 0; i < n; ++i) acc[i] += in[i];
 }
 
-void sum(const float* a, const float* b, float* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-
 size_t sum_checked(const float* a, const float* b, float* out, size_t n) {
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
     out[i] = a[i] + b[i];
-    bad += !finite(a[i]) + !finite(b[i]);
+    bad += !finite(out[i]);
   }
   return bad;
 }
@@ -742,7 +738,6 @@ const LoopTable kLoops = {
     .copy_checked = copy_checked,
     .count_nonfinite = count_nonfinite,
     .add = add,
-    .sum = sum,
     .sum_checked = sum_checked,
     .encode_fp16 = encode_fp16,
     .encode_bf16 = encode_bf16,

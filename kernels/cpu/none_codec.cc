@@ -54,7 +54,8 @@ class NoneCodec final : public CpuCodec {
     if (const size_t own = loops().count_nonfinite(grad.data(), grad.size()); own != 0) {
       return nonfinite_gradient(stream, own);
     }
-    return malformed(other, "payload holds NaN or infinite values");
+    GRADGATE_RETURN_IF_ERROR(check_payload(other));
+    return sum_overflow("float");
   }
 
   Status decode(const FrameView& frame, const Stream*, std::span<float> out) const override {
@@ -82,9 +83,10 @@ class NoneCodec final : public CpuCodec {
         write_sealed(a.header, out, [&](size_t offset, size_t count, float* payload) {
           return loops().sum_checked(values(a) + offset, values(b) + offset, payload, count);
         });
-    if (bad != 0)
-      return malformed(check_payload(a).ok() ? b : a, "payload holds NaN or infinite values");
-    return bytes;
+    if (bad == 0) return bytes;
+    GRADGATE_RETURN_IF_ERROR(check_payload(a));
+    GRADGATE_RETURN_IF_ERROR(check_payload(b));
+    return sum_overflow("float");
   }
 
  private:

@@ -324,7 +324,7 @@ class PowersgdCodec final : public CpuCodec {
     std::vector<float>& sum = pa->values;
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += pb->values[i];
     if (loops().count_nonfinite(sum.data(), sum.size()) != 0) {
-      return overflow("sum of frames overflows the float range");
+      return sum_overflow("float");
     }
     write_payload(pa->rows, pa->cols, sum, out);
     FrameHeader h = a.header;

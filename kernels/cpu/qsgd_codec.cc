@@ -85,9 +85,13 @@ class QsgdCodec final : public CpuCodec {
   Status decode_accumulate(const FrameView& frame, const Stream*,
                            std::span<float> acc) const override {
     GRADGATE_RETURN_IF_ERROR(check_decode(frame, acc));
-    auto layout = check_payload(frame);
-    if (!layout.ok()) return layout.status();
-    dequantize_add(*layout, frame.payload.data() + kScaleBytes, scale_of(frame), acc);
+    auto checked = check_payload(frame);
+    if (!checked.ok()) return checked.status();
+    if (!element_frames::qsgd_decodes_finite(checked->layout, scale_of(frame),
+                                             checked->max_abs_level)) {
+      return sum_overflow("float");
+    }
+    dequantize_add(checked->layout, frame.payload.data() + kScaleBytes, scale_of(frame), acc);
     return {};
   }
 
@@ -95,11 +99,12 @@ class QsgdCodec final : public CpuCodec {
                             std::span<std::byte> out) const override {
     const size_t bytes = kFrameHeaderBytes + a.payload.size();
     GRADGATE_RETURN_IF_ERROR(check_add(a, b, out, bytes));
-    auto la = check_payload(a);
-    if (!la.ok()) return la.status();
-    auto lb = check_payload(b);
-    if (!lb.ok()) return lb.status();
-    auto summed = element_frames::qsgd_sum_layout(spec(), *la, *lb, scale_of(a), scale_of(b));
+    auto ca = check_payload(a);
+    if (!ca.ok()) return ca.status();
+    auto cb = check_payload(b);
+    if (!cb.ok()) return cb.status();
+    auto summed =
+        element_frames::qsgd_sum_layout(spec(), ca->layout, cb->layout, scale_of(a), scale_of(b));
     if (!summed.ok()) return summed.status();
     const QsgdLayout& sum = *summed;
     FrameHeader h = a.header;
@@ -157,13 +162,20 @@ class QsgdCodec final : public CpuCodec {
     }
   }
 
-  static Result<QsgdLayout> check_payload(const FrameView& frame) {
+  // A frame that passed check_payload: its layout and its largest |level|.
+  struct CheckedFrame {
+    QsgdLayout layout;
+    uint32_t max_abs_level;
+  };
+
+  static Result<CheckedFrame> check_payload(const FrameView& frame) {
     auto layout = element_frames::check_qsgd(frame);
-    if (!layout.ok()) return layout;
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_qsgd_values(
-        frame, *layout, scale_of(frame),
-        max_abs(*layout, frame.payload.data() + kScaleBytes, frame.header.element_count)));
-    return layout;
+    if (!layout.ok()) return layout.status();
+    const uint32_t max_level =
+        max_abs(*layout, frame.payload.data() + kScaleBytes, frame.header.element_count);
+    GRADGATE_RETURN_IF_ERROR(
+        element_frames::check_qsgd_values(frame, *layout, scale_of(frame), max_level));
+    return CheckedFrame{*layout, max_level};
   }
 
   QsgdLayout layout_;

@@ -11,9 +11,9 @@
 
 #include "codecs.h"
 #include "gradgate/kernels/philox.h"
+#include "gradgate/kernels/wire_io.h"
 #include "loops.h"
 #include "topk_select.h"
-#include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels::cpu {
 namespace {
@@ -100,9 +100,11 @@ class RandomkCodec final : public CpuCodec {
     std::byte* payload = out.data() + kFrameHeaderBytes;
     std::copy_n(a.payload.data(), kKeyBytes, payload);
     // Payloads start 8-byte aligned in a frame buffer, so the values after the key are aligned.
-    loops().sum(reinterpret_cast<const float*>(a.payload.data() + kKeyBytes),
-                reinterpret_cast<const float*>(b.payload.data() + kKeyBytes),
-                reinterpret_cast<float*>(payload + kKeyBytes), (a.payload.size() - kKeyBytes) / 4);
+    const size_t overflowed = loops().sum_checked(
+        reinterpret_cast<const float*>(a.payload.data() + kKeyBytes),
+        reinterpret_cast<const float*>(b.payload.data() + kKeyBytes),
+        reinterpret_cast<float*>(payload + kKeyBytes), (a.payload.size() - kKeyBytes) / 4);
+    if (overflowed != 0) return sum_overflow("float");
     seal_frame(a.header, out);
     return bytes;
   }

@@ -51,7 +51,7 @@ class HalfCodec final : public CudaCodec {
     auto tally = finish_add(*call, a, b);
     if (!tally.ok()) return tally.status();
     if (tally->count[2] != 0) {
-      return overflow("sum of frames overflows the 16-bit range");
+      return sum_overflow("16-bit");
     }
     return call->bytes;
   }

@@ -54,7 +54,7 @@ struct Prefix {
 Status launch_seal_header(std::byte* frame, const FrameHeader& header, const Prefix& prefix,
                           cudaStream_t stream);
 
-// ---- none: out = a (+ b), counting bad values of a (count[0]) and b (count[1]) ------------------
+// ---- none: out = a (+ b); bad values of a, b and a + b in count[0], count[1], count[2] ---------
 Status launch_none_write(const float* a, const float* b, float* out, uint64_t n,
                          const CrcSink& sink, Tally* tally, cudaStream_t stream);
 /// overwrite: out = in, counting bad values in count[0]; else out += in.

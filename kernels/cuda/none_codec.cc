@@ -41,6 +41,7 @@ class NoneCodec final : public CudaCodec {
     if (!tally.ok()) return tally.status();
     if (tally->count[0] != 0) return nonfinite_gradient(stream, tally->count[0]);
     GRADGATE_RETURN_IF_ERROR(element_frames::check_finite_values(other, tally->count[1]));
+    if (tally->count[2] != 0) return sum_overflow("float");
     return bytes;
   }
 
@@ -52,7 +53,9 @@ class NoneCodec final : public CudaCodec {
     GRADGATE_RETURN_IF_ERROR(launch_none_write(
         payload_at<float>(a), payload_at<float>(b), frame_at<float>(out, kFrameHeaderBytes),
         a.header.element_count, call->sink, call->tally(), call->cuda));
-    GRADGATE_RETURN_IF_ERROR(finish_add(*call, a, b).status());
+    auto tally = finish_add(*call, a, b);
+    if (!tally.ok()) return tally.status();
+    if (tally->count[2] != 0) return sum_overflow("float");
     return call->bytes;
   }
 

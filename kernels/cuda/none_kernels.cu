@@ -12,14 +12,15 @@ namespace {
 using Stage = TileStage<32>;
 constexpr uint32_t kTileElements = Stage::kTileBytes / sizeof(float);
 
-// out = a (+ b) over one tile, staged for the CRC; bad values of a and b tallied apart.
+// out = a (+ b) over one tile, staged for the CRC; bad values of a, of b and of the sum tallied
+// apart.
 __global__ void __launch_bounds__(kTileThreads)
     none_write_kernel(const float* a, const float* b, float* out, uint64_t n, CrcSink sink,
                       Tally* tally) {
   __shared__ Stage stage;
   stage.init_table();
   const TileSpan tile = tile_span(n, kTileElements);
-  uint32_t bad_a = 0, bad_b = 0;
+  uint32_t bad_a = 0, bad_b = 0, bad_sum = 0;
   struct Pair {
     float a, b;
   };
@@ -35,6 +36,7 @@ __global__ void __launch_bounds__(kTileThreads)
         if (b) {
           bad_b += !rules::finite(p.b);
           v += p.b;
+          bad_sum += !rules::finite(v);
         }
         out[tile.first + j] = v;
         stage.put(j * 4, v);
@@ -42,6 +44,7 @@ __global__ void __launch_bounds__(kTileThreads)
   stage.fold_crc(tile.first * 4, tile.count * 4, sink);
   tally_count(&tally->count[0], bad_a);
   tally_count(&tally->count[1], bad_b);
+  tally_count(&tally->count[2], bad_sum);
 }
 
 __global__ void none_decode_kernel(const float* in, float* out, uint64_t n, bool overwrite,

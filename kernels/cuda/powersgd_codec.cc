@@ -213,7 +213,7 @@ class PowersgdCodec final : public CudaCodec {
     auto tally = call->scratch->finish(call->cuda);
     if (!tally.ok()) return tally.status();
     if (tally->count[2] != 0) {
-      return overflow("sum of frames overflows the float range");
+      return sum_overflow("float");
     }
     return call->bytes;
   }

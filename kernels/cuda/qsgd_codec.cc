@@ -138,8 +138,12 @@ class QsgdCodec final : public CudaCodec {
     }
     auto tally = call->scratch->finish(call->cuda);
     if (!tally.ok()) return tally.status();
-    GRADGATE_RETURN_IF_ERROR(element_frames::check_qsgd_values(
-        frame, *layout, bits_float(tally->word[0]), tally->max[0]));
+    const float scale_value = bits_float(tally->word[0]);
+    GRADGATE_RETURN_IF_ERROR(
+        element_frames::check_qsgd_values(frame, *layout, scale_value, tally->max[0]));
+    if (!element_frames::qsgd_decodes_finite(*layout, scale_value, tally->max[0])) {
+      return sum_overflow("float");
+    }
     if (overwrite) return {};
     GRADGATE_RETURN_IF_ERROR(launch_qsgd_decode(layout->width(), levels_of(frame), scale,
                                                 layout->levels(), out.data(), out.size(), false,

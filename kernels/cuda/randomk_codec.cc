@@ -85,6 +85,7 @@ class RandomkCodec final : public CudaCodec {
       return Status(ErrorCode::kIncompatible,
                     spec() + ": frames were selected with different keys");
     }
+    if (tally->count[2] != 0) return sum_overflow("float");
     return call->bytes;
   }
 

@@ -115,6 +115,10 @@ Status CodecBase::overflow(const std::string& what) const {
   return Status(ErrorCode::kNonFiniteGradient, spec() + ": " + what);
 }
 
+Status CodecBase::sum_overflow(std::string_view range) const {
+  return overflow("sum of frames overflows the " + std::string(range) + " range");
+}
+
 Status CodecBase::nonfinite_gradient(const Stream& stream, size_t count) {
   return Status(ErrorCode::kNonFiniteGradient,
                 "gradient of tensor " + std::to_string(stream.desc().tensor_id) + " (job " +

@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
@@ -54,6 +55,9 @@ class CodecBase : public Codec {
   /// numbers (`what` says where): the step's result would not be finite, as an all-reduce of the
   /// same values in that format would overflow.
   Status overflow(const std::string& what) const;
+  /// overflow() for a sum of finite frames that leaves the `range` ("float", "16-bit") of the
+  /// payload's numbers.
+  Status sum_overflow(std::string_view range) const;
 
  private:
   CodecParams params_;

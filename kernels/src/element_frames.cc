@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/element_rules.h"
 
 namespace gradgate::kernels {
 
@@ -91,6 +92,11 @@ Status check_qsgd_values(const FrameView& frame, const QsgdLayout& layout, float
   if (max_abs_level > bound)
     return malformed_frame(frame, "a level exceeds summands * (2^bits - 1)");
   return {};
+}
+
+bool qsgd_decodes_finite(const QsgdLayout& layout, float scale, uint64_t max_abs_level) {
+  const rules::QsgdGrid grid = rules::qsgd_grid(scale, layout.levels());
+  return rules::finite(rules::qsgd_value(static_cast<int32_t>(max_abs_level), grid.to_value));
 }
 
 Result<QsgdLayout> qsgd_sum_layout(const std::string& spec, const QsgdLayout& a,

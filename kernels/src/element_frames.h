@@ -56,6 +56,9 @@ Result<QsgdLayout> check_qsgd(const FrameView& frame);
 /// Checks the frame's scale and its largest |level| against the layout.
 Status check_qsgd_values(const FrameView& frame, const QsgdLayout& layout, float scale,
                          uint64_t max_abs_level);
+/// Whether levels up to `max_abs_level` decode to finite floats: frames summed near the float
+/// range can leave it, as an fp32 all-reduce of the same values would.
+bool qsgd_decodes_finite(const QsgdLayout& layout, float scale, uint64_t max_abs_level);
 /// The layout of the sum of frames a and b (with scales scale_a, scale_b), or the error that
 /// forbids adding them; `spec` names the codec in the message.
 Result<QsgdLayout> qsgd_sum_layout(const std::string& spec, const QsgdLayout& a,

@@ -60,6 +60,27 @@ TEST(CollectiveFaults, NonFiniteGradientAbortsThePeerAtOnce) {
   }
 }
 
+// Finite gradients whose sum leaves the range of the codec's numbers (where the adding or the
+// decoding finds it): every gateway skips the step, as DDP's all-reduce would overflow to
+// infinity; no gateway is blamed for a malformed frame.
+TEST(CollectiveFaults, AFiniteSumBeyondTheNumberRangeSkipsTheStepOnEveryGateway) {
+  const std::pair<const char*, float> cases[] = {
+      {"none", 3e38f}, {"fp16", 40000.0f}, {"qsgd:bits=8,workers=8", 3e38f}};
+  for (const auto& [spec, value] : cases) {
+    SCOPED_TRACE(spec);
+    TwoGateways job(std::chrono::milliseconds(20000), spec);
+    ASSERT_TRUE(job.cluster.wait_connected());
+    for (auto& node_sum : job.data) node_sum[17] = value;
+    std::vector<Status> results(2);
+    const auto start = Clock::now();
+    job.cluster.on_every_node([&](uint32_t rank) { results[rank] = job.run(rank).status(); });
+    EXPECT_LT(Seconds(Clock::now() - start).count(), 10.0) << "waited for the timeout";
+    for (const auto& result : results) {
+      EXPECT_EQ(result.code(), ErrorCode::kNonFiniteGradient) << result.to_string();
+    }
+  }
+}
+
 // A step skipped for a NaN (mixed-precision training meets them when its loss scale is too high)
 // leaves both gateways ready for the next one, which sums as usual.
 TEST(CollectiveFaults, AStepSkippedForANonFiniteGradientIsFollowedByAGoodOne) {

@@ -609,6 +609,41 @@ TEST_P(CodecContractTest, GradientNearFloatMaxEncodesDecodablyOrIsRejected) {
   expect_large_gradient_handled(3.4e38f);
 }
 
+// Finite gradients whose sum leaves the codec's number range (fp16's 65504, fp32's FLT_MAX): the
+// step is skipped (kNonFiniteGradient, as DDP's all-reduce would overflow to infinity and loss
+// scaling would skip it), or the sum decodes finite; never a frame blamed as malformed. A skipped
+// step's values are dropped, so that the job goes on: a codec that held them in its residual
+// (randomk) skips each step that sends some of them, at most one per element.
+TEST_P(SummableCodecTest, ASumBeyondTheNumberRangeSkipsTheStepOrStaysFinite) {
+  constexpr size_t kWorkers = 2;
+  constexpr size_t kLarge[] = {5, 6, 7, 8};
+  const TensorDesc desc = test_util::matrix_desc(64, 64);
+  const size_t n = desc.elements;
+  auto s = streams(desc, kWorkers);
+  ASSERT_EQ(s.size(), kWorkers);
+  const float magnitude = params_.id == CodecId::kFp16 ? 40000.0f : 2e38f;
+  std::vector<std::vector<float>> grads;
+  for (size_t w = 0; w < kWorkers; ++w) {
+    grads.push_back(make_gradient(Dist::kLaplace, n, 700 + w));
+    for (const size_t i : kLarge) grads[w][i] = magnitude;  // the same elements everywhere
+  }
+  StepContext ctx;
+  size_t skipped = 0;
+  for (ctx.step = 0; ctx.step < 100; ++ctx.step) {
+    auto out = test_util::run_step(*codec_, test_util::stream_pointers(s), grads, ctx);
+    if (out.ok()) {
+      for (size_t i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(out->decoded[0][i])) << i;
+    } else {
+      ASSERT_EQ(out.status().code(), ErrorCode::kNonFiniteGradient) << out.status().to_string();
+      ++skipped;
+    }
+    for (size_t w = 0; w < kWorkers; ++w) {
+      grads[w] = make_gradient(Dist::kLaplace, n, 710 + 2 * ctx.step + w);
+    }
+  }
+  EXPECT_LE(skipped, std::size(kLarge)) << "steps without large values were skipped";
+}
+
 std::string spec_name(const ::testing::TestParamInfo<std::string>& param_info) {
   return test_util::spec_test_name(param_info.param);
 }

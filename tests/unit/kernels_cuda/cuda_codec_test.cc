@@ -164,6 +164,35 @@ TEST_P(CudaCodecTest, EncodeAddMatchesTheCpu) {
   EXPECT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()));
 }
 
+// Finite frames whose sum leaves the payload's range (fp16's 65504, fp32's FLT_MAX): the GPU's
+// add_frames gives the CPU's outcome (none, fp16, bf16: the step is skipped as non-finite).
+TEST_P(CudaCodecTest, SumsBeyondTheNumberRangeFailLikeTheCpu) {
+  if (!summable()) GTEST_SKIP() << "not summable";
+  CodecPair codecs(spec(), n());
+  CodecPair other(spec(), n());
+  auto grad = make_finite_values(n(), 45);
+  grad[n() / 2] = spec().starts_with("fp16") ? 40000.0f : 2e38f;
+  StepContext ctx = context(MemoryKind::kHost, 6, 0);
+  if (codecs.cpu->needs_agreed_scale()) {
+    ctx.agreed_scale = codecs.cpu->local_scale(grad, *codecs.cpu_stream);
+  }
+  const Bytes a = codecs.encode_cpu(grad, ctx).value();
+  ctx.worker = 1;
+  const Bytes b = other.encode_cpu(grad, ctx).value();
+  auto expected = test_util::add_frame_bytes(*codecs.cpu, a, b);
+  auto on_gpu = add_on_gpu(*codecs.gpu, a, b);
+  if (spec() == "none" || spec().starts_with("fp16") || spec() == "bf16") {
+    ASSERT_EQ(expected.status().code(), ErrorCode::kNonFiniteGradient);
+  }
+  ASSERT_EQ(expected.ok(), on_gpu.ok()) << on_gpu.status().to_string();
+  if (expected.ok()) {
+    EXPECT_TRUE(same_bytes(*expected, *on_gpu));
+  } else {
+    EXPECT_EQ(expected.status().code(), on_gpu.status().code());
+    EXPECT_EQ(expected.status().message(), on_gpu.status().message());
+  }
+}
+
 TEST_P(CudaCodecTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
   CodecPair codecs(spec(), n());
   // A first step fills the residual, so that restoring it is visible.
