@@ -344,10 +344,7 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
       GRADGATE_RETURN_IF_ERROR(tensor.device->copy_sum_to_host(host));
       tensor.node_sum.swap(host);
     }
-    const size_t memory = streams->memory_bytes() + tensor.node_sum.size() * sizeof(float);
-    stats_.residual_bytes = stats_.residual_bytes - tensor.memory_bytes + memory;
-    tensor.memory_bytes = memory;
-    tensor.streams = std::move(streams).value();
+    adopt_streams_locked(tensor, std::move(streams).value());
     tensor.codec = std::move(placed->codec);
     tensor.host_codec = std::move(placed->host_codec);
     tensor.on_gpu = placed->on_gpu;
@@ -358,6 +355,35 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
   tensor.policy_version = version;
   stats_.applied_policy_version = std::max(stats_.applied_policy_version, version);
   return {};
+}
+
+void Gateway::adopt_streams_locked(Tensor& tensor, TensorStreams streams) {
+  const size_t memory = streams.memory_bytes() + tensor.node_sum.size() * sizeof(float);
+  stats_.residual_bytes = stats_.residual_bytes - tensor.memory_bytes + memory;
+  tensor.memory_bytes = memory;
+  tensor.streams = std::move(streams);
+}
+
+void Gateway::restart_error_feedback_locked(Tensor& tensor, uint64_t seq) {
+  const size_t old_bytes = tensor.memory_bytes - tensor.node_sum.size() * sizeof(float);
+  Result<TensorStreams> streams = Status{};
+  if (Status current = tensor.on_gpu ? tensor.device->queue().make_current() : Status{};
+      !current.ok()) {
+    streams = current;
+  } else {
+    streams = make_streams_locked(tensor.spec, tensor.id, *tensor.codec,
+                                  stats_.residual_bytes - old_bytes);
+  }
+  if (!streams.ok()) {
+    spdlog::warn("tensor \"{}\": step {} was skipped, its error feedback goes on: {}",
+                 tensor.spec.name, seq, streams.status().to_string());
+    return;
+  }
+  adopt_streams_locked(tensor, std::move(streams).value());
+  spdlog::info(
+      "tensor \"{}\": step {} was skipped for a non-finite gradient; its error "
+      "feedback starts afresh",
+      tensor.spec.name, seq);
 }
 
 Status Gateway::check_spec(const TensorSpec& spec) const {
@@ -563,6 +589,9 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
   } else {
     ++stats_.allreduce_errors;
     spdlog::warn("tensor \"{}\": {}", tensor.spec.name, report.status().to_string());
+    if (report.status().code() == ErrorCode::kNonFiniteGradient) {
+      restart_error_feedback_locked(tensor, seq);
+    }
   }
   tensor.held_by_all = report.ok() ? std::optional(report->held_by_all) : std::nullopt;
   const AllreduceOutcome outcome = outcome_of(report, seq, tensor.spec.elements);

@@ -157,6 +157,14 @@ class Gateway final : public IngressHandler {
   Status check_spec(const TensorSpec& spec) const;
   /// What the config says `tensor` runs with: its codec, or none below min_compress_elements.
   std::string configured_codec(const TensorSpec& tensor) const;
+  /// `streams` become the tensor's, counted against the cap in place of its old ones.
+  void adopt_streams_locked(Tensor& tensor, TensorStreams streams);
+  /// After step `seq` was skipped for a non-finite gradient: the tensor's streams made afresh
+  /// (no residual, no codec state), so that nothing of that step's gradients (scaled by a loss
+  /// scale too high, as mixed precision meets them) nor of residuals built under that scale
+  /// reaches later steps. Every gateway skips the step, so every one starts afresh; where new
+  /// streams cannot be made the old ones stay (logged).
+  void restart_error_feedback_locked(Tensor& tensor, uint64_t seq);
   /// Streams of `codec` for the tensor, within the memory cap beside the `in_use` bytes.
   Result<TensorStreams> make_streams_locked(const TensorSpec& spec, uint32_t id,
                                             const kernels::Codec& codec, size_t in_use);

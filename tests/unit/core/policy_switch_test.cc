@@ -4,108 +4,19 @@
 // step fails. Also the table's choice on its own.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <memory>
-#include <mutex>
-#include <optional>
 #include <random>
-#include <thread>
 
-#include "gateway/core/gateway.h"
 #include "gateway/core/policy_table.h"
-#include "gateway/transport/tcp_transport.h"
+#include "two_gateways.h"
 
 namespace gradgate::gateway {
 namespace {
 
-constexpr size_t kElements = 50000;
-const TensorSpec kSpec{"layer.weight", kElements, Dtype::kFp32, 0, 0, 0.0};
-
-// One gateway with its transport and its single local worker's buffer.
-struct Node {
-  std::unique_ptr<TcpTransport> transport;
-  std::unique_ptr<Gateway> gateway;
-  std::vector<float> buffer = std::vector<float>(kElements);
-  uint32_t key = 0;
-};
-
-// Two gateways of one job on loopback, codec none unless a policy says otherwise.
-class TwoGateways {
- public:
-  TwoGateways() {
-    GatewayConfig config;
-    config.nodes = {{"127.0.0.1", 0}, {"127.0.0.1", 0}};
-    config.local_workers = 1;
-    config.codec = "none";
-    config.min_compress_elements = 16;
-    config.timeout = std::chrono::milliseconds(5000);
-    for (uint32_t rank = 0; rank < 2; ++rank) {
-      config.node_rank = rank;
-      TcpTransportOptions options;
-      options.rank = rank;
-      options.peers = config.nodes;
-      options.listen = {"127.0.0.1", 0};
-      options.probe_interval = std::chrono::milliseconds(0);
-      nodes_[rank].transport = std::make_unique<TcpTransport>(options);
-      nodes_[rank].gateway = std::make_unique<Gateway>(config, *nodes_[rank].transport);
-      EXPECT_TRUE(nodes_[rank].gateway->start().ok());
-      config.nodes[0].port = nodes_[0].transport->listen_port();
-    }
-    for (uint32_t rank = 0; rank < 2; ++rank) {
-      Node& node = nodes_[rank];
-      EXPECT_TRUE(node.gateway->on_worker_joined(0).ok());
-      auto key = node.gateway->on_declare(
-          0, kSpec,
-          {reinterpret_cast<std::byte*>(node.buffer.data()), kElements * sizeof(float), {}});
-      EXPECT_TRUE(key.ok()) << key.status().to_string();
-      node.key = key.ok() ? *key : 0;
-    }
-  }
-  ~TwoGateways() {
-    for (Node& node : nodes_) node.gateway->stop();
-  }
-
-  Gateway& gateway(uint32_t rank) { return *nodes_[rank].gateway; }
-
-  // One step: each gateway's worker all-reduces `inputs[rank]`; returns both outcomes and leaves
-  // the results in result(rank).
-  std::array<AllreduceOutcome, 2> step(const std::array<std::vector<float>, 2>& inputs) {
-    std::mutex mutex;
-    std::condition_variable done;
-    std::array<std::optional<AllreduceOutcome>, 2> outcomes;
-    for (uint32_t rank = 0; rank < 2; ++rank) {
-      nodes_[rank].buffer = inputs[rank];
-      nodes_[rank].gateway->on_allreduce(0, nodes_[rank].key, [&, rank](AllreduceOutcome outcome) {
-        std::lock_guard lock(mutex);
-        outcomes[rank] = std::move(outcome);
-        done.notify_all();
-      });
-    }
-    std::unique_lock lock(mutex);
-    const bool finished = done.wait_for(lock, std::chrono::seconds(20), [&] {
-      return outcomes[0].has_value() && outcomes[1].has_value();
-    });
-    EXPECT_TRUE(finished);
-    if (!finished) return {};
-    return {*outcomes[0], *outcomes[1]};
-  }
-  const std::vector<float>& result(uint32_t rank) const { return nodes_[rank].buffer; }
-
- private:
-  std::array<Node, 2> nodes_;
-};
-
-std::array<std::vector<float>, 2> random_inputs(std::mt19937& random) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::array<std::vector<float>, 2> inputs{std::vector<float>(kElements),
-                                           std::vector<float>(kElements)};
-  for (auto& input : inputs) {
-    for (float& v : input) v = normal(random);
-  }
-  return inputs;
-}
+using testing::kElements;
+using testing::kSpec;
+using testing::random_inputs;
+using testing::TwoGateways;
 
 TEST(PolicySwitch, BothGatewaysSwitchAtTheAgreedStepAndLoseNoResidual) {
   TwoGateways job;
