@@ -64,7 +64,7 @@ TEST_F(ServerTest, HandlerSeesDecodedPathParametersQueryAndHeaders) {
 
 TEST_F(ServerTest, HeaderLookupIgnoresCase) {
   TestClient client = connect();
-  beast_http::request<beast_http::string_body> request(verb::get, "/v1/jobs/7", 11);
+  ClientRequest request(verb::get, "/v1/jobs/7", 11);
   request.set(beast_http::field::host, "127.0.0.1");
   request.set("X-TRACE", "abc");
   ASSERT_FALSE(client.write(request));
