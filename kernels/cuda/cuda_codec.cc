@@ -63,9 +63,7 @@ Result<CudaCodec::Encode> CudaCodec::begin_encode(int round, const StepContext& 
   GRADGATE_RETURN_IF_ERROR(check_aligned(out));
   auto scratch = Scratch::current();
   if (!scratch.ok()) return scratch.status();
-  Encode call;
-  call.cuda = static_cast<cudaStream_t>(ctx.cuda_stream);
-  call.scratch = *scratch;
+  Encode call{{static_cast<cudaStream_t>(ctx.cuda_stream), *scratch}};
   call.stream = device;
   call.residual = device->device_residual();
   call.header = header_of(round, ctx, stream, frame_bytes, 0, param);
@@ -91,7 +89,7 @@ Result<CudaCodec::Add> CudaCodec::begin_add(
   if (!call.ok()) return call.status();
   auto sink = crc_sink(out, a.header, prefix_bytes);
   if (!sink.ok()) return sink.status();
-  return Add{*call, bytes, *sink};
+  return Add{std::move(*call), bytes, *sink};
 }
 
 Result<Tally> CudaCodec::finish_add(const Call& call, const FrameView& a, const FrameView& b) {
@@ -122,7 +120,7 @@ Status CudaCodec::decode_floats(const FrameView& frame, bool overwrite,
 Result<CudaCodec::Call> CudaCodec::begin_call() {
   auto scratch = Scratch::current();
   if (!scratch.ok()) return scratch.status();
-  const Call call{cudaStreamPerThread, *scratch};
+  Call call{cudaStreamPerThread, *scratch};
   GRADGATE_RETURN_IF_ERROR(call.scratch->begin(call.cuda));
   return call;
 }

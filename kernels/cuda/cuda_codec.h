@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "codec_base.h"
 #include "gradgate/kernels/cuda/device_stream.h"
@@ -44,19 +45,42 @@ class CudaCodec : public CodecBase {
   virtual Status decode_into(const FrameView& frame, const Stream* stream, std::span<float> out,
                              bool overwrite) const = 0;
 
-  /// Where one device operation runs: its CUDA stream and the thread's scratch, tally zeroed.
+  /// Waits for a CUDA stream when it goes out of scope. A call that returns early (a check that
+  /// fails after its kernels were enqueued, a launch that fails after others) then leaves nothing
+  /// running on the caller's buffers or on the thread's tally, which the next call, perhaps on
+  /// another stream, zeroes and counts into. After a finished call the wait costs microseconds.
+  class StreamFence {
+   public:
+    explicit StreamFence(cudaStream_t stream) : stream_(stream) {}
+    StreamFence(StreamFence&& other) noexcept
+        : stream_(other.stream_), armed_(std::exchange(other.armed_, false)) {}
+    StreamFence(const StreamFence&) = delete;
+    StreamFence& operator=(const StreamFence&) = delete;
+    StreamFence& operator=(StreamFence&&) = delete;
+    ~StreamFence() {
+      if (armed_) static_cast<void>(cudaStreamSynchronize(stream_));
+    }
+
+   private:
+    cudaStream_t stream_;
+    bool armed_ = true;
+  };
+
+  /// Where one device operation runs: its CUDA stream and the thread's scratch, tally zeroed;
+  /// the stream is waited for when the call ends (StreamFence).
   struct Call {
     cudaStream_t cuda;
     Scratch* scratch;
+    StreamFence fence{cuda};
     Tally* tally() const { return scratch->device_tally(); }
   };
 
   /// An encode after the checks every encode makes.
   struct Encode : Call {
-    DeviceStream* stream;
-    float* residual;  // nullptr without one
-    FrameHeader header;
-    CrcSink sink;  // the body: the payload after `prefix_bytes`
+    DeviceStream* stream = nullptr;
+    float* residual = nullptr;  // nullptr without one
+    FrameHeader header{};
+    CrcSink sink{};  // the body: the payload after `prefix_bytes`
   };
 
   /// An add_frames after the checks every add makes.
