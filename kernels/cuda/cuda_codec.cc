@@ -6,6 +6,7 @@
 
 #include "cuda_check.h"
 #include "element_frames.h"
+#include "sparse_launch.h"
 
 namespace gradgate::kernels::cuda {
 namespace {
@@ -36,8 +37,7 @@ Result<size_t> CudaCodec::encode_add(int round, const StepContext& ctx, std::spa
     auto size = encode(round, ctx, grad, stream, own);
     if (!size.ok()) return size.status();
     std::array<std::byte, kFrameHeaderBytes> header;
-    GRADGATE_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(header.data(), temporary, header.size(), cudaMemcpyDeviceToHost));
+    GRADGATE_RETURN_IF_ERROR(read_device(header.data(), temporary, header.size(), cuda));
     auto parsed = peek_frame_header(header);  // our own frame: no checksum to verify
     if (!parsed.ok()) return parsed.status();
     return add_frames({*parsed, own.subspan(kFrameHeaderBytes, *size - kFrameHeaderBytes)}, other,
