@@ -364,7 +364,10 @@ void Gateway::adopt_streams_locked(Tensor& tensor, TensorStreams streams) {
   tensor.streams = std::move(streams);
 }
 
-void Gateway::restart_error_feedback_locked(Tensor& tensor, uint64_t seq) {
+void Gateway::restart_after_skip_locked(Tensor& tensor, uint64_t seq) {
+  if (tensor.skips_seen == skips_ || seq <= last_skipped_seq_) return;
+  tensor.skips_seen = skips_;
+  if (tensor.streams.memory_bytes() == 0) return;  // no residual, no codec state
   const size_t old_bytes = tensor.memory_bytes - tensor.node_sum.size() * sizeof(float);
   Result<TensorStreams> streams = Status{};
   if (Status current = tensor.on_gpu ? tensor.device->queue().make_current() : Status{};
@@ -376,14 +379,14 @@ void Gateway::restart_error_feedback_locked(Tensor& tensor, uint64_t seq) {
   }
   if (!streams.ok()) {
     spdlog::warn("tensor \"{}\": step {} was skipped, its error feedback goes on: {}",
-                 tensor.spec.name, seq, streams.status().to_string());
+                 tensor.spec.name, last_skipped_seq_, streams.status().to_string());
     return;
   }
   adopt_streams_locked(tensor, std::move(streams).value());
   spdlog::info(
-      "tensor \"{}\": step {} was skipped for a non-finite gradient; its error "
-      "feedback starts afresh",
-      tensor.spec.name, seq);
+      "tensor \"{}\": step {} was skipped for a non-finite gradient; its error feedback starts "
+      "afresh at step {}",
+      tensor.spec.name, last_skipped_seq_, seq);
 }
 
 Status Gateway::check_spec(const TensorSpec& spec) const {
@@ -479,6 +482,7 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
   tensor.in_flight.resize(config_.local_workers);
   if (host_sum) tensor.node_sum.resize(spec.elements);
   tensor.memory_bytes = memory;
+  tensor.skips_seen = skips_;
   stats_.residual_bytes += memory;
   ++stats_.tensors;
   spdlog::debug("tensor \"{}\" (id {}): {} elements, codec {} on the {}, {}", spec.name, id,
@@ -552,7 +556,10 @@ void Gateway::run(uint32_t id) {
       !tensor.device && tensor.node_sum.empty() ? tensor.buffers[0] : WorkerBuffer{};
   Result<AllreduceReport> report = Status(ErrorCode::kInternal, "no result");
   Status prepared = gather_locked(tensor, in_place);
-  if (prepared.ok()) prepared = follow_policy_locked(tensor, seq, in_place);
+  if (prepared.ok()) {
+    restart_after_skip_locked(tensor, seq);
+    prepared = follow_policy_locked(tensor, seq, in_place);
+  }
   if (!prepared.ok()) {
     report = prepared;
     engine_.abort(op_of(tensor, seq, step_data(tensor, in_place)), prepared);
@@ -590,7 +597,8 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
     ++stats_.allreduce_errors;
     spdlog::warn("tensor \"{}\": {}", tensor.spec.name, report.status().to_string());
     if (report.status().code() == ErrorCode::kNonFiniteGradient) {
-      restart_error_feedback_locked(tensor, seq);
+      ++skips_;
+      last_skipped_seq_ = seq;
     }
   }
   tensor.held_by_all = report.ok() ? std::optional(report->held_by_all) : std::nullopt;

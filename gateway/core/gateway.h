@@ -151,6 +151,7 @@ class Gateway final : public IngressHandler {
     bool on_gpu = false;
     std::unique_ptr<kernels::Codec> host_codec;
     size_t memory_bytes = 0;  // as counted against the cap when declared
+    uint64_t skips_seen = 0;  // skips_ when its streams were last made
     std::chrono::steady_clock::time_point first_waiting;  // when the step's first worker asked
   };
 
@@ -159,12 +160,15 @@ class Gateway final : public IngressHandler {
   std::string configured_codec(const TensorSpec& tensor) const;
   /// `streams` become the tensor's, counted against the cap in place of its old ones.
   void adopt_streams_locked(Tensor& tensor, TensorStreams streams);
-  /// After step `seq` was skipped for a non-finite gradient: the tensor's streams made afresh
-  /// (no residual, no codec state), so that nothing of that step's gradients (scaled by a loss
-  /// scale too high, as mixed precision meets them) nor of residuals built under that scale
-  /// reaches later steps. Every gateway skips the step, so every one starts afresh; where new
-  /// streams cannot be made the old ones stay (logged).
-  void restart_error_feedback_locked(Tensor& tensor, uint64_t seq);
+  /// Before step `seq` of `tensor`: when a step of any tensor was skipped for a non-finite
+  /// gradient since the tensor's last restart, and `seq` comes after it, the tensor's streams are
+  /// made afresh (no residual, no codec state). The loss scaler drops that whole training step,
+  /// so nothing of its gradients, scaled by a loss scale too high (as mixed precision meets
+  /// them), nor of residuals built under that scale reaches later steps: not in the tensor that
+  /// was skipped, nor in the other buckets of that step, which completed. Every gateway skips the
+  /// same step, so every one starts afresh; where new streams cannot be made the old ones stay
+  /// (logged).
+  void restart_after_skip_locked(Tensor& tensor, uint64_t seq);
   /// Streams of `codec` for the tensor, within the memory cap beside the `in_use` bytes.
   Result<TensorStreams> make_streams_locked(const TensorSpec& spec, uint32_t id,
                                             const kernels::Codec& codec, size_t in_use);
@@ -216,6 +220,9 @@ class Gateway final : public IngressHandler {
   std::function<void(const StepRecord&)> step_observer_;
   size_t running_ = 0;
   bool stopping_ = false;
+  // Steps skipped for a non-finite gradient (any tensor), and the sequence number of the last.
+  uint64_t skips_ = 0;
+  uint64_t last_skipped_seq_ = 0;
   GatewayStats stats_;
   // Last: destroyed first, joining its threads while everything their steps used still exists.
   StepThreads step_threads_;

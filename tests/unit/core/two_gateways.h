@@ -23,18 +23,26 @@ namespace gradgate::gateway::testing {
 inline constexpr size_t kElements = 50000;
 inline const TensorSpec kSpec{"layer.weight", kElements, Dtype::kFp32, 0, 0, 0.0};
 
-// One gateway with its transport and its single local worker's buffer.
+// One gateway with its transport and its single local worker's buffers, one per tensor.
 struct Node {
   std::unique_ptr<TcpTransport> transport;
   std::unique_ptr<Gateway> gateway;
-  std::vector<float> buffer = std::vector<float>(kElements);
-  uint32_t key = 0;
+  std::vector<std::vector<float>> buffers;
+  std::vector<uint32_t> keys;
 };
 
-// Two gateways of one job on loopback, codec `codec` unless a policy says otherwise.
+// Tensor `t` of the job: kSpec, then others of its size under other names.
+inline TensorSpec tensor_spec(size_t t) {
+  TensorSpec spec = kSpec;
+  if (t > 0) spec.name = "layer" + std::to_string(t) + ".weight";
+  return spec;
+}
+
+// Two gateways of one job on loopback with `tensors` tensors, codec `codec` unless a policy says
+// otherwise.
 class TwoGateways {
  public:
-  explicit TwoGateways(const std::string& codec = "none") {
+  explicit TwoGateways(const std::string& codec = "none", size_t tensors = 1) {
     GatewayConfig config;
     config.nodes = {{"127.0.0.1", 0}, {"127.0.0.1", 0}};
     config.local_workers = 1;
@@ -56,11 +64,14 @@ class TwoGateways {
     for (uint32_t rank = 0; rank < 2; ++rank) {
       Node& node = nodes_[rank];
       EXPECT_TRUE(node.gateway->on_worker_joined(0).ok());
-      auto key = node.gateway->on_declare(
-          0, kSpec,
-          {reinterpret_cast<std::byte*>(node.buffer.data()), kElements * sizeof(float), {}});
-      EXPECT_TRUE(key.ok()) << key.status().to_string();
-      node.key = key.ok() ? *key : 0;
+      node.buffers.assign(tensors, std::vector<float>(kElements));
+      for (size_t t = 0; t < tensors; ++t) {
+        auto key = node.gateway->on_declare(
+            0, tensor_spec(t),
+            {reinterpret_cast<std::byte*>(node.buffers[t].data()), kElements * sizeof(float), {}});
+        EXPECT_TRUE(key.ok()) << key.status().to_string();
+        node.keys.push_back(key.ok() ? *key : 0);
+      }
     }
   }
   ~TwoGateways() {
@@ -69,19 +80,21 @@ class TwoGateways {
 
   Gateway& gateway(uint32_t rank) { return *nodes_[rank].gateway; }
 
-  // One step: each gateway's worker all-reduces `inputs[rank]`; returns both outcomes and leaves
-  // the results in result(rank).
-  std::array<AllreduceOutcome, 2> step(const std::array<std::vector<float>, 2>& inputs) {
+  // One step of tensor `tensor`: each gateway's worker all-reduces `inputs[rank]`; returns both
+  // outcomes and leaves the results in result(rank, tensor).
+  std::array<AllreduceOutcome, 2> step(const std::array<std::vector<float>, 2>& inputs,
+                                       size_t tensor = 0) {
     std::mutex mutex;
     std::condition_variable done;
     std::array<std::optional<AllreduceOutcome>, 2> outcomes;
     for (uint32_t rank = 0; rank < 2; ++rank) {
-      nodes_[rank].buffer = inputs[rank];
-      nodes_[rank].gateway->on_allreduce(0, nodes_[rank].key, [&, rank](AllreduceOutcome outcome) {
-        std::lock_guard lock(mutex);
-        outcomes[rank] = std::move(outcome);
-        done.notify_all();
-      });
+      nodes_[rank].buffers[tensor] = inputs[rank];  // the same size: the same storage
+      nodes_[rank].gateway->on_allreduce(0, nodes_[rank].keys[tensor],
+                                         [&, rank](AllreduceOutcome outcome) {
+                                           std::lock_guard lock(mutex);
+                                           outcomes[rank] = std::move(outcome);
+                                           done.notify_all();
+                                         });
     }
     std::unique_lock lock(mutex);
     const bool finished = done.wait_for(lock, std::chrono::seconds(20), [&] {
@@ -91,7 +104,9 @@ class TwoGateways {
     if (!finished) return {};
     return {*outcomes[0], *outcomes[1]};
   }
-  const std::vector<float>& result(uint32_t rank) const { return nodes_[rank].buffer; }
+  const std::vector<float>& result(uint32_t rank, size_t tensor = 0) const {
+    return nodes_[rank].buffers[tensor];
+  }
 
  private:
   std::array<Node, 2> nodes_;
