@@ -319,9 +319,10 @@ class AutoHookTest(TempDirTest):
     def test_a_step_with_an_infinite_gradient_is_skipped_on_every_rank(self):
         # Rank 0's loss is infinite at step 7: both ranks see NaN gradients there and skip the
         # optimizer step, as mixed-precision loss scaling does, and train on.
-        results, statuses, _ = self.run_plain("--inf-step=7")
+        results, statuses, output = self.run_plain("--inf-step=7")
         for result in results:
             self.assertEqual(result["skipped"], [7])
+        self.assertRegex(output, r"all-reduces, .*x less\), [1-9]\d* all-reduces skipped for NaN")
         self.assertEqual(results[0]["digest"], results[1]["digest"])
         losses = results[0]["losses"]
         self.assertLess(sum(losses[-5:]), 0.8 * sum(losses[:5]), "the loss did not fall")

@@ -141,9 +141,11 @@ def _attach(model, register):
 def _report(state, prefix):
     """One line per model on local rank 0 at exit: what gradgate did for it."""
     ratio = state.raw_bytes / state.wire_bytes if state.wire_bytes else float("nan")
+    skipped = (f", {state.nonfinite_allreduces} all-reduces skipped for NaN or infinite gradients"
+               if state.nonfinite_allreduces else "")
     print(
         f"gradgate: {prefix}: {state.steps} steps, {state.allreduces} all-reduces, "
         f"{state.raw_bytes / 1e6:.1f} MB of gradients sent as {state.wire_bytes / 1e6:.1f} MB "
-        f"({ratio:.1f}x less)",
+        f"({ratio:.1f}x less){skipped}",
         file=sys.stderr,
     )
