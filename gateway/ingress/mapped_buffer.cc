@@ -48,6 +48,14 @@ Result<MappedBuffer> map_worker_buffer(int fd, size_t expected_bytes) {
     return Status(ErrorCode::kInvalidArgument,
                   "the buffer's descriptor is not a memfd sealed with F_SEAL_SHRINK");
   }
+  // The worker could have shrunk the file after the size was checked and sealed it only then:
+  // now that the size can no longer shrink, check it once more.
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < expected_bytes) {
+    close(fd);
+    return Status(ErrorCode::kInvalidArgument,
+                  "the buffer's descriptor shrank below the tensor's " +
+                      std::to_string(expected_bytes) + " bytes while it was checked");
+  }
   void* data = mmap(nullptr, expected_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int error = errno;
   close(fd);
