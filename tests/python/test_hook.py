@@ -362,6 +362,29 @@ except RuntimeError as error:
         self.assertIn("refused: gradgate already sends this DDP model's gradients", done.stdout)
         self.assertEqual(gateway_status(workdir, 0)["allreduces"], 2)
 
+    def test_a_process_group_that_is_not_the_gateways_job_is_refused(self):
+        # One process in its group, two workers in the gateways' job: the gateways would sum
+        # over ranks that are not in the group.
+        workdir = self.make_workdir()
+        cluster = self.start_cluster(workdir, nodes=1, local_workers=2, codec="none")
+        script = f"""
+import torch.distributed as dist
+import gradgate.torch
+dist.init_process_group("gloo", init_method="file://{workdir / 'rendezvous'}", rank=0,
+                        world_size=1)
+try:
+    gradgate.torch.HookState("{cluster.sockets[0]}", 0)
+except ValueError as error:
+    print("refused:", error)
+"""
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python")),
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("refused: gradgate: the process group has 1 ranks but the gateways' job has "
+                      "2 workers", done.stdout)
+
     def test_without_a_local_rank_the_command_line_is_refused(self):
         environment = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
         environment["PYTHONPATH"] = str(REPO / "client" / "python")
@@ -487,6 +510,25 @@ class PackageTest(unittest.TestCase):
         for unusable in (b"\x02e" + raw, raw[:40]):
             with self.assertRaises(gradgate.RejectedError):
                 cuda_ipc_memory_handle(unusable)
+
+    def test_the_storage_that_shares_cuda_memory_is_found_on_this_torch(self):
+        # untyped_storage() exists from torch 2.0 only; before, storage() shares CUDA memory.
+        import torch
+
+        from gradgate.client import storage_of
+
+        storage = storage_of(torch.zeros(4))
+        self.assertTrue(callable(getattr(storage, "_share_cuda_", None)), type(storage))
+
+    def test_without_a_cuda_device_the_device_uuid_is_refused_so_buckets_use_host_memory(self):
+        import torch
+
+        from gradgate.client import driver_device_uuid
+
+        if torch.cuda.is_available():
+            self.skipTest("this machine has a CUDA device")
+        with self.assertRaisesRegex(gradgate.RejectedError, "CUDA driver"):
+            driver_device_uuid(0)
 
     def test_run_splits_its_options_from_the_scripts_command_line(self):
         from gradgate.run import split_command_line

@@ -82,6 +82,47 @@ _CUDA_IPC_HANDLE_BYTES = 64
 _TORCH_CUDA_MALLOC_KIND = ord("c")
 
 
+def storage_of(tensor):
+    """The storage under `tensor`: untyped_storage() from torch 2.0, storage() before (both
+    share CUDA memory with _share_cuda_())."""
+    untyped = getattr(tensor, "untyped_storage", None)
+    return untyped() if untyped is not None else tensor.storage()
+
+
+def cuda_device_uuid(device):
+    """The 16 bytes of the UUID of torch's CUDA device `device`, as the gateway names GPUs.
+
+    torch's device properties carry it from torch 2.0; before, the CUDA driver is asked
+    (cuDeviceGetUuid_v2, else cuDeviceGetUuid). Raises RejectedError when neither can tell.
+    """
+    import torch
+
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    if uuid is not None:
+        return bytes(uuid.bytes)
+    return driver_device_uuid(device)
+
+
+def driver_device_uuid(device):
+    """cuDeviceGetUuid of the CUDA driver for device ordinal `device`; RejectedError if the driver
+    cannot be loaded or answers an error."""
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError as error:
+        raise errors.RejectedError(f"cannot load the CUDA driver (libcuda.so.1): {error}") from None
+    get_uuid = getattr(driver, "cuDeviceGetUuid_v2", None) or driver.cuDeviceGetUuid
+    handle = ctypes.c_int()
+    uuid = (ctypes.c_char * 16)()
+    for call, args in ((driver.cuInit, (0,)), (driver.cuDeviceGet, (ctypes.byref(handle), device)),
+                       (get_uuid, (uuid, handle))):
+        result = call(*args)
+        if result != 0:
+            raise errors.RejectedError(
+                f"the CUDA driver's {call.__name__} for device {device} failed with error {result}"
+            )
+    return bytes(uuid)
+
+
 def cuda_ipc_memory_handle(storage_handle):
     """The cudaIpcMemHandle_t bytes in a storage handle of torch's _share_cuda_().
 
@@ -180,9 +221,9 @@ class Client:
             )
         dtype = DType.parse(tensor.dtype)
         device = tensor.device.index
-        _, storage_handle, _, storage_offset = tensor.untyped_storage()._share_cuda_()[:4]
+        _, storage_handle, _, storage_offset = storage_of(tensor)._share_cuda_()[:4]
         buffer = _native.CudaBuffer()
-        buffer.device_uuid[:] = bytes(torch.cuda.get_device_properties(device).uuid.bytes)
+        buffer.device_uuid[:] = cuda_device_uuid(device)
         buffer.memory_handle[:] = cuda_ipc_memory_handle(storage_handle)
         buffer.offset = storage_offset + tensor.storage_offset() * tensor.element_size()
         with torch.cuda.device(device):

@@ -66,6 +66,15 @@ def _agreed_run_id(process_group=None):
     return int(value[0])
 
 
+def _group_size(process_group=None):
+    """The number of ranks of `process_group` (default: the default group); None without one."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist.get_world_size(process_group)
+
+
 class HookState:
     """The hook's connection to the gateway, its declared buckets, and its running totals.
 
@@ -103,6 +112,15 @@ class HookState:
         self._owns_client = client is None
         self.client = Client(socket_path, local_rank) if client is None else client
         self.world_size = self.client.job.world_size
+        group_size = _group_size(process_group)
+        if group_size not in (None, self.world_size):
+            if self._owns_client:
+                self.client.close()
+            raise ValueError(
+                f"gradgate: the process group has {group_size} ranks but the gateways' job has "
+                f"{self.world_size} workers (job.nodes x job.local_workers): the gateways sum over "
+                "their job, so it must hold exactly the ranks of the group"
+            )
         self.timeout_ms = int(timeout_ms)
         self.name_prefix = name_prefix
         self.data_volume = data_volume
