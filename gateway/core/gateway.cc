@@ -265,18 +265,22 @@ std::span<float> Gateway::step_data(Tensor& tensor, const WorkerBuffer& in_place
   return tensor.node_sum;
 }
 
-Status Gateway::gather_locked(Tensor& tensor, const WorkerBuffer& in_place) {
+Status Gateway::gather_locked(Tensor& tensor) {
+  // A worker that left between asking and this gather took its gradient along (and one that came
+  // back since holds a new buffer): the node's sum would miss it.
+  for (uint32_t rank = 0; rank < tensor.in_flight.size(); ++rank) {
+    if (!tensor.in_flight[rank]) {
+      return Status(ErrorCode::kAborted, "local worker " + std::to_string(rank) +
+                                             " left before the step of \"" + tensor.spec.name +
+                                             "\" began");
+    }
+  }
   if (tensor.device) {
     GRADGATE_RETURN_IF_ERROR(tensor.device->reduce(tensor.buffers, tensor.spec.dtype));
     return tensor.on_gpu ? Status() : tensor.device->copy_sum_to_host(tensor.node_sum);
   }
   if (!tensor.node_sum.empty()) {
     sum_worker_buffers(tensor.buffers, tensor.spec.dtype, tensor.node_sum);
-    return {};
-  }
-  if (in_place.data == nullptr) {  // the only worker left between asking and the step's start
-    return Status(ErrorCode::kAborted,
-                  "the local worker left before the step of \"" + tensor.spec.name + "\" began");
   }
   return {};
 }
@@ -555,7 +559,7 @@ void Gateway::run(uint32_t id) {
   const WorkerBuffer in_place =
       !tensor.device && tensor.node_sum.empty() ? tensor.buffers[0] : WorkerBuffer{};
   Result<AllreduceReport> report = Status(ErrorCode::kInternal, "no result");
-  Status prepared = gather_locked(tensor, in_place);
+  Status prepared = gather_locked(tensor);
   if (prepared.ok()) {
     restart_after_skip_locked(tensor, seq);
     prepared = follow_policy_locked(tensor, seq, in_place);

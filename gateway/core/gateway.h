@@ -179,8 +179,9 @@ class Gateway final : public IngressHandler {
   /// probe_placement() for `tensor` on `device`'s GPU, made once per codec, GPU and sample size.
   Result<PlacementProbe> probe_locked(const kernels::Codec& gpu, const kernels::Codec& cpu,
                                       const TensorSpec& tensor, DeviceTensor& device);
-  /// The node sum of the step's local workers, where the step's collective reads it.
-  Status gather_locked(Tensor& tensor, const WorkerBuffer& in_place);
+  /// The node sum of the step's local workers, where the step's collective reads it; kAborted when
+  /// one of them left since it asked (its gradient is gone).
+  Status gather_locked(Tensor& tensor);
   /// Where the step's collective runs: the GPU sum, node_sum, or the only worker's buffer.
   std::span<float> step_data(Tensor& tensor, const WorkerBuffer& in_place) const;
   /// Puts `tensor` under the newest policy in effect at `seq` that every gateway holds, before

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <iostream>
 #include <mutex>
 #include <optional>
 
@@ -62,6 +64,51 @@ TEST(GatewayCore, WorkerThatRejoinsMidStepIsNotGivenThatStepsResult) {
   EXPECT_FALSE(next->status.ok());
   EXPECT_EQ(next->step, 1u) << next->status.to_string();
   EXPECT_EQ(rejoined, std::vector<float>(2048, 5.0f)) << "step 0 wrote into the new buffer";
+  gateway.stop();
+}
+
+// A worker that leaves between asking for a step and the step's gather takes its gradient along:
+// the step fails instead of handing the other worker a node sum without it. The window is short
+// (until the step's thread takes the gateway's lock), so the rounds race for it; a round that
+// misses it checks the complete sum.
+TEST(GatewayCore, AWorkerThatLeavesBeforeTheGatherFailsTheStepInsteadOfMissingFromTheSum) {
+  GatewayConfig config;
+  config.nodes = {{"127.0.0.1", 0}};
+  config.local_workers = 2;
+  config.codec = "none";
+  TcpTransportOptions options;
+  options.peers = config.nodes;
+  options.listen = {"127.0.0.1", 0};
+  TcpTransport transport(options);
+  Gateway gateway(config, transport);
+  ASSERT_TRUE(gateway.start().ok());
+  const TensorSpec spec{"w", 1024, Dtype::kFp32, 0, 0, 0.0};
+  std::vector<float> buffer0(1024), buffer1(1024);
+  ASSERT_TRUE(gateway.on_worker_joined(0).ok());
+  auto key = gateway.on_declare(0, spec, {reinterpret_cast<std::byte*>(buffer0.data()), 4096, {}});
+  ASSERT_TRUE(key.ok()) << key.status().to_string();
+  int failed = 0;
+  for (int round = 0; round < 200; ++round) {
+    ASSERT_TRUE(gateway.on_worker_joined(1).ok());
+    ASSERT_TRUE(
+        gateway.on_declare(1, spec, {reinterpret_cast<std::byte*>(buffer1.data()), 4096, {}}).ok());
+    std::fill(buffer0.begin(), buffer0.end(), 1.0f);
+    std::fill(buffer1.begin(), buffer1.end(), 2.0f);
+    Outcome done0, done1;
+    gateway.on_allreduce(0, *key, done0.callback());
+    gateway.on_allreduce(1, *key, done1.callback());
+    gateway.on_worker_left(1);
+    const auto outcome = done0.wait(std::chrono::seconds(20));
+    ASSERT_TRUE(outcome.has_value()) << "round " << round;
+    if (!outcome->status.ok()) {
+      EXPECT_EQ(outcome->status.code(), ErrorCode::kAborted) << outcome->status.to_string();
+      ++failed;
+      continue;
+    }
+    ASSERT_EQ(buffer0, std::vector<float>(1024, 3.0f))
+        << "round " << round << ": a step without worker 1's gradient succeeded";
+  }
+  std::cout << failed << " of 200 rounds lost worker 1 before the gather\n";
   gateway.stop();
 }
 
