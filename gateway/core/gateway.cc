@@ -373,14 +373,11 @@ void Gateway::restart_after_skip_locked(Tensor& tensor, uint64_t seq) {
   tensor.skips_seen = skips_;
   if (tensor.streams.memory_bytes() == 0) return;  // no residual, no codec state
   const size_t old_bytes = tensor.memory_bytes - tensor.node_sum.size() * sizeof(float);
-  Result<TensorStreams> streams = Status{};
-  if (Status current = tensor.on_gpu ? tensor.device->queue().make_current() : Status{};
-      !current.ok()) {
-    streams = current;
-  } else {
-    streams = make_streams_locked(tensor.spec, tensor.id, *tensor.codec,
-                                  stats_.residual_bytes - old_bytes);
-  }
+  const Status current = tensor.on_gpu ? tensor.device->queue().make_current() : Status{};
+  Result<TensorStreams> streams = current.ok()
+                                      ? make_streams_locked(tensor.spec, tensor.id, *tensor.codec,
+                                                            stats_.residual_bytes - old_bytes)
+                                      : Result<TensorStreams>(current);
   if (!streams.ok()) {
     spdlog::warn("tensor \"{}\": step {} was skipped, its error feedback goes on: {}",
                  tensor.spec.name, last_skipped_seq_, streams.status().to_string());

@@ -300,6 +300,21 @@ class AutoHookTest(TempDirTest):
         results = [json.loads((workdir / f"result{r}.json").read_text()) for r in range(2)]
         return results, statuses, (workdir / "worker0.err").read_text()
 
+    def run_single_rank(self, workdir, body):
+        """Runs `body` in a python process that is the only rank of a gloo group (torch and
+        torch.distributed as dist imported); returns its output after checking it succeeded."""
+        script = (
+            "import torch, torch.distributed as dist\n"
+            f"dist.init_process_group('gloo', init_method='file://{workdir / 'rendezvous'}', "
+            "rank=0, world_size=1)\n" + body
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python")),
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
     def test_an_unchanged_script_trains_through_the_gateways(self):
         results, statuses, output = self.run_plain()
         self.assertEqual(results[0]["digest"], results[1]["digest"])
@@ -333,12 +348,9 @@ class AutoHookTest(TempDirTest):
     def test_models_share_one_connection_and_a_late_hook_is_refused(self):
         workdir = self.make_workdir()
         cluster = self.start_cluster(workdir, nodes=1, local_workers=1, codec="none")
-        script = f"""
-import torch, torch.distributed as dist
+        output = self.run_single_rank(workdir, f"""
 from torch.nn.parallel import DistributedDataParallel
 import gradgate.autohook
-dist.init_process_group("gloo", init_method="file://{workdir / 'rendezvous'}", rank=0,
-                        world_size=1)
 before = DistributedDataParallel(torch.nn.Linear(4, 4))
 gradgate.autohook.install("{cluster.sockets[0]}", 0)
 first, second = (DistributedDataParallel(torch.nn.Linear(4, 4)) for _ in range(2))
@@ -350,16 +362,11 @@ try:
     first.register_comm_hook(None, lambda state, bucket: None)
 except RuntimeError as error:
     print("refused:", error)
-"""
-        done = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python")),
-        )
-        self.assertEqual(done.returncode, 0, done.stderr)
+""")
         # Both models made after install() went through the one worker connection; the model
         # made before it kept DDP's own all-reduce.
-        self.assertIn("prefixes ddp ddp1 False", done.stdout)
-        self.assertIn("refused: gradgate already sends this DDP model's gradients", done.stdout)
+        self.assertIn("prefixes ddp ddp1 False", output)
+        self.assertIn("refused: gradgate already sends this DDP model's gradients", output)
         self.assertEqual(gateway_status(workdir, 0)["allreduces"], 2)
 
     def test_a_process_group_that_is_not_the_gateways_job_is_refused(self):
@@ -367,23 +374,15 @@ except RuntimeError as error:
         # over ranks that are not in the group.
         workdir = self.make_workdir()
         cluster = self.start_cluster(workdir, nodes=1, local_workers=2, codec="none")
-        script = f"""
-import torch.distributed as dist
+        output = self.run_single_rank(workdir, f"""
 import gradgate.torch
-dist.init_process_group("gloo", init_method="file://{workdir / 'rendezvous'}", rank=0,
-                        world_size=1)
 try:
     gradgate.torch.HookState("{cluster.sockets[0]}", 0)
 except ValueError as error:
     print("refused:", error)
-"""
-        done = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python")),
-        )
-        self.assertEqual(done.returncode, 0, done.stderr)
+""")
         self.assertIn("refused: gradgate: the process group has 1 ranks but the gateways' job has "
-                      "2 workers", done.stdout)
+                      "2 workers", output)
 
     def test_without_a_local_rank_the_command_line_is_refused(self):
         environment = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}

@@ -26,6 +26,32 @@ GatewayConfig two_node_config() {
   return config;
 }
 
+// A gateway that is the whole job (codec none), with `local_workers` workers.
+struct OneNodeJob {
+  static GatewayConfig config_of(uint32_t local_workers) {
+    GatewayConfig config;
+    config.nodes = {{"127.0.0.1", 0}};
+    config.local_workers = local_workers;
+    config.codec = "none";
+    return config;
+  }
+  static TcpTransportOptions options_of(const GatewayConfig& config) {
+    TcpTransportOptions options;
+    options.peers = config.nodes;
+    options.listen = {"127.0.0.1", 0};
+    return options;
+  }
+
+  explicit OneNodeJob(uint32_t local_workers)
+      : config(config_of(local_workers)),
+        transport(options_of(config)),
+        gateway(config, transport) {}
+
+  GatewayConfig config;
+  TcpTransport transport;
+  Gateway gateway;
+};
+
 TEST(GatewayCore, WorkerThatRejoinsMidStepIsNotGivenThatStepsResult) {
   const GatewayConfig config = two_node_config();
   TcpTransportOptions options;
@@ -72,15 +98,8 @@ TEST(GatewayCore, WorkerThatRejoinsMidStepIsNotGivenThatStepsResult) {
 // (until the step's thread takes the gateway's lock), so the rounds race for it; a round that
 // misses it checks the complete sum.
 TEST(GatewayCore, AWorkerThatLeavesBeforeTheGatherFailsTheStepInsteadOfMissingFromTheSum) {
-  GatewayConfig config;
-  config.nodes = {{"127.0.0.1", 0}};
-  config.local_workers = 2;
-  config.codec = "none";
-  TcpTransportOptions options;
-  options.peers = config.nodes;
-  options.listen = {"127.0.0.1", 0};
-  TcpTransport transport(options);
-  Gateway gateway(config, transport);
+  OneNodeJob job(2);
+  Gateway& gateway = job.gateway;
   ASSERT_TRUE(gateway.start().ok());
   const TensorSpec spec{"w", 1024, Dtype::kFp32, 0, 0, 0.0};
   std::vector<float> buffer0(1024), buffer1(1024);
@@ -116,14 +135,8 @@ TEST(GatewayCore, AWorkerThatLeavesBeforeTheGatherFailsTheStepInsteadOfMissingFr
 // with them): 40 steps one after the other take a few threads (one more when a thread is not back
 // from its last step yet), not one per step.
 TEST(GatewayCore, StepsReuseTheirThreads) {
-  GatewayConfig config;
-  config.nodes = {{"127.0.0.1", 0}};
-  config.codec = "none";
-  TcpTransportOptions options;
-  options.peers = config.nodes;
-  options.listen = {"127.0.0.1", 0};
-  TcpTransport transport(options);
-  Gateway gateway(config, transport);
+  OneNodeJob job(1);
+  Gateway& gateway = job.gateway;
   ASSERT_TRUE(gateway.start().ok());
   ASSERT_TRUE(gateway.on_worker_joined(0).ok());
   std::vector<float> buffer(4096, 1.0f);

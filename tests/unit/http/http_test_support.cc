@@ -34,31 +34,27 @@ Reply TestClient::send_json(verb method, std::string target, std::string json, H
   return send(method, std::move(target), std::move(json), headers);
 }
 
-error_code TestClient::write_raw(std::string_view bytes) {
+template <typename Start>
+error_code TestClient::bounded(Start start) {
   error_code error;
   stream_.expires_after(kClientTimeout);
-  boost::asio::async_write(stream_, boost::asio::buffer(bytes.data(), bytes.size()),
-                           [&](const error_code& result, std::size_t) { error = result; });
+  start([&](const error_code& result, std::size_t) { error = result; });
   run();
   return error;
+}
+
+error_code TestClient::write_raw(std::string_view bytes) {
+  return bounded([&](auto done) {
+    boost::asio::async_write(stream_, boost::asio::buffer(bytes.data(), bytes.size()), done);
+  });
 }
 
 error_code TestClient::write(ClientRequest& request) {
-  error_code error;
-  stream_.expires_after(kClientTimeout);
-  beast_http::async_write(stream_, request,
-                          [&](const error_code& result, std::size_t) { error = result; });
-  run();
-  return error;
+  return bounded([&](auto done) { beast_http::async_write(stream_, request, done); });
 }
 
 error_code TestClient::read(Reply& reply) {
-  error_code error;
-  stream_.expires_after(kClientTimeout);
-  beast_http::async_read(stream_, buffer_, reply,
-                         [&](const error_code& result, std::size_t) { error = result; });
-  run();
-  return error;
+  return bounded([&](auto done) { beast_http::async_read(stream_, buffer_, reply, done); });
 }
 
 void TestClient::run() {

@@ -52,6 +52,10 @@ class TestClient {
   error_code read(Reply& reply);
 
  private:
+  /// Starts one asynchronous operation with `start(handler)` under the client timeout and runs
+  /// it to completion; its error.
+  template <typename Start>
+  error_code bounded(Start start);
   void run();
 
   boost::asio::io_context io_;

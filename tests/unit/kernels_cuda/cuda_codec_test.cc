@@ -56,6 +56,17 @@ std::string case_name(const ::testing::TestParamInfo<SpecAndSize>& test) {
          std::to_string(std::get<1>(test.param));
 }
 
+// The GPU's add_frames gave the CPU's frame byte for byte, or the CPU's error code and message.
+void expect_same_outcome(const Result<Bytes>& expected, const Result<Bytes>& on_gpu) {
+  ASSERT_EQ(expected.ok(), on_gpu.ok()) << on_gpu.status().to_string();
+  if (expected.ok()) {
+    EXPECT_TRUE(same_bytes(*expected, *on_gpu));
+  } else {
+    EXPECT_EQ(expected.status().code(), on_gpu.status().code());
+    EXPECT_EQ(expected.status().message(), on_gpu.status().message());
+  }
+}
+
 class CudaCodecTest : public cuda_test::GpuParamTest<SpecAndSize> {
  protected:
   const std::string& spec() const { return std::get<0>(GetParam()); }
@@ -123,13 +134,7 @@ TEST_P(CudaCodecTest, AddFramesMatchesTheCpu) {
     EXPECT_EQ(on_gpu.status().code(), ErrorCode::kUnsupported);
     return;
   }
-  ASSERT_EQ(expected.ok(), on_gpu.ok()) << on_gpu.status().to_string();
-  if (expected.ok()) {
-    EXPECT_TRUE(same_bytes(*expected, *on_gpu));
-  } else {
-    EXPECT_EQ(expected.status().code(), on_gpu.status().code());
-    EXPECT_EQ(expected.status().message(), on_gpu.status().message());
-  }
+  expect_same_outcome(expected, on_gpu);
 }
 
 TEST_P(CudaCodecTest, EncodeAddMatchesTheCpu) {
@@ -184,13 +189,7 @@ TEST_P(CudaCodecTest, SumsBeyondTheNumberRangeFailLikeTheCpu) {
   if (spec() == "none" || spec().starts_with("fp16") || spec() == "bf16") {
     ASSERT_EQ(expected.status().code(), ErrorCode::kNonFiniteGradient);
   }
-  ASSERT_EQ(expected.ok(), on_gpu.ok()) << on_gpu.status().to_string();
-  if (expected.ok()) {
-    EXPECT_TRUE(same_bytes(*expected, *on_gpu));
-  } else {
-    EXPECT_EQ(expected.status().code(), on_gpu.status().code());
-    EXPECT_EQ(expected.status().message(), on_gpu.status().message());
-  }
+  expect_same_outcome(expected, on_gpu);
 }
 
 TEST_P(CudaCodecTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
