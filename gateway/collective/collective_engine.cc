@@ -75,9 +75,12 @@ Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
 }
 
 void CollectiveEngine::abort(const AllreduceOp& op, const Status& why) {
-  Operation operation(options_, transport_, mailbox_, op);
-  operation.broadcast_abort(why);
+  tell_abort(op, why);
   mailbox_.finish(op.tensor_id, op.seq);
+}
+
+void CollectiveEngine::tell_abort(const AllreduceOp& op, const Status& why) {
+  Operation(options_, transport_, mailbox_, op).broadcast_abort(why);
 }
 
 }  // namespace gradgate::gateway

@@ -84,6 +84,10 @@ class CollectiveEngine {
   /// For a step this gateway cannot run at all: tells the other gateways (an abort message), so
   /// that their workers get `why` at once instead of at the timeout.
   void abort(const AllreduceOp& op, const Status& why);
+  /// abort() for a step after one that still runs: what the peers sent for it stays filed (the
+  /// mailbox drops it as it expires or when a later step ends), since dropping a step's mail
+  /// drops that of every earlier step too.
+  void tell_abort(const AllreduceOp& op, const Status& why);
 
  private:
   class Run;

@@ -14,6 +14,12 @@
 namespace gradgate::gateway {
 namespace {
 
+/// Whether any local worker's request is among `requests` (by local rank; empty: none).
+bool any_request(const std::vector<std::function<void(AllreduceOutcome)>>& requests) {
+  return std::any_of(requests.begin(), requests.end(),
+                     [](const auto& request) { return request != nullptr; });
+}
+
 AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t seq, size_t elements) {
   AllreduceOutcome outcome;
   outcome.step = seq;
@@ -107,7 +113,7 @@ void Gateway::watch_local_waits() {
       const auto asked = std::count_if(tensor.waiting.begin(), tensor.waiting.end(),
                                        [](const Done& done) { return done != nullptr; });
       if (tensor.running || asked == 0 || now - tensor.first_waiting < config_.timeout) continue;
-      fail_waiting_locked(
+      fail_next_step_locked(
           tensor,
           Status(ErrorCode::kTimeout, "only " + std::to_string(asked) + " of the " +
                                           std::to_string(tensor.waiting.size()) +
@@ -129,7 +135,10 @@ void Gateway::stop() {
     if (stopping_) return;
     stopping_ = true;
     for (auto& [id, tensor] : tensors_) {
-      fail_waiting_locked(tensor, Status(ErrorCode::kAborted, "the gateway is stopping"), calls);
+      if (any_request(tensor.waiting)) {
+        fail_next_step_locked(tensor, Status(ErrorCode::kAborted, "the gateway is stopping"),
+                              calls);
+      }
     }
   }
   stopping_changed_.notify_all();
@@ -515,8 +524,7 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
     return;
   }
   Tensor& tensor = found->second;
-  if (std::none_of(tensor.waiting.begin(), tensor.waiting.end(),
-                   [](const Done& waiting) { return waiting != nullptr; })) {
+  if (!any_request(tensor.waiting)) {
     tensor.first_waiting = std::chrono::steady_clock::now();
   }
   tensor.waiting[local_rank] = std::move(done);
@@ -534,23 +542,24 @@ void Gateway::start_if_ready_locked(Tensor& tensor, std::vector<std::function<vo
   tensor.in_flight.swap(tensor.waiting);
   tensor.running = true;
   ++running_;
+  const uint64_t seq = tensor.next_seq++;
   try {
-    step_threads_.run([this, id = tensor.id] { run(id); });
+    step_threads_.run([this, id = tensor.id, seq] { run(id, seq); });
   } catch (const std::system_error& error) {
     tensor.running = false;
     --running_;
     tensor.waiting.swap(tensor.in_flight);
-    fail_waiting_locked(tensor,
-                        Status(ErrorCode::kResourceExhausted,
-                               std::string("cannot start the all-reduce: ") + error.what()),
-                        calls);
+    tensor.next_seq = seq;
+    fail_next_step_locked(tensor,
+                          Status(ErrorCode::kResourceExhausted,
+                                 std::string("cannot start the all-reduce: ") + error.what()),
+                          calls);
   }
 }
 
-void Gateway::run(uint32_t id) {
+void Gateway::run(uint32_t id, uint64_t seq) {
   std::unique_lock lock(mutex_);
   Tensor& tensor = tensors_.at(id);  // not released while running
-  const uint64_t seq = tensor.next_seq;
   // In place: the buffer (and its mapping) is held here, so a worker that leaves mid-step does
   // not pull it from under the all-reduce.
   const WorkerBuffer in_place =
@@ -619,7 +628,6 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
   for (auto& in_flight : tensor.in_flight) {
     if (in_flight) done.push_back(std::exchange(in_flight, nullptr));
   }
-  tensor.next_seq = seq + 1;
   tensor.running = false;
   const uint32_t id = tensor.id;
   lock.unlock();
@@ -638,16 +646,24 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
   idle_.notify_all();
 }
 
-void Gateway::fail_waiting_locked(Tensor& tensor, const Status& why,
-                                  std::vector<std::function<void()>>& calls) {
+void Gateway::fail_next_step_locked(Tensor& tensor, const Status& why,
+                                    std::vector<std::function<void()>>& calls) {
+  const uint64_t seq = tensor.next_seq++;
   for (auto& waiting : tensor.waiting) {
     if (!waiting) continue;
-    calls.push_back([done = std::exchange(waiting, nullptr), why, step = tensor.next_seq] {
+    calls.push_back([done = std::exchange(waiting, nullptr), why, seq] {
       AllreduceOutcome outcome;
       outcome.status = why;
-      outcome.step = step;
+      outcome.step = seq;
       done(outcome);
     });
+  }
+  const AllreduceOp op = op_of(tensor, seq, {});
+  // While the step before runs, what its peers sent for it must stay filed.
+  if (tensor.running) {
+    engine_.tell_abort(op, why);
+  } else {
+    engine_.abort(op, why);
   }
 }
 
@@ -661,15 +677,18 @@ void Gateway::on_worker_left(uint32_t local_rank) {
     spdlog::info("local worker {} left", local_rank);
     std::vector<uint32_t> ids;
     for (auto& [id, tensor] : tensors_) {
+      const bool asked = any_request(tensor.waiting);
       tensor.buffers[local_rank] = WorkerBuffer{};
       tensor.waiting[local_rank] = nullptr;  // its session is gone: nobody to tell
       tensor.in_flight[local_rank] = nullptr;
-      fail_waiting_locked(
-          tensor,
-          Status(ErrorCode::kAborted, "local worker " + std::to_string(local_rank) +
-                                          " left before taking part in the all-reduce of \"" +
-                                          tensor.spec.name + "\""),
-          calls);
+      if (asked) {
+        fail_next_step_locked(
+            tensor,
+            Status(ErrorCode::kAborted, "local worker " + std::to_string(local_rank) +
+                                            " left before taking part in the all-reduce of \"" +
+                                            tensor.spec.name + "\""),
+            calls);
+      }
       ids.push_back(id);
     }
     for (uint32_t id : ids) release_if_unused_locked(id);

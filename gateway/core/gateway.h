@@ -138,7 +138,7 @@ class Gateway final : public IngressHandler {
     std::vector<WorkerBuffer> buffers;  // by local rank; data == nullptr: not declared (any more)
     std::vector<Done> waiting;          // by local rank: asked for the next step
     std::vector<Done> in_flight;        // by local rank: taking part in the running step
-    uint64_t next_seq = 0;
+    uint64_t next_seq = 0;              // the step the next requests take part in
     bool running = false;
     /// Several local workers or 16-bit gradients: the node's fp32 sum, reduced into and written
     /// back from. Empty when the only local worker's fp32 buffer is reduced in place, and for
@@ -193,14 +193,19 @@ class Gateway final : public IngressHandler {
   /// Starts the step when every local worker asked; `calls` gets the completions to make once
   /// the lock is released (when the step cannot start).
   void start_if_ready_locked(Tensor& tensor, std::vector<std::function<void()>>& calls);
-  void run(uint32_t id);
+  void run(uint32_t id, uint64_t seq);
   void finish(Tensor& tensor, const Result<AllreduceReport>& report, uint64_t seq,
               std::unique_lock<std::mutex>& lock);
   void release_if_unused_locked(uint32_t id);
   /// Fails the requests of tensors whose other local workers did not ask within the timeout.
   void watch_local_waits();
-  void fail_waiting_locked(Tensor& tensor, const Status& why,
-                           std::vector<std::function<void()>>& calls);
+  /// The tensor's next step, which local workers asked for but which cannot run (a worker left
+  /// or did not ask in time, the gateway stops), fails: `calls` gets the completions of its
+  /// requests, the other gateways are told at once (their workers get `why` instead of waiting
+  /// for the timeout), and the tensor moves past the step, as they do, so that every gateway runs
+  /// the same step next.
+  void fail_next_step_locked(Tensor& tensor, const Status& why,
+                             std::vector<std::function<void()>>& calls);
 
   const GatewayConfig config_;
   Transport& transport_;

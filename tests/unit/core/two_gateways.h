@@ -1,6 +1,6 @@
-// Two in-process gateways of one job over loopback TCP, each with a single local worker whose
-// buffer holds one tensor: a step all-reduces both buffers through the real core, collective and
-// transport.
+// Two in-process gateways of one job over loopback TCP. Local worker 0 of each joins with one
+// buffer per tensor: a step all-reduces both buffers through the real core, collective and
+// transport. A job of more local workers per gateway leaves the others to the test.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -39,13 +39,14 @@ inline TensorSpec tensor_spec(size_t t) {
 }
 
 // Two gateways of one job on loopback with `tensors` tensors, codec `codec` unless a policy says
-// otherwise.
+// otherwise, and `local_workers` workers per gateway.
 class TwoGateways {
  public:
-  explicit TwoGateways(const std::string& codec = "none", size_t tensors = 1) {
+  explicit TwoGateways(const std::string& codec = "none", size_t tensors = 1,
+                       uint32_t local_workers = 1) {
     GatewayConfig config;
     config.nodes = {{"127.0.0.1", 0}, {"127.0.0.1", 0}};
-    config.local_workers = 1;
+    config.local_workers = local_workers;
     config.codec = codec;
     config.min_compress_elements = 16;
     config.timeout = std::chrono::milliseconds(5000);
@@ -79,6 +80,7 @@ class TwoGateways {
   }
 
   Gateway& gateway(uint32_t rank) { return *nodes_[rank].gateway; }
+  uint32_t key(uint32_t rank, size_t tensor = 0) const { return nodes_[rank].keys[tensor]; }
 
   // One step of tensor `tensor`: each gateway's worker all-reduces `inputs[rank]`; returns both
   // outcomes and leaves the results in result(rank, tensor).
@@ -105,6 +107,10 @@ class TwoGateways {
     return {*outcomes[0], *outcomes[1]};
   }
   const std::vector<float>& result(uint32_t rank, size_t tensor = 0) const {
+    return nodes_[rank].buffers[tensor];
+  }
+  // Local worker 0's buffer of `tensor` on gateway `rank`.
+  std::vector<float>& buffer(uint32_t rank, size_t tensor = 0) {
     return nodes_[rank].buffers[tensor];
   }
 
