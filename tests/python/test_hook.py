@@ -395,12 +395,54 @@ except ValueError as error:
         self.assertIn("LOCAL_RANK is not set", done.stderr)
 
 
+def average_on_every_rank(states, index, grads):
+    """Runs HookState.allreduce_average of bucket `index` on every state at once (one thread each,
+    as the ranks of a job would), grads[i] being state i's bucket."""
+    threads = [
+        threading.Thread(target=state.allreduce_average, args=(index, g))
+        for state, g in zip(states, grads)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    for thread in threads:
+        assert not thread.is_alive(), "an all-reduce did not end within 60 s"
+
+
 def gateway_status(workdir, rank):
     """GET /v1/status of gateway `rank` of a LocalCluster in `workdir`."""
     ready = json.loads((workdir / f"gateway{rank}.ready.json").read_text())
     url = f"http://127.0.0.1:{ready['admin_port']}/v1/status"
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.loads(response.read())
+
+
+class HookStateTest(TempDirTest):
+    """The hook's state on CPU buckets: two gateways of one worker each, both in this process."""
+
+    ELEMENTS = 4096
+
+    def setUp(self):
+        require_artifacts(self)
+        workdir = self.make_workdir()
+        cluster = self.start_cluster(workdir, nodes=2, local_workers=1, codec="none")
+        import gradgate.torch as gradgate_torch
+
+        self.states = [gradgate_torch.HookState(s, 0, run_id=7) for s in cluster.sockets]
+        for state in self.states:
+            self.addCleanup(state.close)
+
+    def test_an_fp16_bucket_whose_average_fits_stays_finite(self):
+        import torch
+
+        # The average, 40000, is an fp16 number; the sum, 80000, is beyond fp16's 65504.
+        grads = [torch.full((self.ELEMENTS,), 40000.0, dtype=torch.float16) for _ in self.states]
+        average_on_every_rank(self.states, 0, grads)
+        for g in grads:
+            self.assertTrue(torch.equal(g, torch.full_like(g, 40000.0)), g[:4])
+        for state in self.states:
+            self.assertEqual((state.allreduces, state.nonfinite_allreduces), (1, 0))
 
 
 @unittest.skipUnless(cuda_available(), "torch.cuda is not available")
@@ -451,14 +493,7 @@ class CudaDeviceTest(TempDirTest):
         for step in range(2):
             for rank, g in enumerate(grads):
                 g.fill_(float(rank + 1 + step))
-            threads = [
-                threading.Thread(target=state.allreduce_average, args=(0, g))
-                for state, g in zip(states, grads)
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(timeout=60)
+            average_on_every_rank(states, 0, grads)
             for g in grads:
                 self.assertEqual(g.cpu().tolist(), [1.5 + step] * self.ELEMENTS)
         for state in states:

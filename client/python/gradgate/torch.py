@@ -180,11 +180,13 @@ class HookState:
         self.allreduces += 1
         self.seconds += time.perf_counter() - start
 
+    # Both paths divide before the gateways sum, as DDP's own hooks do: the sum of a 16-bit bucket
+    # then has the headroom of the average, not of a sum world_size times larger.
     def _allreduce_shared(self, index, grads, reallocation):
         tensor, view = self.shared_view(index, grads.numel(), grads.dtype, reallocation)
-        view.copy_(grads)
+        view.copy_(grads).div_(self.world_size)
         info = tensor.allreduce().wait(self.timeout_ms)
-        grads.copy_(view).div_(self.world_size)
+        grads.copy_(view)
         return info
 
     def _allreduce_cuda(self, index, grads):
@@ -194,10 +196,9 @@ class HookState:
         if declared is None:
             return self._allreduce_shared(index, grads, reallocation)
         tensor, ready = declared
+        grads.div_(self.world_size)
         ready.record(torch.cuda.current_stream(grads.device))
-        info = tensor.allreduce().wait(self.timeout_ms)
-        grads.div_(self.world_size)  # the gateway wrote the sum into the bucket
-        return info
+        return tensor.allreduce().wait(self.timeout_ms)  # the gateway writes into the bucket
 
     def _reallocation(self, layout, address):
         """How many times this CUDA bucket layout moved to another address so far."""
