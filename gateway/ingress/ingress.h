@@ -91,8 +91,10 @@ struct IngressStats {
   uint64_t sessions_opened = 0;
   uint64_t sessions_closed = 0;
   uint64_t protocol_errors = 0;  // malformed messages: the session is closed
-  uint64_t mapped_bytes = 0;     // gauge: shared memory mapped now
-  uint64_t cuda_mappings = 0;    // gauge: workers' GPU allocations open through CUDA IPC now
+  /// Connections closed at once because the gateway was out of file descriptors.
+  uint64_t connections_refused = 0;
+  uint64_t mapped_bytes = 0;   // gauge: shared memory mapped now
+  uint64_t cuda_mappings = 0;  // gauge: workers' GPU allocations open through CUDA IPC now
 };
 
 class IngressServer {

@@ -1,11 +1,13 @@
 // The Unix-socket ingress server: one thread runs a poll loop over the listening socket, the
 // sessions and the completion queue's eventfd. Packets are read one at a time per session and
 // answered in order; completions from other threads reach their session through the queue.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
@@ -21,6 +23,7 @@
 #include "gateway/ingress/session.h"
 #include "gateway/ingress/status_mapping.h"
 #include "gateway/ingress/unix_listener.h"
+#include "gateway/transport/log_throttle.h"
 #include "gradgate/ingress_protocol.h"
 #include "gradgate/ingress_socket.h"
 #include "gradgate/kernels/cuda_ipc.h"
@@ -32,6 +35,11 @@ namespace proto = gradgate::ingress_protocol;
 
 /// At most this many connections are accepted per loop turn, so sessions are served meanwhile.
 constexpr int kAcceptsPerTurn = 64;
+/// How long accepting pauses when the process is out of file descriptors and has no spare one.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+
+/// A descriptor held in reserve for refusing connections when the process runs out of them.
+int open_spare_descriptor() { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
 TensorSpec spec_of(const proto::Declare& declare) {
   TensorSpec spec;
@@ -56,6 +64,12 @@ class UnixIngressServer final : public IngressServer {
  private:
   void run();
   void accept_sessions();
+  /// Out of file descriptors (accept failed with `error`): a connection would stay in the
+  /// backlog and wake the loop at once, turn after turn. The spare descriptor makes room to accept
+  /// it and close it (its worker's connect fails: the connection closed), counted and logged at
+  /// most once a second. Whether one was; without a spare descriptor, accepting pauses for
+  /// kAcceptPause instead.
+  bool refuse_connection(int error);
   /// Reads and handles one packet; false when the session must close.
   bool serve(Session& session);
   bool handle(Session& session, proto::ReceivedPacket& packet);
@@ -78,6 +92,9 @@ class UnixIngressServer final : public IngressServer {
   IngressHandler* handler_ = nullptr;
   std::shared_ptr<CompletionQueue> queue_;
   int listen_fd_ = -1;
+  int spare_fd_ = -1;
+  std::chrono::steady_clock::time_point accept_paused_until_{};
+  LogThrottle refused_log_;  // the server thread's only
   std::thread thread_;
   std::mutex lifecycle_mu_;
   bool running_ = false;
@@ -89,6 +106,7 @@ class UnixIngressServer final : public IngressServer {
   std::atomic<uint64_t> sessions_opened_{0};
   std::atomic<uint64_t> sessions_closed_{0};
   std::atomic<uint64_t> protocol_errors_{0};
+  std::atomic<uint64_t> connections_refused_{0};
   std::atomic<uint64_t> mapped_bytes_{0};
   // Shared with the open allocations, which count themselves and may outlive the server.
   std::shared_ptr<std::atomic<uint64_t>> cuda_mappings_ =
@@ -106,11 +124,13 @@ Status UnixIngressServer::start(IngressHandler& handler) {
   if (!listener.ok()) return listener.status();
   queue_ = std::move(queue).value();
   listen_fd_ = *listener;
+  spare_fd_ = open_spare_descriptor();
   handler_ = &handler;
   stopping_ = false;
   try {
     thread_ = std::thread(&UnixIngressServer::run, this);
   } catch (const std::system_error& e) {
+    if (spare_fd_ >= 0) close(spare_fd_);
     close(listen_fd_);
     unlink(path_.c_str());
     return Status(ErrorCode::kResourceExhausted,
@@ -134,6 +154,7 @@ IngressStats UnixIngressServer::stats() const {
   s.sessions_opened = sessions_opened_.load();
   s.sessions_closed = sessions_closed_.load();
   s.protocol_errors = protocol_errors_.load();
+  s.connections_refused = connections_refused_.load();
   s.mapped_bytes = mapped_bytes_.load();
   s.cuda_mappings = cuda_mappings_->load();
   return s;
@@ -143,13 +164,17 @@ void UnixIngressServer::run() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;  // the session of fds[i + 2]
   while (!stopping_) {
-    fds.assign({{queue_->event_fd(), POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    const auto pause = std::chrono::ceil<std::chrono::milliseconds>(
+        accept_paused_until_ - std::chrono::steady_clock::now());
+    const bool accepting = pause.count() <= 0;
+    fds.assign({{queue_->event_fd(), POLLIN, 0},
+                {listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0}});
     ids.clear();
     for (const auto& [id, session] : sessions_) {
       fds.push_back({session.fd, POLLIN, 0});
       ids.push_back(id);
     }
-    if (poll(fds.data(), fds.size(), -1) < 0) {
+    if (poll(fds.data(), fds.size(), accepting ? -1 : static_cast<int>(pause.count())) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("ingress \"{}\": poll: {}", path_, std::strerror(errno));
       break;
@@ -168,12 +193,18 @@ void UnixIngressServer::run() {
   while (!sessions_.empty()) close_session(sessions_.begin()->first);
   close(listen_fd_);
   listen_fd_ = -1;
+  if (spare_fd_ >= 0) close(spare_fd_);
+  spare_fd_ = -1;
   unlink(path_.c_str());
 }
 
 void UnixIngressServer::accept_sessions() {
   for (int i = 0; i < kAcceptsPerTurn; ++i) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      if (refuse_connection(errno)) continue;
+      return;
+    }
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         spdlog::warn("ingress \"{}\": accept: {}", path_, std::strerror(errno));
@@ -186,6 +217,34 @@ void UnixIngressServer::accept_sessions() {
     session.fd = fd;
     sessions_opened_++;
   }
+}
+
+bool UnixIngressServer::refuse_connection(int error) {
+  if (spare_fd_ < 0) spare_fd_ = open_spare_descriptor();
+  if (spare_fd_ < 0) {
+    accept_paused_until_ = std::chrono::steady_clock::now() + kAcceptPause;
+    if (auto suppressed = refused_log_.admit(1)) {
+      spdlog::error(
+          "ingress \"{}\": out of file descriptors ({}): workers' connections wait ({} "
+          "more lines since the last one); raise the gateway's open-file limit "
+          "(ulimit -n)",
+          path_, std::strerror(error), *suppressed);
+    }
+    return false;
+  }
+  close(spare_fd_);
+  const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd >= 0) close(fd);
+  spare_fd_ = open_spare_descriptor();
+  if (fd < 0) return false;  // none waits any more
+  ++connections_refused_;
+  if (auto suppressed = refused_log_.admit(0)) {
+    spdlog::error(
+        "ingress \"{}\": out of file descriptors ({}): a worker's connection was refused ({} more "
+        "since the last line); raise the gateway's open-file limit (ulimit -n)",
+        path_, std::strerror(error), *suppressed);
+  }
+  return true;
 }
 
 bool UnixIngressServer::serve(Session& session) {

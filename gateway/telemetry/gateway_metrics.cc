@@ -36,7 +36,8 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
       errors_(BuildCounter()
                   .Name("gradgate_errors_total")
                   .Help("Errors by kind: failed all-reduces by error code, rejected and foreign "
-                        "transport messages, messages the mailbox refused")
+                        "transport messages, messages the mailbox refused, malformed messages "
+                        "from workers, worker connections refused for lack of file descriptors")
                   .Register(*registry_)),
       encode_seconds_(
           BuildHistogram()
@@ -250,6 +251,10 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
   advance(errors_.Add({{"kind", "rejected_message"}}), now.transport.rejected, last_rejected_);
   advance(errors_.Add({{"kind", "foreign_connection"}}), now.transport.foreign, last_foreign_);
   advance(errors_.Add({{"kind", "refused_message"}}), now.mailbox.refused, last_refused_);
+  advance(errors_.Add({{"kind", "worker_protocol_error"}}), now.ingress.protocol_errors,
+          last_protocol_errors_);
+  advance(errors_.Add({{"kind", "refused_connection"}}), now.ingress.connections_refused,
+          last_connections_refused_);
 }
 
 }  // namespace gradgate::gateway

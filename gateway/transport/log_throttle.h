@@ -1,6 +1,6 @@
 // Rate limit for repeated log lines (a flapping peer, a flood of bad frames): at most one line
 // per key and interval; the admitted line reports how many were dropped since the last one.
-// Not thread-safe: used on the transport's own thread.
+// Not thread-safe: each user keeps its own, on its own thread (the transport's, the ingress's).
 #pragma once
 
 #include <chrono>

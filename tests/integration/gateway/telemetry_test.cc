@@ -1,10 +1,13 @@
 // What a running gateway shows: its admin API and Prometheus metrics, read over real HTTP from
 // gateway processes while worker processes all-reduce through them.
 #include <gtest/gtest.h>
-
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -106,6 +109,26 @@ TEST(GatewayTelemetry, MetricsAndStatusFollowTheAllreduces) {
   EXPECT_EQ(sample(gauges, "gradgate_peers_up"), 1.0);
   EXPECT_EQ(sample(gauges, "gradgate_tensors"), 0.0);
   EXPECT_EQ(sample(gauges, "gradgate_residual_memory_bytes"), 0.0);
+}
+
+// A worker that sends what is not the ingress protocol is counted where Grafana sees errors.
+TEST(GatewayTelemetry, AMalformedMessageFromAWorkerIsCounted) {
+  bench::LocalJob job(job_options(1, 1, "none"));
+  const int worker = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_GE(worker, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string path = job.socket(0);
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(connect(worker, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  const std::vector<char> garbage(40, 0x5a);
+  ASSERT_EQ(send(worker, garbage.data(), garbage.size(), 0), 40);
+  close(worker);
+  const std::string series = "gradgate_errors_total{kind=\"worker_protocol_error\"}";
+  const std::string text =
+      metrics_once(job.admin_port(0), [&](const std::string& m) { return sample(m, series) == 1; });
+  EXPECT_EQ(sample(text, series), 1.0) << text;
+  EXPECT_EQ(sample(text, "gradgate_errors_total{kind=\"refused_connection\"}"), 0.0) << text;
 }
 
 TEST(GatewayTelemetry, AnUnreachableControllerIsFailStaticAndAllreducesGoOn) {
