@@ -1,6 +1,5 @@
 #include "allreduce_bench.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -8,9 +7,8 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
-#include <stdexcept>
 
+#include "bench_workers.h"
 #include "gradgate/client.h"
 #include "local_job.h"
 #include "tcp_ring_reference.h"
@@ -20,58 +18,6 @@ namespace gradgate::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-void check(gg_status status, const char* what) {
-  if (status != GG_OK) {
-    throw std::runtime_error(std::string(what) + ": " + gg_status_name(status) + ": " +
-                             gg_last_error());
-  }
-}
-
-// Median seconds of `run` (which returns its own seconds), after `warmup` untimed runs, repeated
-// for at least `min_seconds` in all, 3 to 50 times.
-double median_seconds(const std::function<double()>& run, int warmup, double min_seconds) {
-  for (int i = 0; i < warmup; ++i) run();
-  std::vector<double> times;
-  double total = 0.0;
-  while (times.size() < 50 && (times.size() < 3 || total < min_seconds)) {
-    times.push_back(run());
-    total += times.back();
-  }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
-}
-
-// The job's workers: one C-API client per gateway, in this process.
-class Workers {
- public:
-  explicit Workers(const LocalJob& job) {
-    for (uint32_t rank = 0; rank < job.options().nodes; ++rank) {
-      gg_client* client = nullptr;
-      check(gg_connect(job.socket(rank).c_str(), 0, &client), "gg_connect");
-      clients_.push_back(client);
-    }
-  }
-  ~Workers() {
-    for (gg_client* client : clients_) gg_close(client);
-  }
-  Workers(const Workers&) = delete;
-  Workers& operator=(const Workers&) = delete;
-
-  // Declares one tensor of `elements` on every worker.
-  std::vector<gg_tensor*> declare(const std::string& name, size_t elements) {
-    std::vector<gg_tensor*> tensors;
-    for (gg_client* client : clients_) {
-      gg_tensor* tensor = nullptr;
-      check(gg_declare(client, name.c_str(), elements, GG_FP32, 0, 0, 0.0, &tensor), "gg_declare");
-      tensors.push_back(tensor);
-    }
-    return tensors;
-  }
-
- private:
-  std::vector<gg_client*> clients_;
-};
 
 struct Row {
   std::string transport, link;
@@ -116,14 +62,6 @@ void print(const Row& row, bool json, std::ostream& out) {
       << std::setprecision(2) << std::setw(10) << ratio << std::setw(9) << algbw
       << std::setprecision(4) << std::setw(11) << row.wire_bytes / static_cast<double>(row.bytes)
       << std::setw(10) << row.gateway_cpu_seconds << "\n";
-}
-
-std::vector<float> random_gradient(size_t elements, uint32_t seed) {
-  std::mt19937 random(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(elements);
-  for (auto& value : values) value = normal(random);
-  return values;
 }
 
 double gateways_cpu_seconds(LocalJob& job) {

@@ -6,6 +6,7 @@
 #include "allreduce_bench.h"
 #include "codec_bench.h"
 #include "commands.h"
+#include "node_bench.h"
 
 namespace gradgate::cli {
 namespace {
@@ -61,6 +62,28 @@ void add_allreduce_bench(CLI::App& bench, int& exit_code) {
   });
 }
 
+void add_node_bench(CLI::App& bench, int& exit_code) {
+  auto options = std::make_shared<bench::NodeBenchOptions>();
+  auto* node = bench.add_subcommand(
+      "node",
+      "One gateway's node path: its local workers all-reduce several tensors at once, against "
+      "copying their buffers on one core");
+  node->add_option("--sizes", options->sizes, "Bytes per tensor")->capture_default_str();
+  node->add_option("--local-workers", options->local_workers, "Local workers of the job, in turn")
+      ->capture_default_str();
+  node->add_option("--tensors", options->tensors, "Tensors each worker all-reduces at once")
+      ->capture_default_str();
+  node->add_option("--warmup", options->warmup, "Untimed rounds before timing")
+      ->capture_default_str();
+  node->add_option("--min-seconds", options->min_seconds, "Least time per measurement")
+      ->capture_default_str();
+  node->add_flag("--json", options->json, "One JSON object per line");
+  node->callback([options, &exit_code] {
+    options->program = std::filesystem::read_symlink("/proc/self/exe").string();
+    if (!bench::run_node_bench(*options, std::cout, std::cerr)) exit_code = 2;
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
@@ -87,6 +110,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     if (!bench::run_codec_bench(*options, std::cout, std::cerr)) exit_code = 2;
   });
   add_allreduce_bench(*bench, exit_code);
+  add_node_bench(*bench, exit_code);
 }
 
 }  // namespace gradgate::cli

@@ -4,6 +4,7 @@
 //   gradgate validate -c gateway.yaml [--set section.key=value ...]
 //   gradgate bench codecs [--codecs SPEC...] [--sizes N...] [--dists KIND...] [--json]
 //   gradgate bench allreduce [--sizes BYTES...] [--codecs SPEC...] [--gateways P...] [--json]
+//   gradgate bench node [--sizes BYTES...] [--local-workers W...] [--tensors T] [--json]
 //   gradgate version
 #include "commands.h"
 

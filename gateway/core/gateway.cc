@@ -274,8 +274,8 @@ std::span<float> Gateway::step_data(Tensor& tensor, const WorkerBuffer& in_place
   return tensor.node_sum;
 }
 
-Status Gateway::gather_locked(Tensor& tensor) {
-  // A worker that left between asking and this gather took its gradient along (and one that came
+Status Gateway::check_workers_locked(const Tensor& tensor) const {
+  // A worker that left between asking and the gather took its gradient along (and one that came
   // back since holds a new buffer): the node's sum would miss it.
   for (uint32_t rank = 0; rank < tensor.in_flight.size(); ++rank) {
     if (!tensor.in_flight[rank]) {
@@ -284,21 +284,35 @@ Status Gateway::gather_locked(Tensor& tensor) {
                                              "\" began");
     }
   }
-  if (tensor.device) {
-    GRADGATE_RETURN_IF_ERROR(tensor.device->reduce(tensor.buffers, tensor.spec.dtype));
-    return tensor.on_gpu ? Status() : tensor.device->copy_sum_to_host(tensor.node_sum);
-  }
-  if (!tensor.node_sum.empty()) {
-    sum_worker_buffers(tensor.buffers, tensor.spec.dtype, tensor.node_sum);
-  }
   return {};
 }
 
-Status Gateway::scatter_on_gpu_locked(Tensor& tensor) {
-  if (!tensor.on_gpu) GRADGATE_RETURN_IF_ERROR(tensor.device->copy_sum_from_host(tensor.node_sum));
-  std::vector<bool> to(tensor.in_flight.size());
+Status Gateway::gather(Tensor& tensor, const std::vector<WorkerBuffer>& buffers) {
+  if (tensor.device) {
+    GRADGATE_RETURN_IF_ERROR(tensor.device->reduce(buffers, tensor.spec.dtype));
+    return tensor.on_gpu ? Status() : tensor.device->copy_sum_to_host(tensor.node_sum);
+  }
+  if (!tensor.node_sum.empty()) sum_worker_buffers(buffers, tensor.spec.dtype, tensor.node_sum);
+  return {};
+}
+
+Status Gateway::write_back(Tensor& tensor, const std::vector<WorkerBuffer>& buffers,
+                           std::unique_lock<std::mutex>& lock) {
+  // Only to the workers still in the step: one that left and came back has a new buffer.
+  std::vector<bool> to(buffers.size());
   for (size_t rank = 0; rank < to.size(); ++rank) to[rank] = tensor.in_flight[rank] != nullptr;
-  return tensor.device->write_back(tensor.buffers, to, tensor.spec.dtype);
+  lock.unlock();
+  Status written;
+  if (tensor.device) {
+    if (!tensor.on_gpu) written = tensor.device->copy_sum_from_host(tensor.node_sum);
+    if (written.ok()) written = tensor.device->write_back(buffers, to, tensor.spec.dtype);
+  } else if (!tensor.node_sum.empty()) {
+    for (size_t rank = 0; rank < buffers.size(); ++rank) {
+      if (to[rank]) write_worker_buffer(tensor.node_sum, tensor.spec.dtype, buffers[rank]);
+    }
+  }
+  lock.lock();
+  return written;
 }
 
 AllreduceOp Gateway::op_of(Tensor& tensor, uint64_t seq, std::span<float> data) const {
@@ -560,16 +574,23 @@ void Gateway::start_if_ready_locked(Tensor& tensor, std::vector<std::function<vo
 void Gateway::run(uint32_t id, uint64_t seq) {
   std::unique_lock lock(mutex_);
   Tensor& tensor = tensors_.at(id);  // not released while running
-  // In place: the buffer (and its mapping) is held here, so a worker that leaves mid-step does
-  // not pull it from under the all-reduce.
+  // The step's buffers, copied with their mappings: the gather and the write-back run without the
+  // lock, and a worker that leaves meanwhile does not pull its buffer from under them or from
+  // under an all-reduce in place.
+  const std::vector<WorkerBuffer> buffers = tensor.buffers;
   const WorkerBuffer in_place =
-      !tensor.device && tensor.node_sum.empty() ? tensor.buffers[0] : WorkerBuffer{};
-  Result<AllreduceReport> report = Status(ErrorCode::kInternal, "no result");
-  Status prepared = gather_locked(tensor);
+      !tensor.device && tensor.node_sum.empty() ? buffers[0] : WorkerBuffer{};
+  Status prepared = check_workers_locked(tensor);
+  if (prepared.ok()) {
+    lock.unlock();  // waits for the workers' GPUs, sums large buffers
+    prepared = gather(tensor, buffers);
+    lock.lock();
+  }
   if (prepared.ok()) {
     restart_after_skip_locked(tensor, seq);
     prepared = follow_policy_locked(tensor, seq, in_place);
   }
+  Result<AllreduceReport> report = Status(ErrorCode::kInternal, "no result");
   if (!prepared.ok()) {
     report = prepared;
     engine_.abort(op_of(tensor, seq, step_data(tensor, in_place)), prepared);
@@ -582,8 +603,8 @@ void Gateway::run(uint32_t id, uint64_t seq) {
       report = Status(ErrorCode::kResourceExhausted, std::string("all-reduce: ") + error.what());
     }
     lock.lock();
-    if (report.ok() && tensor.device) {
-      if (Status scattered = scatter_on_gpu_locked(tensor); !scattered.ok()) report = scattered;
+    if (report.ok()) {
+      if (Status written = write_back(tensor, buffers, lock); !written.ok()) report = written;
     }
   }
   finish(tensor, report, seq, lock);
@@ -592,13 +613,6 @@ void Gateway::run(uint32_t id, uint64_t seq) {
 void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint64_t seq,
                      std::unique_lock<std::mutex>& lock) {
   if (report.ok()) {
-    const bool host_write_back = !tensor.device && !tensor.node_sum.empty();
-    for (uint32_t rank = 0; rank < tensor.buffers.size() && host_write_back; ++rank) {
-      // Only to the workers of this step: one that left and came back has a new buffer.
-      if (tensor.in_flight[rank] && tensor.buffers[rank].data != nullptr) {
-        write_worker_buffer(tensor.node_sum, tensor.spec.dtype, tensor.buffers[rank]);
-      }
-    }
     ++stats_.allreduces;
     stats_.raw_bytes += tensor.spec.elements * sizeof(float);
     stats_.wire_bytes += report->wire_bytes;

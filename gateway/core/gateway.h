@@ -179,16 +179,22 @@ class Gateway final : public IngressHandler {
   /// probe_placement() for `tensor` on `device`'s GPU, made once per codec, GPU and sample size.
   Result<PlacementProbe> probe_locked(const kernels::Codec& gpu, const kernels::Codec& cpu,
                                       const TensorSpec& tensor, DeviceTensor& device);
-  /// The node sum of the step's local workers, where the step's collective reads it; kAborted when
-  /// one of them left since it asked (its gradient is gone).
-  Status gather_locked(Tensor& tensor);
+  /// kAborted when a local worker of the step left since it asked (its gradient is gone).
+  Status check_workers_locked(const Tensor& tensor) const;
+  /// The node sum of the step's local workers (`buffers`), where the step's collective reads it.
+  /// Runs without the lock: it waits for the workers' GPUs and reads large buffers, while the
+  /// gateway takes other requests and other tensors' steps start and end (a running tensor's
+  /// sums and device are its step's alone).
+  Status gather(Tensor& tensor, const std::vector<WorkerBuffer>& buffers);
+  /// The aggregate, in step_data(), back into `buffers` of the step's workers that are still in
+  /// it; takes `lock` (held) off while it copies, as gather() runs.
+  Status write_back(Tensor& tensor, const std::vector<WorkerBuffer>& buffers,
+                    std::unique_lock<std::mutex>& lock);
   /// Where the step's collective runs: the GPU sum, node_sum, or the only worker's buffer.
   std::span<float> step_data(Tensor& tensor, const WorkerBuffer& in_place) const;
   /// Puts `tensor` under the newest policy in effect at `seq` that every gateway holds, before
   /// that step runs (policy_table.h); its old residuals are folded into the step's data.
   Status follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerBuffer& in_place);
-  /// The aggregate, in step_data(), back to the step's workers when the buffers are GPU memory.
-  Status scatter_on_gpu_locked(Tensor& tensor);
   AllreduceOp op_of(Tensor& tensor, uint64_t seq, std::span<float> data) const;
   /// Starts the step when every local worker asked; `calls` gets the completions to make once
   /// the lock is released (when the step cannot start).
