@@ -55,7 +55,7 @@ gg_tensor* add_handle(gg_client& client, std::shared_ptr<SharedBuffer> buffer) {
   return client.tensors.back().get();
 }
 
-/// Why an earlier declaration of the name cannot be reused for this one ("" if it can).
+/// Why an earlier declaration of the name cannot be followed by this one ("" if it can).
 std::string redeclare_error(const SharedBuffer& existing, const proto::Declare& spec,
                             const std::optional<proto::CudaBuffer>& device) {
   if (existing.elements != spec.elements || existing.dtype != static_cast<gg_dtype>(spec.dtype)) {
@@ -66,9 +66,6 @@ std::string redeclare_error(const SharedBuffer& existing, const proto::Declare& 
   if (existing.device.has_value() != device.has_value()) {
     return existing.device ? "already declared over GPU memory (gg_declare_cuda)"
                            : "already declared with a shared buffer (gg_declare)";
-  }
-  if (device && *existing.device != *device) {
-    return "already declared over another GPU buffer (device, allocation, offset or ready event)";
   }
   return "";
 }
@@ -115,8 +112,12 @@ gg_status declare(gg_client& client, const std::string& what, const proto::Decla
     if (const std::string error = redeclare_error(*existing, spec, device); !error.empty()) {
       return fail(GG_INVALID_ARGUMENT, what + ": " + error);
     }
-    *out = add_handle(client, std::move(existing));
-    return GG_OK;
+    // The same buffer: another handle. Another GPU buffer (the memory moved): declared anew, the
+    // gateway then uses it under the same key.
+    if (!device || *existing->device == *device) {
+      *out = add_handle(client, std::move(existing));
+      return GG_OK;
+    }
   }
 
   std::shared_ptr<SharedBuffer> buffer;
@@ -145,7 +146,7 @@ gg_status declare(gg_client& client, const std::string& what, const proto::Decla
   buffer->key = reply->key;
   {
     std::lock_guard lock(client.mu);
-    client.buffers.emplace(spec.name, buffer);
+    client.buffers.insert_or_assign(spec.name, buffer);
   }
   *out = add_handle(client, std::move(buffer));
   return GG_OK;

@@ -461,7 +461,12 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
                         " memory, the other local workers' are not: a node's workers must "
                         "agree");
     }
-    found->second.buffers[local_rank] = buffer;
+    if (found->second.waiting[local_rank] || found->second.in_flight[local_rank]) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "tensor \"" + spec.name + "\" is declared again by local worker " +
+                        std::to_string(local_rank) + " while its all-reduce runs");
+    }
+    found->second.buffers[local_rank] = buffer;  // a worker's buffer moved: the next step uses it
     return id;
   }
 

@@ -72,4 +72,8 @@ Result<WorkerBuffer> map_cuda_buffer(const ingress_protocol::CudaBuffer& where, 
   return buffer;
 }
 
+void close_unused_allocations(CudaAllocations& opened) {
+  std::erase_if(opened, [](const auto& entry) { return entry.second.use_count() == 1; });
+}
+
 }  // namespace gradgate::gateway

@@ -31,4 +31,8 @@ Result<WorkerBuffer> map_cuda_buffer(const ingress_protocol::CudaBuffer& where, 
                                      CudaAllocations& opened,
                                      const std::shared_ptr<std::atomic<uint64_t>>& open_count);
 
+/// Closes the allocations of `opened` that no WorkerBuffer holds any more (a tensor declared
+/// again elsewhere, DDP's buckets reallocated).
+void close_unused_allocations(CudaAllocations& opened);
+
 }  // namespace gradgate::gateway

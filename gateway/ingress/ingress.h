@@ -74,7 +74,9 @@ class IngressHandler {
   /// A worker introduces itself. An error (unknown or already connected local rank) is sent back
   /// and the session closed.
   virtual Result<JobInfo> on_worker_joined(uint32_t local_rank) = 0;
-  /// A worker declares a tensor with its mapped buffer. Returns the key the worker then uses.
+  /// A worker declares a tensor with its mapped buffer. Returns the key the worker then uses. A
+  /// worker may declare a tensor again with another buffer of the same size (its memory moved):
+  /// the next all-reduce uses that one.
   virtual Result<uint32_t> on_declare(uint32_t local_rank, const TensorSpec& spec,
                                       WorkerBuffer buffer) = 0;
   /// A worker asks for the all-reduce of its buffer of tensor `key`. `done` is called exactly

@@ -2,9 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <unordered_set>
-#include <vector>
 
 #include "gateway/ingress/cuda_buffers.h"
 #include "gateway/ingress/ingress.h"
@@ -16,9 +16,10 @@ struct Session {
   int fd = -1;
   bool joined = false;  // HELLO was accepted: on_worker_left is owed when the session ends
   uint32_t local_rank = 0;
-  std::vector<WorkerBuffer> buffers;       // the tensor buffers it declared, host or GPU
+  /// By the key the handler gave: the buffer of each tensor it declared, host or GPU; declaring
+  /// a tensor again (DDP reallocates its buckets) replaces it.
+  std::map<uint32_t, WorkerBuffer> buffers;
   CudaAllocations cuda_allocations;        // the GPU allocations those buffers opened
-  std::unordered_set<uint32_t> keys;       // keys the handler gave this worker
   std::unordered_set<uint32_t> in_flight;  // keys with an all-reduce not yet completed
 };
 

@@ -385,9 +385,13 @@ bool UnixIngressServer::declared(Session& session, uint64_t request_id,
                  proto::Error{static_cast<uint8_t>(to_client_status(key.status().code())),
                               key.status().to_string()});
   }
+  auto [declared, first] = session.buffers.try_emplace(*key);
+  if (!first && declared->second.memory == kernels::MemoryKind::kHost) {
+    mapped_bytes_ -= declared->second.bytes;
+  }
   if (buffer.memory == kernels::MemoryKind::kHost) mapped_bytes_ += buffer.bytes;
-  session.buffers.push_back(std::move(buffer));
-  session.keys.insert(*key);
+  declared->second = std::move(buffer);  // unmaps a buffer it replaces, unless a step holds it
+  if (!first) close_unused_allocations(session.cuda_allocations);
   return reply(session, request_id, proto::DeclareOk{*key});
 }
 
@@ -399,7 +403,7 @@ bool UnixIngressServer::on_allreduce(Session& session, uint64_t request_id,
     return protocol_error(session, request_id, "a malformed ALLREDUCE");
   }
   const uint32_t key = allreduce->key;
-  if (!session.keys.contains(key)) {
+  if (!session.buffers.contains(key)) {
     return reply(session, request_id,
                  proto::Error{GG_REJECTED, "ALLREDUCE of key " + std::to_string(key) +
                                                ", which this worker did not declare"});
@@ -460,7 +464,7 @@ void UnixIngressServer::close_session(uint64_t session_id) {
   if (it == sessions_.end()) return;
   Session& session = it->second;
   if (session.joined) handler_->on_worker_left(session.local_rank);
-  for (const WorkerBuffer& buffer : session.buffers) {
+  for (const auto& [key, buffer] : session.buffers) {
     if (buffer.memory == kernels::MemoryKind::kHost) mapped_bytes_ -= buffer.bytes;
   }
   close(session.fd);

@@ -502,6 +502,28 @@ class CudaDeviceTest(TempDirTest):
             self.assertEqual(state.declared, [state.tensor_name(0, self.ELEMENTS, torch.float32)])
 
 
+    def test_a_bucket_that_moves_keeps_its_name_and_is_summed_where_it_now_lies(self):
+        import torch
+
+        import gradgate.torch as gradgate_torch
+
+        states = [gradgate_torch.HookState(s, 0, run_id=7) for s in self.cluster.sockets]
+        for state in states:
+            self.addCleanup(state.close)
+        first = [torch.full((self.ELEMENTS,), float(rank + 1), device="cuda") for rank in range(2)]
+        average_on_every_rank(states, 0, first)
+        # DDP's rebuild: new bucket tensors, wherever each rank's allocator puts them.
+        moved = [torch.full((self.ELEMENTS,), float(rank + 3), device="cuda") for rank in range(2)]
+        average_on_every_rank(states, 0, moved)
+        for g in moved:
+            self.assertEqual(g.cpu().tolist(), [4.0] * self.ELEMENTS)
+        for g in first:
+            self.assertEqual(g.cpu().tolist(), [1.5] * self.ELEMENTS, "the old bucket changed")
+        for state in states:
+            self.assertEqual(state.device_path, "auto", "the gateway refused GPU memory")
+            self.assertEqual(state.declared, [state.tensor_name(0, self.ELEMENTS, torch.float32)])
+
+
 class PackageTest(unittest.TestCase):
     """What works without a gateway."""
 

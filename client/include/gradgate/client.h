@@ -98,12 +98,16 @@ typedef struct gg_cuda_buffer {
 
 /* Declares a tensor, as gg_declare, whose memory is the process's own GPU memory described by
  * `buffer` instead of a shared buffer. The allocation must stay allocated, and the tensor's bytes
- * untouched between gg_allreduce and the end of its gg_wait, for as long as the client is open.
- * On GG_OK from gg_wait the sum has been written into that memory (the gateway's writes are
- * complete). Declaring the name again with the same size and buffer returns a fresh handle; with
- * a different buffer (or after gg_declare) it is GG_INVALID_ARGUMENT. A gateway that cannot map
- * CUDA memory (built without CUDA, no GPU visible, another GPU) answers GG_REJECTED with its
- * reason: declare the tensor with gg_declare then. libgradgate itself does not use CUDA. */
+ * untouched between gg_allreduce and the end of its gg_wait, for as long as the client is open or
+ * until the tensor moves. On GG_OK from gg_wait the sum has been written into that memory (the
+ * gateway's writes are complete). Declaring the name again with the same size and buffer returns
+ * a fresh handle. With another GPU buffer of the same size it moves the tensor there (DDP
+ * reallocates its buckets), under the same name on every worker: its all-reduces, through this
+ * handle or an earlier one, read and write the new buffer from then on; GG_INVALID_ARGUMENT while
+ * one of them runs. After gg_declare, or with another size or dtype, it is GG_INVALID_ARGUMENT.
+ * A gateway that cannot map CUDA memory (built without CUDA, no GPU visible, another GPU) answers
+ * GG_REJECTED with its reason: declare the tensor with gg_declare then. libgradgate itself does
+ * not use CUDA. */
 gg_status gg_declare_cuda(gg_client* client, const char* name, uint64_t elements, gg_dtype dtype,
                           uint64_t rows, uint64_t cols, double data_volume,
                           const gg_cuda_buffer* buffer, gg_tensor** out);

@@ -15,8 +15,9 @@ A bucket in GPU memory (device_path="auto", the default) is declared over its ow
 (Client.declare_cuda): per all-reduce the hook records the bucket's interprocess ready event on
 the current stream, the gateway waits for it, all-reduces the bucket in place, and the hook
 divides the sum where it lies. No copy to or from the host. DDP may reallocate a bucket: a new
-address declares the layout again, as "<name>.r<n>" for the n-th reallocation (so that every
-worker, whichever path it takes, declares the same names). If the gateway cannot map GPU memory
+address declares the layout again under its name, over the new memory (names do not depend on
+where a rank's allocator put a bucket, so every worker declares the same ones). If the gateway
+cannot map GPU memory
 (GG_REJECTED: built without CUDA, another GPU, ...), the hook warns once and copies every bucket
 through shared buffers from then on.
 
@@ -125,11 +126,10 @@ class HookState:
         self.name_prefix = name_prefix
         self.data_volume = data_volume
         self._names = []  # declared tensor names, in order
-        # (index, numel, dtype, reallocation) -> (gradgate Tensor, torch view of its buffer)
+        # (index, numel, dtype) -> (gradgate Tensor, torch view of its buffer)
         self._buffers = {}
-        # CUDA buckets: (index, numel, dtype) -> (address, reallocation) as last seen, and
-        # -> (reallocation, gradgate Tensor over the bucket, its ready event) once declared so
-        self._addresses = {}
+        # CUDA buckets declared over their memory: (index, numel, dtype) -> (the bucket's address,
+        # gradgate Tensor over it, its ready event)
         self._device_tensors = {}
         self.raw_bytes = 0
         self.wire_bytes = 0
@@ -146,17 +146,16 @@ class HookState:
         """Names of the tensors declared so far, in declaration order."""
         return list(self._names)
 
-    def tensor_name(self, index, numel, dtype, reallocation=0):
-        """The gradgate name of a bucket layout (and of its n-th reallocation, for CUDA buckets)."""
+    def tensor_name(self, index, numel, dtype):
+        """The gradgate name of a bucket layout."""
         kind = gradgate_dtype(dtype)
-        name = f"{self.name_prefix}.{self.run_id:016x}.bucket{index}.{numel}.{kind}"
-        return f"{name}.r{reallocation}" if reallocation else name
+        return f"{self.name_prefix}.{self.run_id:016x}.bucket{index}.{numel}.{kind}"
 
-    def shared_view(self, index, numel, dtype, reallocation=0):
+    def shared_view(self, index, numel, dtype):
         """The gradgate tensor and torch view for one bucket layout, declared on first use."""
-        key = (index, numel, dtype, reallocation)
+        key = (index, numel, dtype)
         if key not in self._buffers:
-            name = self.tensor_name(index, numel, dtype, reallocation)
+            name = self.tensor_name(index, numel, dtype)
             tensor = self.client.declare(
                 name, numel, gradgate_dtype(dtype), data_volume=self.data_volume
             )
@@ -171,7 +170,7 @@ class HookState:
         if grads.is_cuda:
             info = self._allreduce_cuda(index, grads)
         else:
-            info = self._allreduce_shared(index, grads, 0)
+            info = self._allreduce_shared(index, grads)
         self.raw_bytes += info.raw_bytes
         self.wire_bytes += info.wire_bytes
         self.encode_seconds += info.encode_seconds
@@ -182,50 +181,43 @@ class HookState:
 
     # Both paths divide before the gateways sum, as DDP's own hooks do: the sum of a 16-bit bucket
     # then has the headroom of the average, not of a sum world_size times larger.
-    def _allreduce_shared(self, index, grads, reallocation):
-        tensor, view = self.shared_view(index, grads.numel(), grads.dtype, reallocation)
+    def _allreduce_shared(self, index, grads):
+        tensor, view = self.shared_view(index, grads.numel(), grads.dtype)
         view.copy_(grads).div_(self.world_size)
         info = tensor.allreduce().wait(self.timeout_ms)
         grads.copy_(view)
         return info
 
     def _allreduce_cuda(self, index, grads):
-        layout = (index, grads.numel(), grads.dtype)
-        reallocation = self._reallocation(layout, grads.data_ptr())
-        declared = self._device_tensor(layout, reallocation, grads)
+        declared = self._device_tensor((index, grads.numel(), grads.dtype), grads)
         if declared is None:
-            return self._allreduce_shared(index, grads, reallocation)
+            return self._allreduce_shared(index, grads)
         tensor, ready = declared
         grads.div_(self.world_size)
         ready.record(torch.cuda.current_stream(grads.device))
         return tensor.allreduce().wait(self.timeout_ms)  # the gateway writes into the bucket
 
-    def _reallocation(self, layout, address):
-        """How many times this CUDA bucket layout moved to another address so far."""
-        seen = self._addresses.get(layout)
-        if seen is not None and seen[0] == address:
-            return seen[1]
-        reallocation = 0 if seen is None else seen[1] + 1
-        self._addresses[layout] = (address, reallocation)
-        return reallocation
-
-    def _device_tensor(self, layout, reallocation, grads):
+    def _device_tensor(self, layout, grads):
         """The gradgate tensor over this CUDA bucket and its ready event; None on the host path.
 
+        A bucket that DDP reallocated is declared again, under its name, over its new memory.
         Buckets declared over GPU memory before a fallback stay so: their names are taken.
         """
         known = self._device_tensors.get(layout)
-        if known is not None and known[0] == reallocation:
+        address = grads.data_ptr()
+        if known is not None and known[0] == address:
             return known[1], known[2]
-        if self.device_path != "auto":
+        if known is None and self.device_path != "auto":
             return None
-        name = self.tensor_name(*layout, reallocation)
-        ready = torch.cuda.Event(interprocess=True)
+        name = self.tensor_name(*layout)
+        ready = torch.cuda.Event(interprocess=True) if known is None else known[2]
         try:
             tensor = self.client.declare_cuda(
                 name, grads, data_volume=self.data_volume, ready_event=ready
             )
         except RejectedError as error:
+            if known is not None:
+                raise
             warnings.warn(
                 f"gradgate: CUDA buckets go through host shared memory from now on: {error}",
                 RuntimeWarning,
@@ -233,8 +225,9 @@ class HookState:
             )
             self.device_path = "host"
             return None
-        self._device_tensors[layout] = (reallocation, tensor, ready)
-        self._names.append(name)
+        if known is None:
+            self._names.append(name)
+        self._device_tensors[layout] = (address, tensor, ready)
         return tensor, ready
 
     def close(self):

@@ -46,9 +46,15 @@ Result<uint32_t> DoublingHandler::on_declare(uint32_t local_rank, const TensorSp
   declared.push_back(spec);
   declared_buffers.push_back(buffer);
   declared_buffers.back().mapping.reset();
+  cv_.notify_all();
+  for (auto& [key, tensor] : tensors_) {
+    if (tensor.local_rank == local_rank && tensor.spec.name == spec.name) {
+      tensor.buffer = buffer;  // declared again: the buffer moved
+      return key;
+    }
+  }
   const uint32_t key = next_key_++;
   tensors_.emplace(key, Tensor{local_rank, spec, buffer});
-  cv_.notify_all();
   return key;
 }
 

@@ -131,6 +131,55 @@ TEST(GatewayCore, AWorkerThatLeavesBeforeTheGatherFailsTheStepInsteadOfMissingFr
   gateway.stop();
 }
 
+// A worker whose buffer moved (DDP reallocates its buckets) declares the tensor again: refused
+// while its request is pending (the step would read one buffer and write another), and after
+// that the next step reads and writes the new buffer, not the old one.
+TEST(GatewayCore, ATensorDeclaredAgainMovesToItsNewBufferButNotMidStep) {
+  OneNodeJob job(2);
+  Gateway& gateway = job.gateway;
+  ASSERT_TRUE(gateway.start().ok());
+  const TensorSpec spec{"w", 1024, Dtype::kFp32, 0, 0, 0.0};
+  std::vector<float> buffer0(1024, 1.0f), old1(1024, 2.0f), new1(1024, 5.0f);
+  auto bytes_of = [](std::vector<float>& buffer) {
+    return WorkerBuffer{reinterpret_cast<std::byte*>(buffer.data()), 4096, {}};
+  };
+  ASSERT_TRUE(gateway.on_worker_joined(0).ok());
+  ASSERT_TRUE(gateway.on_worker_joined(1).ok());
+  auto key = gateway.on_declare(0, spec, bytes_of(buffer0));
+  ASSERT_TRUE(key.ok()) << key.status().to_string();
+  ASSERT_TRUE(gateway.on_declare(1, spec, bytes_of(old1)).ok());
+
+  Outcome done0, done1;
+  gateway.on_allreduce(1, *key, done1.callback());
+  const auto refused = gateway.on_declare(1, spec, bytes_of(new1));
+  EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("while its all-reduce runs"), std::string::npos)
+      << refused.status().to_string();
+  gateway.on_allreduce(0, *key, done0.callback());
+  for (Outcome* done : {&done0, &done1}) {
+    const auto outcome = done->wait(std::chrono::seconds(20));
+    ASSERT_TRUE(outcome.has_value());
+    ASSERT_TRUE(outcome->status.ok()) << outcome->status.to_string();
+  }
+  EXPECT_EQ(old1, std::vector<float>(1024, 3.0f));
+
+  const auto moved = gateway.on_declare(1, spec, bytes_of(new1));
+  ASSERT_TRUE(moved.ok()) << moved.status().to_string();
+  EXPECT_EQ(*moved, *key);
+  Outcome again0, again1;
+  gateway.on_allreduce(0, *key, again0.callback());
+  gateway.on_allreduce(1, *key, again1.callback());
+  for (Outcome* done : {&again0, &again1}) {
+    const auto outcome = done->wait(std::chrono::seconds(20));
+    ASSERT_TRUE(outcome.has_value());
+    ASSERT_TRUE(outcome->status.ok()) << outcome->status.to_string();
+  }
+  EXPECT_EQ(buffer0, std::vector<float>(1024, 8.0f));  // 3 + 5
+  EXPECT_EQ(new1, std::vector<float>(1024, 8.0f));
+  EXPECT_EQ(old1, std::vector<float>(1024, 3.0f)) << "the old buffer was written";
+  gateway.stop();
+}
+
 // Steps run on threads that stay for the next step (what a CUDA codec builds per thread stays
 // with them): 40 steps one after the other take a few threads (one more when a thread is not back
 // from its last step yet), not one per step.
