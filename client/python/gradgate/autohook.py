@@ -17,6 +17,7 @@ LOCAL_RANK (torchrun sets it).
 """
 
 import atexit
+import contextlib
 import os
 import sys
 
@@ -117,6 +118,8 @@ def _own_hook(model):
 
 def _attach(model, register):
     global _client
+    import torch
+
     from . import torch as gradgate_torch
     from .client import Client
 
@@ -124,14 +127,19 @@ def _attach(model, register):
     socket_path, local_rank = options.pop("socket_path"), options.pop("local_rank")
     if _client is None:
         _client = Client(socket_path, local_rank)
-    state = gradgate_torch.HookState(
-        socket_path,
-        local_rank,
-        name_prefix=model._gradgate_prefix,
-        process_group=getattr(model, "process_group", None),
-        client=_client,
-        **options,
-    )
+    # The state broadcasts its run id as it is made; over NCCL that goes through the current CUDA
+    # device, which must be the model's, as for DDP's own broadcasts, also where the script never
+    # called torch.cuda.set_device (every rank of a node would then use GPU 0).
+    device_ids = getattr(model, "device_ids", None)
+    with torch.cuda.device(device_ids[0]) if device_ids else contextlib.nullcontext():
+        state = gradgate_torch.HookState(
+            socket_path,
+            local_rank,
+            name_prefix=model._gradgate_prefix,
+            process_group=getattr(model, "process_group", None),
+            client=_client,
+            **options,
+        )
     register(model, state, gradgate_torch.allreduce_hook)
     model._gradgate_state = state
     if state.client.local_rank == 0:
