@@ -59,9 +59,14 @@ Result<MappedBuffer> map_worker_buffer(int fd, size_t expected_bytes) {
   void* data = mmap(nullptr, expected_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int error = errno;
   close(fd);
-  if (data == MAP_FAILED) {
+  if (data == MAP_FAILED && (error == ENOMEM || error == EAGAIN || error == ENFILE)) {
     return Status(ErrorCode::kResourceExhausted,
                   "mmap of " + std::to_string(expected_bytes) + " bytes: " + std::strerror(error));
+  }
+  if (data == MAP_FAILED) {  // a read-only descriptor, a memfd sealed against writes
+    return Status(ErrorCode::kInvalidArgument,
+                  "the buffer's descriptor cannot be mapped for reading and writing: " +
+                      std::string(std::strerror(error)));
   }
   return MappedBuffer(static_cast<std::byte*>(data), expected_bytes);
 }

@@ -31,6 +31,8 @@ class MappedBuffer {
 };
 
 /// Maps `fd` if it is a regular file of `expected_bytes`; takes ownership of `fd` (closes it).
+/// kInvalidArgument for a descriptor the protocol does not allow (another size, not a memfd sealed
+/// with F_SEAL_SHRINK, not writable); kResourceExhausted when the gateway cannot map more.
 Result<MappedBuffer> map_worker_buffer(int fd, size_t expected_bytes);
 
 }  // namespace gradgate::gateway

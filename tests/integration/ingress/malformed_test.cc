@@ -110,8 +110,22 @@ TEST_F(MalformedTest, DeclareWithoutOrWithAWrongDescriptorIsAProtocolError) {
     close(pipe_fds[1]);
     EXPECT_NE(raw.expect_error_then_eof().find("not a regular file"), std::string::npos);
   }
-  EXPECT_EQ(server_->stats().protocol_errors, 4u);
-  EXPECT_TRUE(handler_.wait_until([&] { return handler_.left.size() == 4; }));
+  {
+    // Sealed against writes: the gateway cannot write the sum into it. The worker's fault, not
+    // a lack of memory on the gateway (GG_RESOURCE_EXHAUSTED would send its operator hunting).
+    RawConnection raw(socket_path_);
+    raw.hello(0);
+    const int fd = memfd_create("read-only", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    ASSERT_EQ(ftruncate(fd, 16), 0);
+    ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE), 0);
+    ASSERT_TRUE(raw.send(proto::encode(2, declare_of(4)), fd));
+    close(fd);
+    const std::string message = raw.expect_error_then_eof();
+    EXPECT_NE(message.find("cannot be mapped for reading and writing"), std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(server_->stats().protocol_errors, 5u);
+  EXPECT_TRUE(handler_.wait_until([&] { return handler_.left.size() == 5; }));
   EXPECT_EQ(server_->stats().mapped_bytes, 0u);
   expect_good_client_served();
 }
