@@ -348,9 +348,15 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
   if (placed->codec->spec() != tensor.codec->spec() || placed->on_gpu != tensor.on_gpu) {
     // As counted against the cap when made (streams may have grown since: scratch space).
     const size_t old_bytes = tensor.memory_bytes - tensor.node_sum.size() * sizeof(float);
+    // Besides the new streams, the node sum a tensor in GPU memory takes to or leaves in host
+    // memory when its codec changes sides.
+    size_t in_use = stats_.residual_bytes - old_bytes;
+    if (gpu_buffers && !placed->on_gpu && tensor.on_gpu)
+      in_use += tensor.spec.elements * sizeof(float);
+    if (gpu_buffers && placed->on_gpu && !tensor.on_gpu)
+      in_use -= tensor.node_sum.size() * sizeof(float);
     if (placed->on_gpu) GRADGATE_RETURN_IF_ERROR(tensor.device->queue().make_current());
-    auto streams = make_streams_locked(tensor.spec, tensor.id, *placed->codec,
-                                       stats_.residual_bytes - old_bytes);
+    auto streams = make_streams_locked(tensor.spec, tensor.id, *placed->codec, in_use);
     if (!streams.ok()) {
       return Status(streams.status().code(), "cannot follow policy version " +
                                                  std::to_string(version) + ": " +
@@ -592,8 +598,13 @@ void Gateway::run(uint32_t id, uint64_t seq) {
     lock.lock();
   }
   if (prepared.ok()) {
-    restart_after_skip_locked(tensor, seq);
-    prepared = follow_policy_locked(tensor, seq, in_place);
+    try {
+      restart_after_skip_locked(tensor, seq);
+      prepared = follow_policy_locked(tensor, seq, in_place);
+    } catch (const std::exception& error) {  // bad_alloc making new streams: fail the step
+      prepared =
+          Status(ErrorCode::kResourceExhausted, std::string("preparing the step: ") + error.what());
+    }
   }
   Result<AllreduceReport> report = Status(ErrorCode::kInternal, "no result");
   if (!prepared.ok()) {
