@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -476,6 +477,17 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
     return id;
   }
 
+  try {
+    return add_tensor_locked(local_rank, spec, id, std::move(buffer));
+  } catch (const std::bad_alloc&) {  // the cap allows more than the machine has: refuse, go on
+    return Status(ErrorCode::kResourceExhausted,
+                  "tensor \"" + spec.name + "\": out of memory for its node sum and streams (" +
+                      std::to_string(spec.elements) + " elements)");
+  }
+}
+
+Result<uint32_t> Gateway::add_tensor_locked(uint32_t local_rank, const TensorSpec& spec,
+                                            uint32_t id, WorkerBuffer buffer) {
   const bool gpu_buffers = buffer.memory == kernels::MemoryKind::kDevice;
   std::unique_ptr<DeviceTensor> device;
   if (gpu_buffers) {

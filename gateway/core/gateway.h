@@ -156,6 +156,10 @@ class Gateway final : public IngressHandler {
   };
 
   Status check_spec(const TensorSpec& spec) const;
+  /// A new tensor `id` of `spec`, first declared by `local_rank`: its codec (placed), streams and
+  /// node sum within the memory cap. Throws std::bad_alloc when the machine has less memory.
+  Result<uint32_t> add_tensor_locked(uint32_t local_rank, const TensorSpec& spec, uint32_t id,
+                                     WorkerBuffer buffer);
   /// What the config says `tensor` runs with: its codec, or none below min_compress_elements.
   std::string configured_codec(const TensorSpec& tensor) const;
   /// `streams` become the tensor's, counted against the cap in place of its old ones.

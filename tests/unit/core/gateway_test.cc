@@ -2,9 +2,12 @@
 #include "gateway/core/gateway.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -177,6 +180,56 @@ TEST(GatewayCore, ATensorDeclaredAgainMovesToItsNewBufferButNotMidStep) {
   EXPECT_EQ(buffer0, std::vector<float>(1024, 8.0f));  // 3 + 5
   EXPECT_EQ(new1, std::vector<float>(1024, 8.0f));
   EXPECT_EQ(old1, std::vector<float>(1024, 3.0f)) << "the old buffer was written";
+  gateway.stop();
+}
+
+// While it lives, the process may map only `headroom` bytes more than it has mapped now.
+class AddressSpaceLimit {
+ public:
+  explicit AddressSpaceLimit(uint64_t headroom) {
+    std::ifstream statm("/proc/self/statm");
+    uint64_t pages = 0;
+    statm >> pages;
+    getrlimit(RLIMIT_AS, &saved_);
+    rlimit tight = saved_;
+    tight.rlim_cur = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) + headroom;
+    setrlimit(RLIMIT_AS, &tight);
+  }
+  ~AddressSpaceLimit() { setrlimit(RLIMIT_AS, &saved_); }
+  AddressSpaceLimit(const AddressSpaceLimit&) = delete;
+  AddressSpaceLimit& operator=(const AddressSpaceLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+};
+
+// The memory cap may allow more than the machine has: a tensor whose node sum cannot be
+// allocated is refused with a reason, and the gateway serves on. The machine's limit is played by
+// an address-space limit just above what the process uses.
+TEST(GatewayCore, ATensorBeyondTheMachinesMemoryIsRefusedAndTheGatewayServesOn) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "an address-space limit leaves the sanitizers no room for their shadow memory";
+#endif
+  OneNodeJob job(2);  // two local workers: the node sum is a buffer of its own
+  Gateway& gateway = job.gateway;
+  ASSERT_TRUE(gateway.start().ok());
+  ASSERT_TRUE(gateway.on_worker_joined(0).ok());
+  std::vector<float> small(1024, 1.0f);
+  constexpr uint64_t kHuge = uint64_t{1} << 30;  // 4 GiB of node sum
+  // The gateway reads no buffer as it declares: a small one stands for the huge one.
+  const WorkerBuffer stand_in{reinterpret_cast<std::byte*>(small.data()), kHuge * 4, {}};
+  Result<uint32_t> refused = Status(ErrorCode::kInternal, "not declared");
+  {
+    AddressSpaceLimit limit(uint64_t{256} << 20);
+    refused = gateway.on_declare(0, {"huge", kHuge, Dtype::kFp32, 0, 0, 0.0}, stand_in);
+  }
+  EXPECT_EQ(refused.status().code(), ErrorCode::kResourceExhausted) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("out of memory"), std::string::npos);
+  EXPECT_EQ(gateway.stats().tensors, 0u);
+  EXPECT_EQ(gateway.stats().residual_bytes, 0u);
+  const auto served = gateway.on_declare(0, {"w", 1024, Dtype::kFp32, 0, 0, 0.0},
+                                         {reinterpret_cast<std::byte*>(small.data()), 4096, {}});
+  EXPECT_TRUE(served.ok()) << served.status().to_string();
   gateway.stop();
 }
 
