@@ -653,7 +653,11 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
       last_skipped_seq_ = seq;
     }
   }
-  tensor.held_by_all = report.ok() ? std::optional(report->held_by_all) : std::nullopt;
+  // Failed, or a later step already failed here while this one ran (fail_next_step_locked): the
+  // gateways may disagree on what they held, as after a failure on every gateway.
+  const bool later_failed = tensor.next_seq > seq + 1;
+  tensor.held_by_all =
+      report.ok() && !later_failed ? std::optional(report->held_by_all) : std::nullopt;
   const AllreduceOutcome outcome = outcome_of(report, seq, tensor.spec.elements);
   StepRecord record{outcome.status,
                     seq,
@@ -691,6 +695,9 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
 void Gateway::fail_next_step_locked(Tensor& tensor, const Status& why,
                                     std::vector<std::function<void()>>& calls) {
   const uint64_t seq = tensor.next_seq++;
+  // As the peers that fail this step forget what every gateway held (finish()); a step running
+  // meanwhile forgets it as it ends.
+  if (!tensor.running) tensor.held_by_all.reset();
   for (auto& waiting : tensor.waiting) {
     if (!waiting) continue;
     calls.push_back([done = std::exchange(waiting, nullptr), why, seq] {

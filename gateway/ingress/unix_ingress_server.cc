@@ -381,6 +381,8 @@ bool UnixIngressServer::declared(Session& session, uint64_t request_id,
                                  const proto::Declare& declare, WorkerBuffer buffer) {
   const Result<uint32_t> key = handler_->on_declare(session.local_rank, spec_of(declare), buffer);
   if (!key.ok()) {
+    buffer = WorkerBuffer{};
+    close_unused_allocations(session.cuda_allocations);  // one it opened for the refused buffer
     return reply(session, request_id,
                  proto::Error{static_cast<uint8_t>(to_client_status(key.status().code())),
                               key.status().to_string()});

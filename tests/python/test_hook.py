@@ -586,6 +586,17 @@ class PackageTest(unittest.TestCase):
         with self.assertRaisesRegex(gradgate.RejectedError, "CUDA driver"):
             driver_device_uuid(0)
 
+    def test_the_hook_state_of_a_model_is_made_on_its_cuda_device(self):
+        import types
+
+        import torch.nn as nn
+
+        from gradgate import autohook
+
+        self.assertIsNone(autohook._cuda_device_of(nn.Linear(2, 2)))
+        wrapped = types.SimpleNamespace(device_ids=[3], parameters=lambda: iter(()))
+        self.assertEqual(autohook._cuda_device_of(wrapped), 3)
+
     def test_run_splits_its_options_from_the_scripts_command_line(self):
         from gradgate.run import split_command_line
 

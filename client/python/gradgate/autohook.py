@@ -130,8 +130,8 @@ def _attach(model, register):
     # The state broadcasts its run id as it is made; over NCCL that goes through the current CUDA
     # device, which must be the model's, as for DDP's own broadcasts, also where the script never
     # called torch.cuda.set_device (every rank of a node would then use GPU 0).
-    device_ids = getattr(model, "device_ids", None)
-    with torch.cuda.device(device_ids[0]) if device_ids else contextlib.nullcontext():
+    device = _cuda_device_of(model)
+    with torch.cuda.device(device) if device is not None else contextlib.nullcontext():
         state = gradgate_torch.HookState(
             socket_path,
             local_rank,
@@ -144,6 +144,15 @@ def _attach(model, register):
     model._gradgate_state = state
     if state.client.local_rank == 0:
         atexit.register(_report, state, model._gradgate_prefix)
+
+
+def _cuda_device_of(model):
+    """The CUDA device a DDP model runs on: its device_ids (DDP's own choice), else that of its
+    first CUDA parameter (a model moved to its GPU and wrapped without device_ids); None on CPU."""
+    device_ids = getattr(model, "device_ids", None)
+    if device_ids:
+        return device_ids[0]
+    return next((p.device for p in model.parameters() if p.is_cuda), None)
 
 
 def _report(state, prefix):
