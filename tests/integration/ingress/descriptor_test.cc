@@ -44,6 +44,11 @@ class DescriptorShortage {
 };
 
 TEST_F(IngressTest, OutOfFileDescriptorsAConnectionIsRefusedAndServingGoesOn) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Their runtimes need descriptors of their own (UBSan's memory check opens a pipe) and report
+  // errors that are not there when none is left.
+  GTEST_SKIP() << "the sanitizers' runtimes need file descriptors of their own";
+#endif
   const int worker = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   ASSERT_GE(worker, 0) << std::strerror(errno);
   sockaddr_un address{};
