@@ -56,13 +56,9 @@ bool in_range(double value, const NumberRange& range) {
 }
 
 std::string integer_rule(const IntegerRange& range) {
-  if (range.min && range.max) {
-    return "must be an integer in [" + std::to_string(*range.min) + ", " +
-           std::to_string(*range.max) + "]";
-  }
-  if (range.min) return "must be an integer >= " + std::to_string(*range.min);
-  if (range.max) return "must be an integer <= " + std::to_string(*range.max);
-  return "must be an integer that fits in 64 bits";
+  const int64_t low = range.min.value_or(std::numeric_limits<int64_t>::min());
+  const int64_t high = range.max.value_or(std::numeric_limits<int64_t>::max());
+  return "must be an integer in [" + std::to_string(low) + ", " + std::to_string(high) + "]";
 }
 
 std::string one_of_rule(std::initializer_list<std::string_view> one_of) {
@@ -85,7 +81,7 @@ JsonBody::JsonBody(std::string_view text) {
   }
   try {
     document_ = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& error) {
+  } catch (const nlohmann::json::exception& error) {  // bad syntax, or a number beyond a double
     std::string_view message = error.what();
     message.remove_prefix(std::min(message.find("] ") + 2, message.size()));
     fail(status::bad_request, "", "is not valid JSON: " + std::string(message));
@@ -178,6 +174,22 @@ std::optional<int64_t> JsonObject::read_integer(std::string_view key, Presence p
     return std::nullopt;
   }
   return integer;
+}
+
+std::optional<uint64_t> JsonObject::unsigned_integer(std::string_view key) const {
+  const nlohmann::json* value = member(key, Presence::kRequired);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_number_integer()) {
+    body_->fail(status::bad_request, pointer_to(key), "must be an integer");
+    return std::nullopt;
+  }
+  if (!value->is_number_unsigned() && value->get<int64_t>() < 0) {
+    body_->fail(
+        status::unprocessable_entity, pointer_to(key),
+        "must be an integer in [0, " + std::to_string(std::numeric_limits<uint64_t>::max()) + "]");
+    return std::nullopt;
+  }
+  return value->get<uint64_t>();
 }
 
 std::optional<std::string> JsonObject::read_string(

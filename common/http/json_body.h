@@ -68,6 +68,8 @@ class JsonObject {
   std::optional<int64_t> integer(std::string_view key, const IntegerRange& range = {}) const;
   std::optional<int64_t> optional_integer(std::string_view key,
                                           const IntegerRange& range = {}) const;
+  /// A JSON integer in [0, 2^64 - 1] (ids that use every bit).
+  std::optional<uint64_t> unsigned_integer(std::string_view key) const;
   /// A string; when `one_of` is not empty, one of its values.
   std::optional<std::string> string(std::string_view key,
                                     std::initializer_list<std::string_view> one_of = {}) const;

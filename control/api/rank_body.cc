@@ -2,11 +2,12 @@
 
 #include <algorithm>
 
+#include "common/job_limits.h"
+
 namespace gradgate::control {
 namespace {
 
 constexpr std::size_t kMaxNameLength = 253;
-constexpr int64_t kMaxNodes = 65536;
 
 bool is_name_character(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
@@ -19,7 +20,7 @@ std::optional<http::BodyError> read_rank_claim(std::string_view body, RankClaimB
   http::JsonBody json(body);
   const http::JsonObject root = json.root();
   const auto name = root.string("name");
-  const auto nodes = root.integer("nodes", {.min = 1, .max = kMaxNodes});
+  const auto nodes = root.integer("nodes", {.min = 1, .max = kMaxJobNodes});
   if (name) {
     if (name->empty() || name->size() > kMaxNameLength) {
       root.reject("name", "must have 1 to " + std::to_string(kMaxNameLength) + " characters");

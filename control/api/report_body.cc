@@ -5,6 +5,8 @@
 #include <set>
 #include <string>
 
+#include "common/job_limits.h"
+#include "control/policy/policy.h"
 #include "gradgate/kernels/frame.h"
 
 namespace gradgate::control {
@@ -14,7 +16,8 @@ using http::IntegerRange;
 using http::JsonObject;
 using http::NumberRange;
 
-constexpr int64_t kMaxNodes = std::numeric_limits<uint32_t>::max();
+constexpr int64_t kMaxNodes = kMaxJobNodes;
+constexpr int64_t kMaxLocalRank = std::numeric_limits<uint32_t>::max();
 constexpr int64_t kMaxElements = std::numeric_limits<uint32_t>::max();
 constexpr NumberRange kPositive{.min = 0, .exclusive_min = true};
 constexpr NumberRange kNonNegative{.min = 0};
@@ -43,7 +46,7 @@ void read_links(const JsonObject& root, NodeReport& report) {
 void read_workers(const JsonObject& root, NodeReport& report) {
   for (const JsonObject& worker :
        root.optional_objects("workers").value_or(std::vector<JsonObject>{})) {
-    const auto local_rank = worker.integer("local_rank", {.min = 0, .max = kMaxNodes});
+    const auto local_rank = worker.integer("local_rank", {.min = 0, .max = kMaxLocalRank});
     const auto volume = worker.number("data_volume", kNonNegative);
     if (local_rank && volume) {
       report.workers.push_back({static_cast<uint32_t>(*local_rank), *volume});
@@ -111,7 +114,7 @@ void read_timings(const JsonObject& root, NodeReport& report) {
 std::optional<http::BodyError> read_report(std::string_view body, NodeReport& report) {
   http::JsonBody json(body);
   const JsonObject root = json.root();
-  const auto job_id = root.integer("job_id", {.min = 0});
+  const auto job_id = root.unsigned_integer("job_id");
   const auto nodes = root.integer("nodes", {.min = 1, .max = kMaxNodes});
   const auto node = root.integer("node", {.min = 0, .max = kMaxNodes});
   const auto address = root.string("address");
@@ -120,7 +123,7 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
   const auto policy_version = root.integer("policy_version", {.min = 0});
   const auto fail_static = root.optional_boolean("fail_static");
   if (job_id && nodes && node && address && step && policy_version) {
-    report.job_id = static_cast<uint64_t>(*job_id);
+    report.job_id = *job_id;
     report.nodes = static_cast<uint32_t>(*nodes);
     report.node = static_cast<uint32_t>(*node);
     if (report.node >= report.nodes) root.reject("node", "must be below /nodes");
@@ -134,6 +137,14 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
   read_links(root, report);
   read_workers(root, report);
   read_tensors(root, report);
+  // A decision holds a codec per node and tensor: bounded, so that one report cannot make the
+  // controller build billions of them (the policy checks the job's measurements again).
+  if (uint64_t{report.nodes} * report.tensors.size() > kMaxPolicyCodecs) {
+    root.reject("tensors", std::to_string(report.tensors.size()) + " tensors on " +
+                               std::to_string(report.nodes) + " nodes exceed the " +
+                               std::to_string(kMaxPolicyCodecs) +
+                               " codecs (nodes x tensors) a job's policy may hold");
+  }
   read_codec_speeds(root, report);
   read_timings(root, report);
   return json.finish();

@@ -102,6 +102,12 @@ Status check_codec_speeds(const Measurements& m) {
 
 Status check_measurements(const Measurements& measurements) {
   if (measurements.nodes == 0) return invalid("nodes", "a job has at least one node");
+  if (uint64_t{measurements.nodes} * measurements.tensors.size() > kMaxPolicyCodecs) {
+    return invalid("tensors", std::to_string(measurements.tensors.size()) + " tensors on " +
+                                  std::to_string(measurements.nodes) + " nodes exceed the " +
+                                  std::to_string(kMaxPolicyCodecs) +
+                                  " codecs (nodes x tensors) a decision may hold");
+  }
   GRADGATE_RETURN_IF_ERROR(check_node_samples(measurements));
   GRADGATE_RETURN_IF_ERROR(check_links(measurements));
   GRADGATE_RETURN_IF_ERROR(check_tensors(measurements));

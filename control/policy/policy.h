@@ -57,6 +57,10 @@ struct NodeSample {
   double data_volume = 0.0;  // > 0
 };
 
+/// The most codecs (nodes x tensors) a job's decision may hold: one per node and tensor, so a job
+/// of 65536 nodes may have 64 tensors, one of 1024 nodes 4096.
+inline constexpr uint64_t kMaxPolicyCodecs = uint64_t{1} << 22;
+
 struct Measurements {
   uint64_t step = 0;   // the step the decision is for
   uint32_t nodes = 0;  // gateways in the job, numbered 0..nodes-1

@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/job_limits.h"
 #include "gateway/config/config_text.h"
 
 namespace gradgate::gateway {
@@ -96,7 +97,7 @@ constexpr ConfigKey kKeys[] = {
     {"job.nodes", true, store_node, clear_nodes},
     {"job.node_rank", false, store_node_rank, nullptr},
     {"job.node_name", false, store_string<&C::node_name>, nullptr},
-    {"job.size", false, store_unsigned<&C::size, kU32Max>, nullptr},
+    {"job.size", false, store_unsigned<&C::size, kMaxJobNodes>, nullptr},
     {"job.local_workers", false, store_unsigned<&C::local_workers, kU32Max>, nullptr},
     {"job.transport", false, store_parsed<&C::transport, parse_transport_kind>, nullptr},
     {"ingress.socket", false, store_string<&C::socket_path>, nullptr},

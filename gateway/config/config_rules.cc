@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/job_limits.h"
 #include "gateway/transport/tcp/wire.h"
 #include "gradgate/config.h"
 #include "gradgate/kernels/codec_spec.h"
@@ -70,6 +71,12 @@ class Checker {
     }
     if (config.size > 0) {
       issue("job.size", "give job.nodes or job.size, not both", {"job.nodes", "job.size"});
+    }
+    if (nodes.size() > kMaxJobNodes) {
+      issue("job.nodes",
+            "has " + std::to_string(nodes.size()) + " entries; a job has at most " +
+                std::to_string(kMaxJobNodes) + " gateways",
+            {"job.nodes"});
     }
     if (config.node_rank_auto) {
       issue("job.node_rank",

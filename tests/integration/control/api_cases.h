@@ -44,6 +44,17 @@ inline std::string with(nlohmann::json body, const std::string& key, nlohmann::j
   return body.dump();
 }
 
+// `body` with `count` tensors of 1000 elements.
+inline nlohmann::json with_tensors(nlohmann::json body, size_t count) {
+  body["tensors"] = nlohmann::json::array();
+  for (size_t t = 0; t < count; ++t) {
+    std::string name = "layer";
+    name += std::to_string(t);
+    body["tensors"].push_back({{"name", std::move(name)}, {"elements", 1000}});
+  }
+  return body;
+}
+
 inline std::vector<ApiCase> api_cases() {
   const nlohmann::json node = report(kKnownJob, 1, 2, 10);
   nlohmann::json bad_link = node;
@@ -70,6 +81,14 @@ inline std::vector<ApiCase> api_cases() {
        status::bad_request, "/job_id"},
       {"ReportMissingMember", verb::post, "/v1/nodes", "/v1/nodes", no_address.dump(),
        status::bad_request, "/address"},
+      {"ReportLargestJobId", verb::post, "/v1/nodes", "/v1/nodes",
+       with(node, "job_id", 18446744073709551615u), status::ok, ""},
+      {"ReportTooManyNodes", verb::post, "/v1/nodes", "/v1/nodes", with(node, "nodes", 65537),
+       status::unprocessable_entity, "/nodes"},
+      {"ReportTooManyCodecs", verb::post, "/v1/nodes", "/v1/nodes",
+       with(with_tensors(node, 65), "nodes", 65536), status::unprocessable_entity, "/tensors"},
+      {"ReportNumberBeyondADouble", verb::post, "/v1/nodes", "/v1/nodes",
+       R"({"job_id": 42, "step": 1e400})", status::bad_request, ""},
       {"ReportNodeOutOfRange", verb::post, "/v1/nodes", "/v1/nodes", with(node, "node", 2),
        status::unprocessable_entity, "/node"},
       {"ReportZeroGoodput", verb::post, "/v1/nodes", "/v1/nodes", bad_link.dump(),

@@ -32,6 +32,11 @@ TEST(ConfigErrors, BadNodeEntryNamesFileIndexAndText) {
               StartsWith("gateway.yaml: job.nodes[1]: \"abc\" is not host:port (line 2"));
 }
 
+TEST(ConfigErrors, AJobSizeAbove65536IsRefused) {
+  EXPECT_THAT(error_lines(parse("job:\n  size: 65537\n")),
+              Contains(HasSubstr("job.size: \"65537\" is out of range 0..65536")));
+}
+
 TEST(ConfigErrors, PortAboveRangeIsRefused) {
   EXPECT_THAT(only_error("job:\n  nodes: [\"127.0.0.1:70000\"]\n"),
               StartsWith("gateway.yaml: job.nodes[0]: port 70000 in \"127.0.0.1:70000\" is out of "

@@ -92,6 +92,16 @@ TEST(ValidateConfig, JobSizeTakesTheAddressesFromTheController) {
               ElementsAre(StartsWith("job.size: give job.nodes or job.size, not both")));
 }
 
+// The controller hands out ranks below 65536 and refuses reports of larger jobs.
+TEST(ValidateConfig, AJobHasAtMost65536Gateways) {
+  auto config = usable_config();
+  config.nodes.resize(65536, {"127.0.0.1", 0});
+  EXPECT_THAT(validate_gateway_config(config), IsEmpty());
+  config.nodes.push_back({"127.0.0.1", 0});
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre("job.nodes: has 65537 entries; a job has at most 65536 gateways"));
+}
+
 TEST(ValidateConfig, SegmentsAreNeverCutOrAtLeast64KiB) {
   auto config = usable_config();
   config.segment_bytes = 0;

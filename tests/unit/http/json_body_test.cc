@@ -49,6 +49,11 @@ TEST_F(JsonBodyOverHttpTest, MalformedJsonIs400NamingThePosition) {
   expect_problem(put(""), status::bad_request, {}, "empty");
 }
 
+TEST_F(JsonBodyOverHttpTest, ANumberBeyondADoubleIs400NotAServerError) {
+  expect_problem(put(R"({"policy": "static", "target_seconds": 1e400})"), status::bad_request, {},
+                 "number overflow");
+}
+
 TEST_F(JsonBodyOverHttpTest, BodyThatIsNotAnObjectIs400) {
   expect_problem(put("[1, 2]"), status::bad_request, {}, "must be a JSON object");
   expect_problem(put("null"), status::bad_request, {}, "must be a JSON object");
@@ -76,7 +81,8 @@ TEST_F(JsonBodyOverHttpTest, OutOfRangeIs422NamingTheField) {
       status::unprocessable_entity, "/rules/1/density", "/rules/1/density: must be in (0, 1]");
   expect_problem(
       put(R"({"policy": "static", "target_seconds": 1, "rules": [{"density": 0.5, "min_elements": -1}]})"),
-      status::unprocessable_entity, "/rules/0/min_elements", "must be an integer >= 0");
+      status::unprocessable_entity, "/rules/0/min_elements",
+      "must be an integer in [0, 9223372036854775807]");
   expect_problem(put(R"({"policy": "fastest", "target_seconds": 1})"), status::unprocessable_entity,
                  "/policy", R"(must be one of "static", "bandwidth", "dagc-r", "dagc-a")");
 }
@@ -153,6 +159,13 @@ TEST(JsonBodyTest, IntegerRules) {
   JsonBody huge(R"({"huge": 18446744073709551615})");
   EXPECT_FALSE(huge.root().integer("huge").has_value());
   EXPECT_EQ(huge.finish()->code, status::unprocessable_entity);
+  EXPECT_EQ(huge.finish()->detail, "/huge: must be an integer in [-9223372036854775808, "
+                                   "9223372036854775807]");
+
+  JsonBody ids(R"({"largest": 18446744073709551615, "negative": -1})");
+  EXPECT_EQ(ids.root().unsigned_integer("largest"), 18446744073709551615u);
+  EXPECT_FALSE(ids.root().unsigned_integer("negative").has_value());
+  EXPECT_EQ(ids.finish()->detail, "/negative: must be an integer in [0, 18446744073709551615]");
 
   JsonBody small(R"({"small": 3})");
   EXPECT_FALSE(small.root().integer("small", {.min = 4, .max = 8}).has_value());

@@ -84,6 +84,15 @@ INSTANTIATE_TEST_SUITE_P(
     Policy, InvalidMeasurements,
     ::testing::Values(
         BadMeasurement{"nodes", [](Measurements& m) { m.nodes = 0; }},
+        // Every sample is fine, but the decision would hold 65536 x 64 + 65536 codecs.
+        BadMeasurement{"tensors",
+                       [](Measurements& m) {
+                         m.nodes = 65536;
+                         m.tensors.resize(65, m.tensors[0]);
+                         for (size_t i = 0; i < m.tensors.size(); ++i) {
+                           m.tensors[i].name = "layer" + std::to_string(i);
+                         }
+                       }},
         BadMeasurement{"links[1].goodput_bytes_per_second",
                        [](Measurements& m) { m.links[1].goodput_bytes_per_second = 0.0; }},
         BadMeasurement{"links[0].goodput_bytes_per_second",
