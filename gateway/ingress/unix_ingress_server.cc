@@ -234,10 +234,12 @@ bool UnixIngressServer::refuse_connection(int error) {
   }
   close(spare_fd_);
   const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd >= 0) close(fd);
+  if (fd >= 0) {
+    ++connections_refused_;  // counted before the worker can see its connection end
+    close(fd);
+  }
   spare_fd_ = open_spare_descriptor();
   if (fd < 0) return false;  // none waits any more
-  ++connections_refused_;
   if (auto suppressed = refused_log_.admit(0)) {
     spdlog::error(
         "ingress \"{}\": out of file descriptors ({}): a worker's connection was refused ({} more "
