@@ -6,7 +6,7 @@
 #include <string>
 
 #include "common/job_limits.h"
-#include "control/policy/policy.h"
+#include "control/policy/measurements_check.h"
 #include "gradgate/kernels/frame.h"
 
 namespace gradgate::control {
@@ -16,7 +16,6 @@ using http::IntegerRange;
 using http::JsonObject;
 using http::NumberRange;
 
-constexpr int64_t kMaxNodes = kMaxJobNodes;
 constexpr int64_t kMaxLocalRank = std::numeric_limits<uint32_t>::max();
 constexpr int64_t kMaxElements = std::numeric_limits<uint32_t>::max();
 constexpr NumberRange kPositive{.min = 0, .exclusive_min = true};
@@ -26,7 +25,7 @@ void read_links(const JsonObject& root, NodeReport& report) {
   std::set<uint32_t> peers;
   for (const JsonObject& link :
        root.optional_objects("links").value_or(std::vector<JsonObject>{})) {
-    const auto peer = link.integer("peer", {.min = 0, .max = kMaxNodes});
+    const auto peer = link.integer("peer", {.min = 0, .max = kMaxJobNodes});
     const auto goodput = link.number("goodput_bytes_per_second", kPositive);
     const auto rtt = link.number("rtt_seconds", kNonNegative);
     const auto age = link.number("age_seconds", kNonNegative);
@@ -115,8 +114,8 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
   http::JsonBody json(body);
   const JsonObject root = json.root();
   const auto job_id = root.unsigned_integer("job_id");
-  const auto nodes = root.integer("nodes", {.min = 1, .max = kMaxNodes});
-  const auto node = root.integer("node", {.min = 0, .max = kMaxNodes});
+  const auto nodes = root.integer("nodes", {.min = 1, .max = kMaxJobNodes});
+  const auto node = root.integer("node", {.min = 0, .max = kMaxJobNodes});
   const auto address = root.string("address");
   const auto admin = root.optional_string("admin");
   const auto step = root.integer("step", {.min = 0});
@@ -139,11 +138,8 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
   read_tensors(root, report);
   // A decision holds a codec per node and tensor: bounded, so that one report cannot make the
   // controller build billions of them (the policy checks the job's measurements again).
-  if (uint64_t{report.nodes} * report.tensors.size() > kMaxPolicyCodecs) {
-    root.reject("tensors", std::to_string(report.tensors.size()) + " tensors on " +
-                               std::to_string(report.nodes) + " nodes exceed the " +
-                               std::to_string(kMaxPolicyCodecs) +
-                               " codecs (nodes x tensors) a job's policy may hold");
+  if (Status size = check_policy_size(report.nodes, report.tensors.size()); !size.ok()) {
+    root.reject("tensors", size.message());
   }
   read_codec_speeds(root, report);
   read_timings(root, report);

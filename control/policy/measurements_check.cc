@@ -100,13 +100,19 @@ Status check_codec_speeds(const Measurements& m) {
 
 }  // namespace
 
+Status check_policy_size(uint64_t nodes, uint64_t tensors) {
+  if (nodes * tensors <= kMaxPolicyCodecs) return {};
+  return Status(ErrorCode::kInvalidArgument,
+                std::to_string(tensors) + " tensors on " + std::to_string(nodes) +
+                    " nodes exceed the " + std::to_string(kMaxPolicyCodecs) +
+                    " codecs (nodes x tensors) a job's policy may hold");
+}
+
 Status check_measurements(const Measurements& measurements) {
   if (measurements.nodes == 0) return invalid("nodes", "a job has at least one node");
-  if (uint64_t{measurements.nodes} * measurements.tensors.size() > kMaxPolicyCodecs) {
-    return invalid("tensors", std::to_string(measurements.tensors.size()) + " tensors on " +
-                                  std::to_string(measurements.nodes) + " nodes exceed the " +
-                                  std::to_string(kMaxPolicyCodecs) +
-                                  " codecs (nodes x tensors) a decision may hold");
+  if (Status size = check_policy_size(measurements.nodes, measurements.tensors.size());
+      !size.ok()) {
+    return invalid("tensors", size.message());
   }
   GRADGATE_RETURN_IF_ERROR(check_node_samples(measurements));
   GRADGATE_RETURN_IF_ERROR(check_links(measurements));

@@ -6,6 +6,10 @@
 
 namespace gradgate::control {
 
+/// kInvalidArgument when a decision for `tensors` tensors on `nodes` nodes would hold more than
+/// kMaxPolicyCodecs codecs; the message says why.
+Status check_policy_size(uint64_t nodes, uint64_t tensors);
+
 /// kInvalidArgument naming the first unusable field ("links[1].goodput_bytes_per_second: ...").
 /// Missing samples are not errors: policies fall back when a link or node has none.
 Status check_measurements(const Measurements& measurements);

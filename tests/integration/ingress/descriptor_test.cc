@@ -2,7 +2,6 @@
 // once, counted) instead of leaving it in the backlog, where it would wake the server's loop at
 // once, turn after turn; once descriptors are free again it serves as before.
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -11,20 +10,17 @@
 #include <vector>
 
 #include "ingress_fixture.h"
+#include "scoped_limit.h"
 
 namespace gradgate::gateway::testing {
 namespace {
 
-// Takes every file descriptor of this process below a limit of 256 (or below the current one,
-// if lower), and gives them back when it goes.
+// Takes every file descriptor of this process below a limit of 256, and gives them back when it
+// goes.
 class DescriptorShortage {
  public:
   explicit DescriptorShortage(int any_fd) {
-    getrlimit(RLIMIT_NOFILE, &saved_);
-    rlimit tight = saved_;
-    tight.rlim_cur = std::min<rlim_t>(saved_.rlim_cur, 256);
-    setrlimit(RLIMIT_NOFILE, &tight);
-    for (rlim_t i = 0; i < tight.rlim_cur; ++i) {
+    for (rlim_t i = 0; i < kLimit; ++i) {
       const int fd = dup(any_fd);
       if (fd < 0) break;
       taken_.push_back(fd);
@@ -33,12 +29,12 @@ class DescriptorShortage {
   }
   ~DescriptorShortage() {
     for (int fd : taken_) close(fd);
-    setrlimit(RLIMIT_NOFILE, &saved_);
   }
   bool exhausted() const { return exhausted_; }
 
  private:
-  rlimit saved_{};
+  static constexpr rlim_t kLimit = 256;
+  gradgate::testing::ScopedLimit limit_{RLIMIT_NOFILE, kLimit};
   std::vector<int> taken_;
   bool exhausted_ = false;
 };

@@ -2,7 +2,6 @@
 #include "gateway/core/gateway.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 
 #include "gateway/transport/tcp_transport.h"
 #include "outcome.h"
+#include "scoped_limit.h"
 
 namespace gradgate::gateway {
 namespace {
@@ -30,6 +30,18 @@ GatewayConfig two_node_config() {
 }
 
 // A gateway that is the whole job (codec none), with `local_workers` workers.
+// The worker buffer over `values` (fp32).
+WorkerBuffer buffer_of(std::vector<float>& values) {
+  return {reinterpret_cast<std::byte*>(values.data()), values.size() * sizeof(float), {}};
+}
+
+// The request of `done` completes, successfully, within 20 s.
+void expect_success(Outcome& done) {
+  const auto outcome = done.wait(std::chrono::seconds(20));
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_TRUE(outcome->status.ok()) << outcome->status.to_string();
+}
+
 struct OneNodeJob {
   static GatewayConfig config_of(uint32_t local_workers) {
     GatewayConfig config;
@@ -69,18 +81,16 @@ TEST(GatewayCore, WorkerThatRejoinsMidStepIsNotGivenThatStepsResult) {
   const TensorSpec spec{"w", 2048, Dtype::kFp32, 0, 0, 0.0};
   ASSERT_TRUE(gateway.on_worker_joined(0).ok());
   ASSERT_TRUE(gateway.on_worker_joined(1).ok());
-  auto key = gateway.on_declare(0, spec, {reinterpret_cast<std::byte*>(buffer0.data()), 8192, {}});
+  auto key = gateway.on_declare(0, spec, buffer_of(buffer0));
   ASSERT_TRUE(key.ok());
-  ASSERT_TRUE(
-      gateway.on_declare(1, spec, {reinterpret_cast<std::byte*>(buffer1.data()), 8192, {}}).ok());
+  ASSERT_TRUE(gateway.on_declare(1, spec, buffer_of(buffer1)).ok());
   Outcome first0, first1, second1;
   gateway.on_allreduce(0, *key, first0.callback());
   gateway.on_allreduce(1, *key, first1.callback());  // step 0 runs, waiting for gateway 1
 
   gateway.on_worker_left(1);  // worker 1 dies mid-step and comes back
   ASSERT_TRUE(gateway.on_worker_joined(1).ok());
-  ASSERT_TRUE(
-      gateway.on_declare(1, spec, {reinterpret_cast<std::byte*>(rejoined.data()), 8192, {}}).ok());
+  ASSERT_TRUE(gateway.on_declare(1, spec, buffer_of(rejoined)).ok());
   gateway.on_allreduce(1, *key, second1.callback());
 
   const auto step0 = first0.wait(std::chrono::seconds(20));
@@ -107,13 +117,12 @@ TEST(GatewayCore, AWorkerThatLeavesBeforeTheGatherFailsTheStepInsteadOfMissingFr
   const TensorSpec spec{"w", 1024, Dtype::kFp32, 0, 0, 0.0};
   std::vector<float> buffer0(1024), buffer1(1024);
   ASSERT_TRUE(gateway.on_worker_joined(0).ok());
-  auto key = gateway.on_declare(0, spec, {reinterpret_cast<std::byte*>(buffer0.data()), 4096, {}});
+  auto key = gateway.on_declare(0, spec, buffer_of(buffer0));
   ASSERT_TRUE(key.ok()) << key.status().to_string();
   int failed = 0;
   for (int round = 0; round < 200; ++round) {
     ASSERT_TRUE(gateway.on_worker_joined(1).ok());
-    ASSERT_TRUE(
-        gateway.on_declare(1, spec, {reinterpret_cast<std::byte*>(buffer1.data()), 4096, {}}).ok());
+    ASSERT_TRUE(gateway.on_declare(1, spec, buffer_of(buffer1)).ok());
     std::fill(buffer0.begin(), buffer0.end(), 1.0f);
     std::fill(buffer1.begin(), buffer1.end(), 2.0f);
     Outcome done0, done1;
@@ -143,65 +152,42 @@ TEST(GatewayCore, ATensorDeclaredAgainMovesToItsNewBufferButNotMidStep) {
   ASSERT_TRUE(gateway.start().ok());
   const TensorSpec spec{"w", 1024, Dtype::kFp32, 0, 0, 0.0};
   std::vector<float> buffer0(1024, 1.0f), old1(1024, 2.0f), new1(1024, 5.0f);
-  auto bytes_of = [](std::vector<float>& buffer) {
-    return WorkerBuffer{reinterpret_cast<std::byte*>(buffer.data()), 4096, {}};
-  };
   ASSERT_TRUE(gateway.on_worker_joined(0).ok());
   ASSERT_TRUE(gateway.on_worker_joined(1).ok());
-  auto key = gateway.on_declare(0, spec, bytes_of(buffer0));
+  auto key = gateway.on_declare(0, spec, buffer_of(buffer0));
   ASSERT_TRUE(key.ok()) << key.status().to_string();
-  ASSERT_TRUE(gateway.on_declare(1, spec, bytes_of(old1)).ok());
+  ASSERT_TRUE(gateway.on_declare(1, spec, buffer_of(old1)).ok());
 
   Outcome done0, done1;
   gateway.on_allreduce(1, *key, done1.callback());
-  const auto refused = gateway.on_declare(1, spec, bytes_of(new1));
+  const auto refused = gateway.on_declare(1, spec, buffer_of(new1));
   EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("while its all-reduce runs"), std::string::npos)
       << refused.status().to_string();
   gateway.on_allreduce(0, *key, done0.callback());
-  for (Outcome* done : {&done0, &done1}) {
-    const auto outcome = done->wait(std::chrono::seconds(20));
-    ASSERT_TRUE(outcome.has_value());
-    ASSERT_TRUE(outcome->status.ok()) << outcome->status.to_string();
-  }
+  for (Outcome* done : {&done0, &done1}) ASSERT_NO_FATAL_FAILURE(expect_success(*done));
   EXPECT_EQ(old1, std::vector<float>(1024, 3.0f));
 
-  const auto moved = gateway.on_declare(1, spec, bytes_of(new1));
+  const auto moved = gateway.on_declare(1, spec, buffer_of(new1));
   ASSERT_TRUE(moved.ok()) << moved.status().to_string();
   EXPECT_EQ(*moved, *key);
   Outcome again0, again1;
   gateway.on_allreduce(0, *key, again0.callback());
   gateway.on_allreduce(1, *key, again1.callback());
-  for (Outcome* done : {&again0, &again1}) {
-    const auto outcome = done->wait(std::chrono::seconds(20));
-    ASSERT_TRUE(outcome.has_value());
-    ASSERT_TRUE(outcome->status.ok()) << outcome->status.to_string();
-  }
+  for (Outcome* done : {&again0, &again1}) ASSERT_NO_FATAL_FAILURE(expect_success(*done));
   EXPECT_EQ(buffer0, std::vector<float>(1024, 8.0f));  // 3 + 5
   EXPECT_EQ(new1, std::vector<float>(1024, 8.0f));
   EXPECT_EQ(old1, std::vector<float>(1024, 3.0f)) << "the old buffer was written";
   gateway.stop();
 }
 
-// While it lives, the process may map only `headroom` bytes more than it has mapped now.
-class AddressSpaceLimit {
- public:
-  explicit AddressSpaceLimit(uint64_t headroom) {
-    std::ifstream statm("/proc/self/statm");
-    uint64_t pages = 0;
-    statm >> pages;
-    getrlimit(RLIMIT_AS, &saved_);
-    rlimit tight = saved_;
-    tight.rlim_cur = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) + headroom;
-    setrlimit(RLIMIT_AS, &tight);
-  }
-  ~AddressSpaceLimit() { setrlimit(RLIMIT_AS, &saved_); }
-  AddressSpaceLimit(const AddressSpaceLimit&) = delete;
-  AddressSpaceLimit& operator=(const AddressSpaceLimit&) = delete;
-
- private:
-  rlimit saved_{};
-};
+// The address-space limit that lets the process map only `headroom` bytes more than it has now.
+rlim_t address_space_with(uint64_t headroom) {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) + headroom;
+}
 
 // The memory cap may allow more than the machine has: a tensor whose node sum cannot be
 // allocated is refused with a reason, and the gateway serves on. The machine's limit is played by
@@ -220,15 +206,14 @@ TEST(GatewayCore, ATensorBeyondTheMachinesMemoryIsRefusedAndTheGatewayServesOn) 
   const WorkerBuffer stand_in{reinterpret_cast<std::byte*>(small.data()), kHuge * 4, {}};
   Result<uint32_t> refused = Status(ErrorCode::kInternal, "not declared");
   {
-    AddressSpaceLimit limit(uint64_t{256} << 20);
+    gradgate::testing::ScopedLimit limit(RLIMIT_AS, address_space_with(uint64_t{256} << 20));
     refused = gateway.on_declare(0, {"huge", kHuge, Dtype::kFp32, 0, 0, 0.0}, stand_in);
   }
   EXPECT_EQ(refused.status().code(), ErrorCode::kResourceExhausted) << refused.status().to_string();
   EXPECT_NE(refused.status().message().find("out of memory"), std::string::npos);
   EXPECT_EQ(gateway.stats().tensors, 0u);
   EXPECT_EQ(gateway.stats().residual_bytes, 0u);
-  const auto served = gateway.on_declare(0, {"w", 1024, Dtype::kFp32, 0, 0, 0.0},
-                                         {reinterpret_cast<std::byte*>(small.data()), 4096, {}});
+  const auto served = gateway.on_declare(0, {"w", 1024, Dtype::kFp32, 0, 0, 0.0}, buffer_of(small));
   EXPECT_TRUE(served.ok()) << served.status().to_string();
   gateway.stop();
 }
@@ -243,7 +228,7 @@ TEST(GatewayCore, StepsReuseTheirThreads) {
   ASSERT_TRUE(gateway.on_worker_joined(0).ok());
   std::vector<float> buffer(4096, 1.0f);
   const TensorSpec spec{"w", 4096, Dtype::kFp32, 0, 0, 0.0};
-  auto key = gateway.on_declare(0, spec, {reinterpret_cast<std::byte*>(buffer.data()), 16384, {}});
+  auto key = gateway.on_declare(0, spec, buffer_of(buffer));
   ASSERT_TRUE(key.ok()) << key.status().to_string();
   for (uint64_t step = 0; step < 40; ++step) {
     Outcome done;
