@@ -2,8 +2,9 @@
 // declaring them. It allocates one device buffer holding two tensors of --elements fp32 values
 // ("cuda.a" filled with 1.5, "cuda.b" with 2.5 after it), an interprocess event per tensor that
 // it records once the values are written, and declares both with gg_declare_cuda. On the way it
-// checks that declaring "cuda.a" again with the same buffer gives a handle, with another offset
-// GG_INVALID_ARGUMENT, and that a tensor past the allocation's end is GG_REJECTED. Then it prints
+// checks that declaring "cuda.a" again with the same buffer gives a handle, that declaring it at
+// another offset moves it there and declaring it at its own offset moves it back (both GG_OK), and
+// that a tensor past the allocation's end is GG_REJECTED. Then it prints
 // "declared" and waits to be killed. Exit code 10 + the gg_status of an unexpected result, 2 for a
 // CUDA failure (with the call on stderr).
 #include <unistd.h>
@@ -95,8 +96,10 @@ int main(int argc, char** argv) {
          GG_OK, "gg_declare_cuda again");
   gg_cuda_buffer moved = buffers[0];
   moved.offset += sizeof(float);
-  expect(gg_declare_cuda(client, names[0], elements, GG_FP32, 0, 0, 0.0, &moved, &again),
-         GG_INVALID_ARGUMENT, "gg_declare_cuda with another offset");
+  expect(gg_declare_cuda(client, names[0], elements, GG_FP32, 0, 0, 0.0, &moved, &again), GG_OK,
+         "gg_declare_cuda with another offset");
+  expect(gg_declare_cuda(client, names[0], elements, GG_FP32, 0, 0, 0.0, &buffers[0], &again),
+         GG_OK, "gg_declare_cuda back at its own offset");
   gg_cuda_buffer past_end = buffers[1];
   past_end.offset = uint64_t{1} << 40;
   expect(gg_declare_cuda(client, "cuda.past_end", elements, GG_FP32, 0, 0, 0.0, &past_end, &again),

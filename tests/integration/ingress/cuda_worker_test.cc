@@ -1,6 +1,7 @@
 // A worker process with its tensors in GPU memory (gradgate_cuda_test_worker): the gateway opens
-// its allocation once for both tensors, reads what the worker wrote after its ready event, and
-// closes the mapping when the worker is killed. Built only with CUDA; skips without a GPU.
+// its allocation once for both tensors (and for a tensor that moves within it), reads what the
+// worker wrote after its ready event, and closes the mapping when the worker is killed. Built only
+// with CUDA; skips without a GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
@@ -38,14 +39,18 @@ TEST_F(IngressTest, KilledCudaWorkerLeavesNoMappingOpen) {
       program != nullptr ? program : GRADGATE_CUDA_TEST_WORKER);
   ASSERT_TRUE(worker.wait_for_line("declared", seconds(60)))
       << "the worker exited with " << worker.wait_exit(seconds(10));
-  EXPECT_EQ(server_->stats().cuda_mappings, 1u);  // two tensors, one allocation
+  EXPECT_EQ(server_->stats().cuda_mappings, 1u);  // two tensors and a move, one allocation
   EXPECT_EQ(server_->stats().mapped_bytes, 0u);
   EXPECT_EQ(server_->stats().protocol_errors, 0u);
 
+  // Declared: "cuda.a", "cuda.b", "cuda.a" moved one float on, "cuda.a" moved back.
   std::vector<WorkerBuffer> buffers;
-  ASSERT_TRUE(handler_.wait_until([&] { return handler_.declared.size() == 2; }));
+  ASSERT_TRUE(handler_.wait_until([&] { return handler_.declared.size() == 4; }));
   buffers = handler_.declared_buffers;
-  ASSERT_EQ(buffers.size(), 2u);
+  ASSERT_EQ(buffers.size(), 4u);
+  EXPECT_EQ(handler_.declared[2].name, "cuda.a");
+  EXPECT_EQ(buffers[2].data, buffers[0].data + sizeof(float));
+  EXPECT_EQ(buffers[3].data, buffers[0].data);
   for (const WorkerBuffer& buffer : buffers) {
     EXPECT_EQ(buffer.memory, kernels::MemoryKind::kDevice);
     EXPECT_GE(buffer.cuda_device, 0);
@@ -53,7 +58,8 @@ TEST_F(IngressTest, KilledCudaWorkerLeavesNoMappingOpen) {
     EXPECT_EQ(buffer.bytes, kElements * sizeof(float));
   }
   EXPECT_EQ(buffers[1].data, buffers[0].data + kElements * sizeof(float));
-  EXPECT_EQ(first_value(buffers[0]), 1.5f);
+  // Through the declarations in use: a move released the earlier one's event.
+  EXPECT_EQ(first_value(buffers[3]), 1.5f);
   EXPECT_EQ(first_value(buffers[1]), 2.5f);
 
   worker.kill_now();
