@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Bundles the GPU data path's programs for a GPU machine that has the CUDA toolkit and Python with
-# torch but no Debian -dev packages (tools/gpu/path_check.sh runs the bundle there):
+# Bundles the GPU data path's programs, the kernel tests and the kernel bench for a GPU machine
+# that has the CUDA toolkit and Python with torch but no Debian -dev packages
+# (tools/gpu/path_check.sh runs the bundle there; tools/gpu/check.sh runs its kernel programs
+# with KERNELS_BIN=BUNDLE_DIR/bin instead of building them there):
 #
 #   tools/gpu/bundle.sh [BUNDLE_DIR]      (default .gpu/bundle; run here, from the repository root)
 #
@@ -14,12 +16,15 @@ cd "$root"
 bundle=${1:-.gpu/bundle}
 build=${BUILD_DIR:-build}
 programs=(cli/gradgate tests/unit/core/gradgate_core_tests
-          tests/integration/ingress/gradgate_ingress_tests tests/tools/gradgate_cuda_test_worker)
+          tests/integration/ingress/gradgate_ingress_tests tests/tools/gradgate_cuda_test_worker
+          tests/gradgate_kernels_tests tests/unit/kernels_cuda/gradgate_kernels_cuda_tests
+          bench/kernels/gradgate_kernel_bench)
 
 grep -q 'GRADGATE_HAVE_CUDA 1' "$build/generated/gradgate/config.h" 2>/dev/null ||
   { echo "bundle: $build is not a build with CUDA (./gradgate.sh build makes one)" >&2; exit 2; }
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target gradgate gradgate_client \
-  gradgate_core_tests gradgate_ingress_tests gradgate_cuda_test_worker
+  gradgate_core_tests gradgate_ingress_tests gradgate_cuda_test_worker gradgate_kernels_tests \
+  gradgate_kernels_cuda_tests gradgate_kernel_bench
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"

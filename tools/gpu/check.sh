@@ -3,7 +3,8 @@
 #
 #   tools/gpu/check.sh OUT_DIR
 #
-# Builds the kernels alone (GRADGATE_KERNELS_ONLY: CMake, nvcc and a C++ compiler, nothing else),
+# Builds the kernels alone (GRADGATE_KERNELS_ONLY: CMake, nvcc and a C++ compiler, nothing else;
+# or takes the programs from KERNELS_BIN, a bundle made by tools/gpu/bundle.sh),
 # runs both kernel test binaries, the kernel benchmark from 2^20 to 2^28 elements with torch.topk
 # on the same tensor, compute-sanitizer memcheck on the CUDA tests (small sizes), and prints a
 # summary.
@@ -36,25 +37,38 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
 built=0
-if run configure 90 "$out/build.log" cmake -S . -B "$build" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=Release -DGRADGATE_KERNELS_ONLY=ON -DGRADGATE_WERROR=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DGRADGATE_WITH_CUDA=ON -DGRADGATE_GTEST_SOURCE_DIR="$gtest" &&
-  run build 200 "$out/build.log" cmake --build "$build" -j "$(nproc)" --target \
-    gradgate_kernels_tests gradgate_kernels_cuda_tests gradgate_kernel_bench; then
-  built=1
+if [[ -n ${KERNELS_BIN:-} ]]; then
+  # Programs built elsewhere (tools/gpu/bundle.sh): saves the build's minutes on the GPU machine.
+  tests_bin=$KERNELS_BIN/gradgate_kernels_tests
+  cuda_tests_bin=$KERNELS_BIN/gradgate_kernels_cuda_tests
+  bench_bin=$KERNELS_BIN/gradgate_kernel_bench
+  [[ -x $tests_bin && -x $cuda_tests_bin && -x $bench_bin ]] && built=1
+  export LD_LIBRARY_PATH=$(cuda_library_dir):${LD_LIBRARY_PATH:-}
+  echo "build|$( ((built)) && echo "ok" || echo "failed (not in $KERNELS_BIN)")|0" >>"$steps"
+else
+  tests_bin=$build/tests/gradgate_kernels_tests
+  cuda_tests_bin=$build/tests/unit/kernels_cuda/gradgate_kernels_cuda_tests
+  bench_bin=$build/bench/kernels/gradgate_kernel_bench
+  if run configure 90 "$out/build.log" cmake -S . -B "$build" "${generator[@]}" \
+    -DCMAKE_BUILD_TYPE=Release -DGRADGATE_KERNELS_ONLY=ON -DGRADGATE_WERROR=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DGRADGATE_WITH_CUDA=ON -DGRADGATE_GTEST_SOURCE_DIR="$gtest" &&
+    run build 200 "$out/build.log" cmake --build "$build" -j "$(nproc)" --target \
+      gradgate_kernels_tests gradgate_kernels_cuda_tests gradgate_kernel_bench; then
+    built=1
+  fi
 fi
 
 if ((built)); then
-  run kernels_tests 60 "$out/kernels_tests.log" "$build/tests/gradgate_kernels_tests"
+  run kernels_tests 60 "$out/kernels_tests.log" "$tests_bin"
   run cuda_tests 60 "$out/cuda_tests.log" \
-    "$build/tests/unit/kernels_cuda/gradgate_kernels_cuda_tests"
+    "$cuda_tests_bin"
 else
   skip kernels_tests "no build"
   skip cuda_tests "no build"
 fi
 
 if ((built && have_gpu)); then
-  run bench 120 "$out/bench.jsonl" "$build/bench/kernels/gradgate_kernel_bench" \
+  run bench 120 "$out/bench.jsonl" "$bench_bin" \
     --sizes 2^20,2^22,2^24,2^26,2^28 --dump "$dump"
   if [[ -s $dump ]]; then
     run torch_topk 60 "$out/torch_topk.jsonl" python3 bench/kernels/torch_topk.py "$dump"
@@ -65,7 +79,7 @@ if ((built && have_gpu)); then
   # Every test but the large sizes and the 100-step loops: memcheck slows every kernel by orders
   # of magnitude. Last, so that it takes whatever time is left.
   run memcheck 180 "$out/memcheck.log" "$sanitizer" --tool memcheck --error-exitcode 1 \
-    "$build/tests/unit/kernels_cuda/gradgate_kernels_cuda_tests" \
+    "$cuda_tests_bin" \
     '--gtest_filter=-*1048579*:*ErrorFeedbackInvariantHoldsOver100Steps*:PowersgdGpuTest.ValuesMatchTheCpuCodecWithinTolerance'
 else
   for step in memcheck bench torch_topk; do skip "$step" "$( ((built)) && echo no GPU || echo no build)"; done
@@ -74,7 +88,7 @@ fi
 {
   echo "GPU: ${gpu:-none}"
   python3 tools/gpu/summarize.py "$out" "$steps" ||
-    column -t -s '|' "$steps"
+    sed 's/|/  /g' "$steps"
 } | tee "$out/summary.txt"
 failed=$(grep -c -v '|ok|\|skipped' "$steps")
 ((failed == 0))

@@ -36,3 +36,8 @@ find_gpu() {
     have_gpu=1
   fi
 }
+
+# CUDA's libraries (libcudart, cuBLAS) of the machine's toolkit, for programs built elsewhere.
+cuda_library_dir() {
+  echo "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")/../lib64"
+}
