@@ -103,6 +103,34 @@ TEST_F(TopkCudaTest, ThresholdCountsStayInTheWindowColdAndWarm) {
   }
 }
 
+TEST_F(TopkCudaTest, AWarmStepWhoseCandidatesOverflowTheListMatchesTheCpuCodec) {
+  // Step 3 lifts every |g| far above the warm threshold: the first pass lists more candidates than
+  // its list holds, so the residual must be made whole again (listed and overflowed values) before
+  // the rescans read it.
+  const size_t n = 100003;
+  for (const char* spec :
+       {"topk:density=0.01,select=exact", "topk:density=0.01,select=exact,values=fp16"}) {
+    SCOPED_TRACE(spec);
+    CodecPair codecs(spec, n);
+    for (uint64_t step = 0; step < 5; ++step) {
+      auto grad = gradient(false, n, 300 + step);
+      if (step == 3) {
+        for (auto& v : grad) v += v < 0.0f ? -1.0f : 1.0f;
+      }
+      auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, step));
+      auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
+      ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
+      ASSERT_TRUE(gpu_frame.ok()) << gpu_frame.status().to_string();
+      if (step == 3) {
+        EXPECT_GT(codecs.gpu_passes(), 1) << "no rescan: the list did not overflow";
+      }
+      ASSERT_TRUE(same_bytes(*cpu_frame, *gpu_frame)) << "step " << step;
+      ASSERT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()))
+          << "step " << step;
+    }
+  }
+}
+
 TEST_F(TopkCudaTest, CpuFramesDecodeOnTheGpuToTheSameValues) {
   // Density 0.5 writes a bitmap, the others gap varints.
   for (const char* spec : {"topk:density=0.01", "topk:density=0.5", "topk:density=0.05,values=fp16",
