@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "common/http/problem.h"
@@ -48,6 +49,66 @@ std::string number_rule(const NumberRange& range) {
   return "must be a finite number";
 }
 
+// Finds the first member name that repeats within one object while a document is parsed, as a
+// JSON pointer: nlohmann::json keeps the last of repeated names and would silently drop the others.
+class RepeatedMemberFinder {
+ public:
+  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+        levels_.push_back(Level{true});
+        break;
+      case Event::array_start:
+        levels_.push_back(Level{false});
+        break;
+      case Event::key: {
+        Level& level = levels_.back();
+        level.key = parsed.get<std::string>();
+        if (!level.keys.insert(level.key).second && !repeated_) repeated_ = pointer();
+        break;
+      }
+      case Event::object_end:
+      case Event::array_end:
+        levels_.pop_back();
+        element_done();
+        break;
+      case Event::value:
+        element_done();
+        break;
+    }
+    return true;
+  }
+
+  const std::optional<std::string>& repeated() const { return repeated_; }
+
+ private:
+  struct Level {
+    bool object;
+    std::set<std::string, std::less<>> keys{};
+    std::string key{};
+    std::size_t index = 0;  // of the element being parsed, in an array
+  };
+
+  void element_done() {
+    if (!levels_.empty() && !levels_.back().object) ++levels_.back().index;
+  }
+
+  std::string pointer() const {
+    std::string text;
+    for (const Level& level : levels_) {
+      text += "/" + (level.object ? escape_pointer_token(level.key) : std::to_string(level.index));
+    }
+    return text;
+  }
+
+  std::vector<Level> levels_;
+  std::optional<std::string> repeated_;
+};
+
+// At most this many unknown members are named in an error; the rest are counted.
+constexpr std::size_t kNamedUnknownMembers = 5;
+
 bool in_range(double value, const NumberRange& range) {
   if (!std::isfinite(value)) return false;
   if (range.min && (range.exclusive_min ? value <= *range.min : value < *range.min)) return false;
@@ -79,12 +140,17 @@ JsonBody::JsonBody(std::string_view text) {
     fail(status::bad_request, "", "is empty; it must be a JSON object");
     return;
   }
+  RepeatedMemberFinder finder;
   try {
-    document_ = nlohmann::json::parse(text);
+    document_ = nlohmann::json::parse(text, std::ref(finder));
   } catch (const nlohmann::json::exception& error) {  // bad syntax, or a number beyond a double
     std::string_view message = error.what();
     message.remove_prefix(std::min(message.find("] ") + 2, message.size()));
     fail(status::bad_request, "", "is not valid JSON: " + std::string(message));
+    return;
+  }
+  if (finder.repeated()) {
+    fail(status::bad_request, *finder.repeated(), "appears more than once in its object");
   }
 }
 
@@ -118,7 +184,9 @@ std::optional<BodyError> JsonBody::finish() const {
   if (unknown.empty()) return std::nullopt;
   std::string detail = unknown.size() == 1 ? unknown.front() + ": unknown field"
                                            : "unknown fields: " + unknown.front();
-  for (std::size_t i = 1; i < unknown.size(); ++i) detail += ", " + unknown[i];
+  const std::size_t named = std::min(unknown.size(), kNamedUnknownMembers);
+  for (std::size_t i = 1; i < named; ++i) detail += ", " + unknown[i];
+  if (unknown.size() > named) detail += " and " + std::to_string(unknown.size() - named) + " more";
   return BodyError{status::bad_request, unknown.front(), std::move(detail)};
 }
 

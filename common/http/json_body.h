@@ -1,7 +1,7 @@
 // Validation of JSON request bodies: a handler states the rules of its body instead of repeating
 // checks. Every error names the JSON pointer of the bad member and becomes a problem response:
-// 400 when the body is not JSON or a member is missing, unknown or of the wrong type; 422 when a
-// value is out of its range or not one of the allowed ones.
+// 400 when the body is not JSON or a member is missing, unknown, repeated in its object or of the
+// wrong type; 422 when a value is out of its range or not one of the allowed ones.
 //
 //   JsonBody body(request.body());
 //   JsonObject policy = body.root();
@@ -122,14 +122,16 @@ class JsonObject {
 /// A parsed request body and the first error found in it.
 class JsonBody {
  public:
-  /// Parses `text`; text that is not JSON is the first error (400 naming the position).
+  /// Parses `text`; text that is not JSON is the first error (400 naming the position), a member
+  /// name that repeats within an object the next (400 naming it).
   explicit JsonBody(std::string_view text);
   JsonBody(const JsonBody&) = delete;
   JsonBody& operator=(const JsonBody&) = delete;
 
   /// The top-level value, which must be an object.
   JsonObject root();
-  /// The first error, else one naming the unknown members of the objects read, else nullopt.
+  /// The first error, else one naming the unknown members of the objects read (the first five,
+  /// and how many more), else nullopt.
   std::optional<BodyError> finish() const;
 
  private:

@@ -95,6 +95,28 @@ TEST_F(JsonBodyOverHttpTest, UnknownFieldIs400NamingIt) {
       status::bad_request, "/z", "unknown fields: /z, /rules/0/x~1y");
 }
 
+TEST_F(JsonBodyOverHttpTest, ManyUnknownFieldsAreNamedUpToFiveAndCounted) {
+  nlohmann::json body = {{"policy", "static"}, {"target_seconds", 1}};
+  for (int i = 0; i < 1000; ++i) body["unknown_" + std::to_string(1000 + i)] = i;
+  const Reply reply = put(body.dump());
+  expect_problem(reply, status::bad_request, "/unknown_1000",
+                 "unknown fields: /unknown_1000, /unknown_1001, /unknown_1002, /unknown_1003, "
+                 "/unknown_1004 and 995 more");
+  EXPECT_LT(reply.body().size(), 1000u) << "the error echoes the body";
+}
+
+TEST_F(JsonBodyOverHttpTest, AMemberRepeatedInItsObjectIs400NamingIt) {
+  expect_problem(put(R"({"policy": "static", "target_seconds": 1, "policy": "dagc-r"})"),
+                 status::bad_request, "/policy", "/policy: appears more than once in its object");
+  expect_problem(put(R"({"policy": "static", "target_seconds": 1,
+              "rules": [{"density": 1, "x": [1, {"a": 1}]}, {"density": 0.5, "density": 0.1}]})"),
+                 status::bad_request, "/rules/1/density", "appears more than once");
+  // The same name in different objects is no repetition.
+  const Reply reply = put(R"({"policy": "static", "target_seconds": 1,
+              "rules": [{"density": 1}, {"density": 0.5}]})");
+  EXPECT_EQ(reply.result(), status::ok) << reply.body();
+}
+
 TEST_F(JsonBodyOverHttpTest, MissingFieldIs400NamingIt) {
   expect_problem(put(R"({"target_seconds": 1})"), status::bad_request, "/policy",
                  "/policy: is required");
@@ -159,8 +181,9 @@ TEST(JsonBodyTest, IntegerRules) {
   JsonBody huge(R"({"huge": 18446744073709551615})");
   EXPECT_FALSE(huge.root().integer("huge").has_value());
   EXPECT_EQ(huge.finish()->code, status::unprocessable_entity);
-  EXPECT_EQ(huge.finish()->detail, "/huge: must be an integer in [-9223372036854775808, "
-                                   "9223372036854775807]");
+  EXPECT_EQ(huge.finish()->detail,
+            "/huge: must be an integer in [-9223372036854775808, "
+            "9223372036854775807]");
 
   JsonBody ids(R"({"largest": 18446744073709551615, "negative": -1})");
   EXPECT_EQ(ids.root().unsigned_integer("largest"), 18446744073709551615u);
