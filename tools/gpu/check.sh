@@ -43,7 +43,8 @@ if [[ -n ${KERNELS_BIN:-} ]]; then
   cuda_tests_bin=$KERNELS_BIN/gradgate_kernels_cuda_tests
   bench_bin=$KERNELS_BIN/gradgate_kernel_bench
   [[ -x $tests_bin && -x $cuda_tests_bin && -x $bench_bin ]] && built=1
-  export LD_LIBRARY_PATH=$(cuda_library_dir):${LD_LIBRARY_PATH:-}
+  LD_LIBRARY_PATH=$(cuda_library_dir):${LD_LIBRARY_PATH:-}
+  export LD_LIBRARY_PATH
   echo "build|$( ((built)) && echo "ok" || echo "failed (not in $KERNELS_BIN)")|0" >>"$steps"
 else
   tests_bin=$build/tests/gradgate_kernels_tests

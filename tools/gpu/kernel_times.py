@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Per-kernel times from an Nsight Compute CSV log (tools/gpu/kernel_times.sh): for each kernel, how
+many launches, and the median, smallest and largest duration in microseconds, in order of first
+launch. The medians say where an encode's time goes; the spread shows warm-up launches.
+
+usage: kernel_times.py NCU_CSV
+"""
+import csv
+import re
+import statistics
+import sys
+
+
+def short_name(name):
+    """'void ns::<unnamed>::collect_kernel<1>(const float *, ...)' -> 'collect_kernel<1>'; a
+    library kernel keeps its name without the template arguments."""
+    name = re.sub(r"\(.*", "", name).replace("void ", "")
+    library = re.match(r"[\w:]*::(\w+Kernel)<", name)
+    if library:
+        return library.group(1)
+    return name.split("::")[-1]
+
+
+def main():
+    lines = [line for line in open(sys.argv[1], errors="replace") if line.startswith('"')]
+    rows = list(csv.reader(lines))
+    if len(rows) < 2:
+        print("no kernel timed")
+        return 1
+    header, rows = rows[0], rows[1:]
+    name_at, value_at = header.index("Kernel Name"), header.index("Metric Value")
+    unit_at = header.index("Metric Unit")
+    times = {}
+    for row in rows:
+        scale = {"ns": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}.get(row[unit_at], 1e-3)
+        value = float(row[value_at].replace(",", "")) * scale
+        times.setdefault(short_name(row[name_at]), []).append(value)
+    width = max(len(name) for name in times)
+    print("%-*s %8s %10s %10s %10s" % (width, "kernel", "launches", "median us", "min us", "max us"))
+    for name, values in times.items():
+        print("%-*s %8d %10.1f %10.1f %10.1f" % (width, name, len(values), statistics.median(values),
+                                               min(values), max(values)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
