@@ -96,7 +96,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Dispatched dispatched = dispatch(router_, options_.token, request, responder());
     route_ = dispatched.route;
     if (!dispatched.response) return await_answer();
-    write(std::move(*dispatched.response), request.version(), request.keep_alive());
+    write(std::move(*dispatched.response), request);
   }
 
   // The Responder of the current request: it posts the response to this connection's strand,
@@ -146,14 +146,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
     answer_wait_.cancel();
     error_code ignored;
     stream_.socket().cancel(ignored);  // the wait for the client closing
-    const Request::Message& request = parser_->get();
-    write(std::move(response), request.version(), request.keep_alive());
+    write(std::move(response), parser_->get());
   }
 
   // Answers a request that could not be read whole; the connection cannot go on after it.
-  void refuse(Response response) { write(std::move(response), 11, false); }
+  void refuse(Response response) { write(std::move(response), 11, false, false); }
 
-  void write(Response response, unsigned version, bool keep_alive) {
+  // The answer to `request`; to HEAD, its header alone (Content-Length as for GET).
+  void write(Response response, const Request::Message& request) {
+    write(std::move(response), request.version(), request.keep_alive(),
+          request.method() == beast_http::verb::head);
+  }
+
+  void write(Response response, unsigned version, bool keep_alive, bool header_only) {
     if (options_.on_response) options_.on_response(route_, response.code);
     response_ = {};
     response_.version(version);
@@ -165,6 +170,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     response_.body() = std::move(response.body);
     response_.keep_alive(keep_alive);
     response_.prepare_payload();
+    if (header_only) response_.body().clear();
     stream_.expires_after(options_.request_timeout);
     beast_http::async_write(stream_, response_,
                             [self = shared_from_this()](const error_code& error, std::size_t) {

@@ -88,9 +88,17 @@ Router::Match Router::match(verb method, const std::vector<std::string>& segment
   Match found;
   if (best == nullptr) return found;
   found.pattern = best->text;
+  const Route* get = nullptr;
+  bool has_head = false;
   for (const Route& route : best->routes) {
     found.allowed.push_back(route.method);
     if (route.method == method) found.route = &route;
+    if (route.method == verb::get) get = &route;
+    has_head = has_head || route.method == verb::head;
+  }
+  if (get != nullptr && !has_head) {
+    found.allowed.push_back(verb::head);
+    if (method == verb::head) found.route = get;
   }
   for (std::size_t i = 0; i < segments.size(); ++i) {
     if (best->segments[i].is_parameter) {

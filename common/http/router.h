@@ -44,7 +44,9 @@ class Router {
     std::vector<verb> allowed;     // the methods the path has (for 405); empty: unknown path
     std::string_view pattern;      // the pattern the path matched, as added; empty: none
   };
-  /// The route for `method` on a path of decoded `segments`.
+  /// The route for `method` on a path of decoded `segments`. HEAD takes the GET route where the
+  /// path has no HEAD route of its own (RFC 9110: HEAD is GET without the content; the server
+  /// drops the body), and is then among the allowed methods.
   Match match(verb method, const std::vector<std::string>& segments) const;
 
  private:

@@ -50,6 +50,8 @@ class TestClient {
   error_code write(ClientRequest& request);
   /// Reads one reply; end_of_stream when the server closed the connection instead.
   error_code read(Reply& reply);
+  /// Reads the reply to a HEAD request: its header alone.
+  error_code read_header_only(Reply& reply);
 
  private:
   /// Starts one asynchronous operation with `start(handler)` under the client timeout and runs

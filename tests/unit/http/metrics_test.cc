@@ -54,7 +54,7 @@ TEST_F(MetricsTest, ServesBuildInfoAndCountersInTextFormat) {
 TEST_F(MetricsTest, MetricsIsReadOnly) {
   const Reply reply = connect().send(verb::post, "/metrics");
   expect_problem(reply, status::method_not_allowed);
-  EXPECT_EQ(reply[beast_http::field::allow], "GET");
+  EXPECT_EQ(reply[beast_http::field::allow], "GET, HEAD");
 }
 
 TEST_F(MetricsTest, LivezIsAlwaysOk) {

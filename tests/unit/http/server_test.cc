@@ -91,8 +91,28 @@ TEST_F(ServerTest, KnownPathWithOtherMethodIs405WithAllow) {
   TestClient client = connect();
   const Reply reply = client.send(verb::delete_, "/v1/policy");
   expect_problem(reply, status::method_not_allowed, {}, "DELETE");
-  EXPECT_EQ(reply[beast_http::field::allow], "GET, PUT");
+  EXPECT_EQ(reply[beast_http::field::allow], "GET, PUT, HEAD");
   EXPECT_EQ(client.send(verb::get, "/v1/policy").result(), status::ok);  // connection still up
+}
+
+TEST_F(ServerTest, HeadIsGetWithoutTheBodyAndTheConnectionGoesOn) {
+  TestClient client = connect();
+  const Reply get = client.send(verb::get, "/v1/policy");
+  ASSERT_EQ(get.result(), status::ok);
+  ASSERT_FALSE(get.body().empty());
+  const Reply head = client.send(verb::head, "/v1/policy");
+  EXPECT_EQ(head.result(), status::ok);
+  EXPECT_EQ(head[beast_http::field::content_length], std::to_string(get.body().size()));
+  EXPECT_EQ(head[beast_http::field::content_type], get[beast_http::field::content_type]);
+  EXPECT_TRUE(head.body().empty());
+  // No stray content before the next answer: the connection reads the next reply whole.
+  const Reply again = client.send(verb::get, "/v1/policy");
+  EXPECT_EQ(again.result(), status::ok);
+  EXPECT_EQ(again.body(), get.body());
+  // An unknown path is unknown to HEAD as well: the status alone.
+  const Reply unknown = client.send(verb::head, "/v1/nothing");
+  EXPECT_EQ(unknown.result(), status::not_found);
+  EXPECT_TRUE(unknown.body().empty());
 }
 
 TEST_F(ServerTest, MalformedPercentEncodingIs400) {
