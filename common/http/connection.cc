@@ -150,7 +150,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // Answers a request that could not be read whole; the connection cannot go on after it.
-  void refuse(Response response) { write(std::move(response), 11, false, false); }
+  void refuse(Response response) {
+    const bool head =
+        parser_ && parser_->is_header_done() && parser_->get().method() == beast_http::verb::head;
+    write(std::move(response), 11, false, head);
+  }
 
   // The answer to `request`; to HEAD, its header alone (Content-Length as for GET).
   void write(Response response, const Request::Message& request) {
