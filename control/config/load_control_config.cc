@@ -10,6 +10,7 @@ namespace gradgate::control {
 namespace {
 
 using gateway::ConfigErrors;
+using gateway::invalid_yaml;
 using gateway::yaml_location;
 
 void store(const ControlKey& key, const YAML::Node& value, std::string_view origin,
@@ -33,7 +34,7 @@ void read_file_text(const std::string& text, std::string_view origin, ControlCon
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    errors.add_unreadable(origin, "invalid YAML: " + e.msg + yaml_location(e.mark));
+    errors.add_unreadable(origin, invalid_yaml(e));
     return;
   }
   if (root.IsNull()) return;

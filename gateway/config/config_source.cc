@@ -1,5 +1,7 @@
 #include "gateway/config/config_source.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,6 +45,14 @@ std::string yaml_location(const YAML::Mark& mark) {
   if (mark.is_null()) return "";
   return " (line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
          ")";
+}
+
+std::string invalid_yaml(const YAML::Exception& error) {
+  if (const auto* deep = dynamic_cast<const YAML::DeepRecursion*>(&error)) {
+    return "invalid YAML: nested more than " + std::to_string(deep->depth()) +
+           " levels deep, beyond what the YAML reader takes" + yaml_location(error.mark);
+  }
+  return "invalid YAML: " + error.msg + yaml_location(error.mark);
 }
 
 void for_each_set_override(

@@ -27,6 +27,10 @@ std::map<std::string, std::string> process_environment();
 /// " (line L, column C)" for a node's mark; "" when the mark is unknown.
 std::string yaml_location(const YAML::Mark& mark);
 
+/// "invalid YAML: <why> (line L, column C)" for an error of the YAML parser; nesting beyond the
+/// parser's depth limit says so (yaml-cpp's own message for it is "bad file").
+std::string invalid_yaml(const YAML::Exception& error);
+
 /// Splits each `--set` text into its key path and value and calls `apply(origin, path, value)`
 /// (origin: `--set "TEXT"`, for error messages); a text without '=' is an error of its own.
 void for_each_set_override(

@@ -131,7 +131,7 @@ void read_yaml_config(const std::string& text, std::string_view origin, GatewayC
   try {
     documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
-    errors.add_unreadable(origin, "invalid YAML: " + e.msg + yaml_location(e.mark));
+    errors.add_unreadable(origin, invalid_yaml(e));
     return;
   }
   if (documents.size() > 1) {

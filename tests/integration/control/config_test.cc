@@ -67,6 +67,11 @@ TEST(ControlConfigTest, ARuleThatIsNoMappingIsNamedWithItsShape) {
                "policy.rules[0]: must be a mapping with glob, codec");
 }
 
+TEST(ControlConfigTest, NestingBeyondTheYamlReadersLimitSaysSo) {
+  expect_error(parse("policy: " + std::string(2000, '[') + std::string(2000, ']')),
+               "control.yaml: invalid YAML: nested more than ");
+}
+
 TEST(ControlConfigTest, PolicySettingsAreCheckedByThePolicyEngine) {
   expect_error(parse("policy: {ladder: [none, \"topk:density=2\"]}"), "policy.ladder[1]:");
   expect_error(parse("policy: {traffic_budget: 1.5}"), "policy.traffic_budget:");

@@ -159,6 +159,14 @@ TEST(ConfigErrors, SyntaxErrorGivesLineAndColumn) {
   EXPECT_THAT(message, HasSubstr(", column "));
 }
 
+TEST(ConfigErrors, NestingBeyondTheYamlReadersLimitSaysSo) {
+  const std::string message =
+      only_error("job: " + std::string(2000, '[') + std::string(2000, ']') + "\n");
+  EXPECT_THAT(message, StartsWith("gateway.yaml: invalid YAML: nested more than "));
+  EXPECT_THAT(message,
+              HasSubstr(" levels deep, beyond what the YAML reader takes (line 1, column "));
+}
+
 TEST(ConfigErrors, KeysAndSectionsGivenTwice) {
   EXPECT_THAT(only_error("job:\n  nodes: [\"a:1\"]\n  nodes: [\"b:1\"]\n"),
               StartsWith("gateway.yaml: job.nodes: appears twice (first on line 2)"));
