@@ -1,7 +1,7 @@
 // gradgate: one binary, one subcommand per job.
 //   gradgate gateway -c gateway.yaml [--set section.key=value ...] [--ready-file PATH]
 //   gradgate control -c control.yaml [--set section.key=value ...] [--ready-file PATH]
-//   gradgate validate -c gateway.yaml [--set section.key=value ...]
+//   gradgate validate [--control] -c FILE [--set section.key=value ...]
 //   gradgate bench codecs [--codecs SPEC...] [--sizes N...] [--dists KIND...] [--json]
 //   gradgate bench allreduce [--sizes BYTES...] [--codecs SPEC...] [--gateways P...] [--json]
 //   gradgate bench node [--sizes BYTES...] [--local-workers W...] [--tensors T] [--json]

@@ -3,23 +3,36 @@
 
 #include "commands.h"
 #include "config_options.h"
+#include "control/config/control_config.h"
 #include "gateway/config/gateway_config.h"
 
 namespace gradgate::cli {
 
 void add_validate_command(CLI::App& app, int& exit_code) {
   auto* validate = app.add_subcommand(
-      "validate", "Check a gateway configuration and print every error with its key path");
+      "validate",
+      "Check a gateway configuration (or with --control a controller's) and print every error "
+      "with its key path");
   auto options = std::make_shared<ConfigOptions>();
-  options->add_to(*validate);
-  validate->callback([options, &exit_code] {
-    auto config = gateway::load_gateway_config(options->path, options->overrides);
-    if (!config.ok()) {
-      std::cerr << config.status().message() << "\n";
-      exit_code = 1;
+  auto controller = std::make_shared<bool>(false);
+  options->add_to(*validate, "Configuration (YAML)");
+  validate->add_flag("--control", *controller,
+                     "The file is a controller configuration (gradgate control -c FILE)");
+  validate->callback([options, controller, &exit_code] {
+    const Status status =
+        *controller ? control::load_control_config(options->path, options->overrides).status()
+                    : gateway::load_gateway_config(options->path, options->overrides).status();
+    if (status.ok()) {
+      std::cout << options->path << ": ok\n";
       return;
     }
-    std::cout << options->path << ": ok\n";
+    std::cerr << status.message() << "\n";
+    if (!*controller && control::load_control_config(options->path, options->overrides).ok()) {
+      std::cerr << options->path
+                << " is a controller configuration, and a valid one: check it with "
+                   "gradgate validate --control\n";
+    }
+    exit_code = 1;
   });
 }
 

@@ -1,5 +1,6 @@
 // `gradgate control -c FILE` as users run it: the binary of this build with a temporary config,
-// found through its ready file; SIGTERM stops it cleanly; a bad config stops it at start.
+// found through its ready file; SIGTERM stops it cleanly; a bad config stops it at start, and
+// `gradgate validate --control` says the same without starting it.
 #include <signal.h>
 
 #include <thread>
@@ -55,6 +56,30 @@ TEST(ControlProcessTest, BadConfigFailsAtStartNamingTheKey) {
                        (dir.path() / "control.log").string());
   EXPECT_EQ(process.wait_exit(std::chrono::seconds(10)), 1);
   EXPECT_NE(process.log().find("nodes.stale_after_ms"), std::string::npos) << process.log();
+}
+
+TEST(ControlProcessTest, ValidateControlChecksAControllerFileWithoutStartingIt) {
+  TempDir dir;
+  const std::string good = dir.write("good.yaml", "server: {listen: \"127.0.0.1:0\"}\n");
+  const std::string bad = dir.write("bad.yaml", "nodes: {stale_after_ms: soon}\n");
+  const auto run = [&](std::vector<std::string> args, const std::string& log) {
+    ChildProcess process(GRADGATE_BINARY, std::move(args), (dir.path() / log).string());
+    const int code = process.wait_exit(std::chrono::seconds(10));
+    return std::make_pair(code, process.log());
+  };
+  const auto [ok_code, ok_log] = run({"validate", "--control", "-c", good}, "good.log");
+  EXPECT_EQ(ok_code, 0) << ok_log;
+  EXPECT_NE(ok_log.find(good + ": ok"), std::string::npos) << ok_log;
+
+  const auto [bad_code, bad_log] = run({"validate", "--control", "-c", bad}, "bad.log");
+  EXPECT_EQ(bad_code, 1);
+  EXPECT_NE(bad_log.find("nodes.stale_after_ms"), std::string::npos) << bad_log;
+
+  // Checked as a gateway file, a valid controller file fails and the error says what it is.
+  const auto [gateway_code, gateway_log] = run({"validate", "-c", good}, "gateway.log");
+  EXPECT_EQ(gateway_code, 1);
+  EXPECT_NE(gateway_log.find("is a controller configuration, and a valid one"), std::string::npos)
+      << gateway_log;
 }
 
 }  // namespace
