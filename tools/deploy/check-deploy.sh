@@ -140,18 +140,25 @@ check_pod_security() {
   passed "$(sed 's/^[^:]*: //' "$WORK/output")"
 }
 
-# The gateway.yaml of each render, with the environment the DaemonSet gives the gateway.
-check_gateway_config() {
-  step "gradgate validate on the rendered gateway.yaml"
-  local set environment
+# The gateway's and the controller's configuration files of each render, with the environment
+# their pods give them.
+check_configs() {
+  step "gradgate validate on the rendered gateway.yaml and control.yaml"
+  local set component out environment validate checked=()
   while read -r set; do
-    quietly node tools/deploy/extract-gateway-config.mjs "$WORK/render-$set.yaml" \
-      "$WORK/gateway-$set" || failed "with $set"
-    mapfile -t environment <"$WORK/gateway-$set/gateway.env"
-    quietly env -i "${environment[@]}" "$BINARY" validate -c "$WORK/gateway-$set/gateway.yaml" ||
-      failed "with $set"
+    for component in gateway control; do
+      out=$WORK/$component-$set
+      quietly node tools/deploy/extract-config.mjs "$WORK/render-$set.yaml" "$component" "$out" ||
+        failed "$component with $set"
+      [[ -f $out/config.yaml ]] || continue  # no controller in this render
+      mapfile -t environment <"$out/config.env"
+      validate=(validate -c "$out/config.yaml")
+      [[ $component == control ]] && validate+=(--control)
+      quietly env -i "${environment[@]}" "$BINARY" "${validate[@]}" || failed "$component with $set"
+      checked+=("$set:$component")
+    done
   done < <(value_sets)
-  passed "$(value_sets | paste -sd' ')"
+  passed "${checked[*]}"
 }
 
 check_alert_rules() {
@@ -202,7 +209,7 @@ check_helm_lint
 check_manifests
 check_schema_rejects
 check_pod_security
-check_gateway_config
+check_configs
 check_alert_rules
 check_dashboard_types
 check_runtime_packages

@@ -1,15 +1,18 @@
 #!/usr/bin/env node
-// Takes the gateway's configuration out of a stream of Kubernetes manifests (e.g. `helm template`
-// output) as the gateway container would see it, so that `gradgate validate` can check it:
-//   OUTDIR/gateway.yaml   the file that `gradgate gateway -c PATH` reads, from the ConfigMap
-//                         mounted at PATH
-//   OUTDIR/gateway.env    the container's environment, one NAME=VALUE a line, with sample values
-//                         for what the downward API gives (pod IP, node name, ...) and $(VAR)
-//                         references expanded as the kubelet does
+// Takes the configuration of the gateway or the controller out of a stream of Kubernetes
+// manifests (e.g. `helm template` output) as its container would see it, so that
+// `gradgate validate` (`--control` for the controller) can check it:
+//   OUTDIR/config.yaml   the file that `gradgate SUBCOMMAND -c PATH` reads, from the ConfigMap
+//                        mounted at PATH
+//   OUTDIR/config.env    the container's environment, one NAME=VALUE a line, with sample values
+//                        for what the downward API gives (pod IP, node name, ...) and $(VAR)
+//                        references expanded as the kubelet does
 //
-//   node tools/deploy/extract-gateway-config.mjs STREAM OUTDIR
+//   node tools/deploy/extract-config.mjs STREAM SUBCOMMAND OUTDIR     (SUBCOMMAND: gateway|control)
 //
-// Exits 1 when the stream has no single gateway container or its configuration cannot be traced.
+// Exits 1 when the stream has more than one such container, no gateway container, or a
+// configuration that cannot be traced. A stream without a controller (controller.enabled false)
+// writes nothing for `control` and says so.
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -26,10 +29,10 @@ const SAMPLE_FIELDS = {
 };
 const SAMPLE_SECRET_VALUE = "sample-secret-value";
 
-// The config path of a container that runs `gradgate gateway -c PATH`, or null.
-function gatewayConfigPath(container) {
+// The config path of a container that runs `gradgate SUBCOMMAND -c PATH`, or null.
+function configPathOf(container, subcommandName) {
   const words = [...(container.command ?? []), ...(container.args ?? [])];
-  const subcommand = words.indexOf("gateway");
+  const subcommand = words.indexOf(subcommandName);
   if (subcommand < 0) return null;
   for (let i = subcommand + 1; i < words.length; i += 1) {
     if (["-c", "--config"].includes(words[i])) return words[i + 1] ?? null;
@@ -38,21 +41,18 @@ function gatewayConfigPath(container) {
   return null;
 }
 
-// The single gateway container of the stream: { manifest, pod, container, configPath }.
-function findGateway(manifests) {
+// The containers of the stream that run `gradgate SUBCOMMAND -c PATH`:
+// [{ manifest, pod, container, configPath }].
+function findContainers(manifests, subcommand) {
   const found = [];
   for (const manifest of manifests) {
     const pod = podSpecOf(manifest);
     for (const container of pod?.containers ?? []) {
-      const configPath = gatewayConfigPath(container);
+      const configPath = configPathOf(container, subcommand);
       if (configPath) found.push({ manifest, pod, container, configPath });
     }
   }
-  if (found.length !== 1) {
-    const count = found.length;
-    throw new Error(`expected one container running "gradgate gateway -c PATH", found ${count}`);
-  }
-  return found[0];
+  return found;
 }
 
 // The text of the file at configPath in the container: the ConfigMap key mounted there.
@@ -129,16 +129,26 @@ function environment(manifests, { manifest, container }) {
   return values;
 }
 
-runCheck("extract-gateway-config", () => {
-  const [stream, outDir] = process.argv.slice(2);
-  if (!stream || !outDir) throw new Error("usage: extract-gateway-config.mjs STREAM OUTDIR");
+runCheck("extract-config", () => {
+  const [stream, subcommand, outDir] = process.argv.slice(2);
+  if (!stream || !["gateway", "control"].includes(subcommand) || !outDir) {
+    throw new Error("usage: extract-config.mjs STREAM gateway|control OUTDIR");
+  }
   const manifests = readManifests(stream);
-  const gateway = findGateway(manifests);
-  const env = environment(manifests, gateway);
+  const found = findContainers(manifests, subcommand);
+  if (found.length === 0 && subcommand === "control") {
+    return { problems: [], success: 'no container runs "gradgate control"' };
+  }
+  if (found.length !== 1) {
+    const count = found.length;
+    throw new Error(`expected one container running "gradgate ${subcommand} -c PATH", found ${count}`);
+  }
+  const [component] = found;
+  const env = environment(manifests, component);
   mkdirSync(outDir, { recursive: true });
-  writeFileSync(path.join(outDir, "gateway.yaml"), configText(manifests, gateway));
+  writeFileSync(path.join(outDir, "config.yaml"), configText(manifests, component));
   const lines = [...env].map(([name, value]) => `${name}=${value}\n`);
-  writeFileSync(path.join(outDir, "gateway.env"), lines.join(""));
-  const source = `${gateway.configPath} of ${describe(gateway.manifest)}`;
-  return { problems: [], success: `gateway config: ${source} and ${env.size} variables` };
+  writeFileSync(path.join(outDir, "config.env"), lines.join(""));
+  const source = `${component.configPath} of ${describe(component.manifest)}`;
+  return { problems: [], success: `${subcommand} config: ${source} and ${env.size} variables` };
 });
