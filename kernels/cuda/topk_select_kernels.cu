@@ -5,6 +5,9 @@
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "cuda_check.h"
 #include "device_tally.cuh"
@@ -301,19 +304,37 @@ __global__ void __launch_bounds__(kSelectThreads)
   }
 }
 
-// Blocks for a kernel over `count` items, `per_block` a round: at most what the GPU holds at once.
+// The blocks of `kernel` (kSelectThreads threads each) that the current GPU holds at once: asked
+// of the runtime on the first launch per kernel and GPU, then remembered.
 template <typename Kernel>
-Result<unsigned> resident_blocks(Kernel kernel, uint64_t count, uint64_t per_block) {
-  int device = 0, multiprocessors = 0, per_multiprocessor = 0;
+Result<uint64_t> resident_blocks_of(Kernel kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, uint64_t> known;
+  int device = 0;
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
+  {
+    const std::lock_guard lock(mutex);
+    if (const auto it = known.find(key); it != known.end()) return it->second;
+  }
+  int multiprocessors = 0, per_multiprocessor = 0;
   GRADGATE_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &per_multiprocessor, kernel, kSelectThreads, 0));
-  const uint64_t resident =
-      static_cast<uint64_t>(std::max(multiprocessors * per_multiprocessor, 1));
+  const auto resident = static_cast<uint64_t>(std::max(multiprocessors * per_multiprocessor, 1));
+  const std::lock_guard lock(mutex);
+  known.emplace(key, resident);
+  return resident;
+}
+
+// Blocks for a kernel over `count` items, `per_block` a round: at most what the GPU holds at once.
+template <typename Kernel>
+Result<unsigned> resident_blocks(Kernel kernel, uint64_t count, uint64_t per_block) {
+  auto resident = resident_blocks_of(kernel);
+  if (!resident.ok()) return resident.status();
   const uint64_t needed = std::max<uint64_t>((count + per_block - 1) / per_block, 1);
-  return static_cast<unsigned>(std::min(needed, resident));
+  return static_cast<unsigned>(std::min(needed, *resident));
 }
 
 }  // namespace
