@@ -1,6 +1,7 @@
 #include "common/http/dispatch.h"
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <boost/beast/core/string.hpp>
 #include <exception>
 #include <optional>
@@ -60,6 +61,22 @@ std::optional<Response> refuse_by_token(TokenCheck::Verdict verdict) {
   return problem(status::internal_server_error, {}, "unknown token verdict");
 }
 
+// A 400 naming the first query parameter the route does not take; nullopt when all are taken.
+std::optional<Response> refuse_unknown_query(const RouteOptions& options, const Parameters& query) {
+  if (!options.query) return std::nullopt;
+  const std::vector<std::string>& taken = *options.query;
+  for (const auto& [name, value] : query) {
+    if (std::find(taken.begin(), taken.end(), name) != taken.end()) continue;
+    std::string accepted;
+    for (const std::string& each : taken) accepted += (accepted.empty() ? "" : ", ") + each;
+    return problem(status::bad_request, {},
+                   name + ": unknown query parameter; " +
+                       (taken.empty() ? "this path takes none" : "this path takes " + accepted),
+                   name);
+  }
+  return std::nullopt;
+}
+
 void log_handler_failure(const Request& request, const char* why) {
   spdlog::error("HTTP {} {}: the handler failed: {}", beast_http::to_string(request.method()),
                 request.path(), why);
@@ -109,6 +126,9 @@ Dispatched dispatch(const Router& router, const TokenCheck& token, const Request
     auto refusal = refuse_by_token(
         token.check(authorization == message.end() ? std::string_view{} : authorization->value()));
     if (refusal) return {match.pattern, std::move(*refusal)};
+  }
+  if (auto refusal = refuse_unknown_query(options, target->query)) {
+    return {match.pattern, std::move(*refusal)};
   }
   if (options.json_body && !message.body().empty()) {
     const auto content_type = message.find(beast_http::field::content_type);

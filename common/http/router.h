@@ -3,6 +3,7 @@
 // parameters wins over one with parameters, then the pattern added first wins.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,9 @@ struct RouteOptions {
   bool requires_token = false;
   /// The route takes a JSON body: a non-empty body must say so in Content-Type (415 otherwise).
   bool json_body = false;
+  /// The query parameters the route takes (empty: none): any other is a 400 naming it, so that a
+  /// misspelt one is not ignored. Unset: the query is not checked (health and metrics routes).
+  std::optional<std::vector<std::string>> query{};
 };
 
 struct Route {

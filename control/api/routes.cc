@@ -218,9 +218,12 @@ void add_control_routes(http::HttpServer& server, Controller& controller,
                         ControllerMetrics& metrics, RouteSettings settings) {
   // Shared by the handlers, which the server keeps until it is destroyed.
   auto routes = std::make_shared<Routes>(controller, metrics, std::move(settings));
-  const http::RouteOptions mutating{.requires_token = true, .json_body = true};
+  // Every route names the query parameters it takes: a misspelt one is a 400, not ignored.
+  const http::RouteOptions mutating{.requires_token = true, .json_body = true, .query = {{}}};
+  const http::RouteOptions plain{.query = {{}}};
+  const http::RouteOptions by_job{.query = {{"job_id"}}};
   auto add = [&](verb method, const char* pattern, Response (Routes::*handler)(const Request&),
-                 http::RouteOptions options = {}) {
+                 const http::RouteOptions& options) {
     server.add_route(
         method, pattern,
         [routes, handler](const Request& request) { return (routes.get()->*handler)(request); },
@@ -228,17 +231,17 @@ void add_control_routes(http::HttpServer& server, Controller& controller,
   };
   add(verb::post, "/v1/nodes", &Routes::post_node, mutating);
   add(verb::put, "/v1/policy", &Routes::put_policy, mutating);
-  add(verb::get, "/v1/budget", &Routes::get_budget);
+  add(verb::get, "/v1/budget", &Routes::get_budget, by_job);
   add(verb::put, "/v1/budget", &Routes::put_budget, mutating);
-  add(verb::get, "/v1/jobs", &Routes::get_jobs);
-  add(verb::get, "/v1/jobs/{id}", &Routes::get_job);
+  add(verb::get, "/v1/jobs", &Routes::get_jobs, plain);
+  add(verb::get, "/v1/jobs/{id}", &Routes::get_job, plain);
   add(verb::post, "/v1/jobs/{id}/ranks", &Routes::post_ranks, mutating);
-  add(verb::get, "/v1/nodes", &Routes::get_nodes);
-  add(verb::get, "/v1/links", &Routes::get_links);
-  server.add_async_route(verb::get, "/v1/policy",
-                         [routes](const Request& request, Responder respond) {
-                           routes->get_policy(request, respond);
-                         });
+  add(verb::get, "/v1/nodes", &Routes::get_nodes, by_job);
+  add(verb::get, "/v1/links", &Routes::get_links, by_job);
+  server.add_async_route(
+      verb::get, "/v1/policy",
+      [routes](const Request& request, Responder respond) { routes->get_policy(request, respond); },
+      {.query = {{"job_id", "known_version", "wait_ms"}}});
 }
 
 }  // namespace gradgate::control

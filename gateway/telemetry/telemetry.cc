@@ -40,7 +40,8 @@ Status Telemetry::start(uint16_t transport_port) {
     });
     metrics::serve_metrics(*admin_, registry_);
     admin_->add_route(http::verb::get, "/v1/status",
-                      [this](const http::Request&) { return http::json_response(status_body()); });
+                      [this](const http::Request&) { return http::json_response(status_body()); },
+                      {.query = {{}}});
     Status started = admin_->start();
     if (!started.ok()) {
       return Status(started.code(), "admin.listen: " + started.message());

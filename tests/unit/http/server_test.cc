@@ -1,5 +1,6 @@
-// Routing and lifecycle of HttpServer over real HTTP: handlers, path and query parameters,
-// 404, 405 with Allow, 500 from a throwing handler, keep-alive, start and stop.
+// Routing and lifecycle of HttpServer over real HTTP: handlers, path and query parameters (and
+// the declared ones), 404, 405 with Allow, HEAD, 500 from a throwing handler, keep-alive, start
+// and stop.
 #include <stdexcept>
 
 #include "http_test_support.h"
@@ -33,6 +34,13 @@ class ServerTest : public ServerFixture {
         response.headers.emplace_back("X-Echo", request.query().at("n"));
         return response;
       });
+      server.add_route(verb::get, "/v1/declared",
+                       [](const Request& request) {
+                         return json_response({{"query", request.query()}});
+                       },
+                       {.query = {{"job_id", "wait_ms"}}});
+      server.add_route(verb::get, "/v1/none", [](const Request&) { return json_response({}); },
+                       {.query = {{}}});
     });
   }
 };
@@ -93,6 +101,20 @@ TEST_F(ServerTest, KnownPathWithOtherMethodIs405WithAllow) {
   expect_problem(reply, status::method_not_allowed, {}, "DELETE");
   EXPECT_EQ(reply[beast_http::field::allow], "GET, PUT, HEAD");
   EXPECT_EQ(client.send(verb::get, "/v1/policy").result(), status::ok);  // connection still up
+}
+
+TEST_F(ServerTest, AQueryParameterARouteDoesNotTakeIs400NamingIt) {
+  TestClient client = connect();
+  const Reply taken = client.send(verb::get, "/v1/declared?job_id=3&wait_ms=10");
+  ASSERT_EQ(taken.result(), status::ok) << taken.body();
+  EXPECT_EQ(json_of(taken)["query"], nlohmann::json({{"job_id", "3"}, {"wait_ms", "10"}}));
+  expect_problem(client.send(verb::get, "/v1/declared?job_id=3&jobid=4"), status::bad_request,
+                 "jobid", "jobid: unknown query parameter; this path takes job_id, wait_ms");
+  expect_problem(client.send(verb::get, "/v1/none?x=1"), status::bad_request, "x",
+                 "this path takes none");
+  EXPECT_EQ(client.send(verb::get, "/v1/none").result(), status::ok);
+  // A route that declares nothing is not checked.
+  EXPECT_EQ(client.send(verb::get, "/v1/policy?anything=1").result(), status::ok);
 }
 
 TEST_F(ServerTest, HeadIsGetWithoutTheBodyAndTheConnectionGoesOn) {
