@@ -18,6 +18,8 @@
 namespace gradgate::gateway {
 namespace {
 
+using testing::buffer_of;
+using testing::expect_success;
 using testing::Outcome;
 
 GatewayConfig two_node_config() {
@@ -30,18 +32,6 @@ GatewayConfig two_node_config() {
 }
 
 // A gateway that is the whole job (codec none), with `local_workers` workers.
-// The worker buffer over `values` (fp32).
-WorkerBuffer buffer_of(std::vector<float>& values) {
-  return {reinterpret_cast<std::byte*>(values.data()), values.size() * sizeof(float), {}};
-}
-
-// The request of `done` completes, successfully, within 20 s.
-void expect_success(Outcome& done) {
-  const auto outcome = done.wait(std::chrono::seconds(20));
-  ASSERT_TRUE(outcome.has_value());
-  ASSERT_TRUE(outcome->status.ok()) << outcome->status.to_string();
-}
-
 struct OneNodeJob {
   static GatewayConfig config_of(uint32_t local_workers) {
     GatewayConfig config;

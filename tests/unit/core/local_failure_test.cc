@@ -17,6 +17,7 @@
 namespace gradgate::gateway {
 namespace {
 
+using testing::buffer_of;
 using testing::kElements;
 using testing::kSpec;
 using testing::Outcome;
@@ -35,9 +36,7 @@ class TwoWorkersEach : public ::testing::Test {
   // Local worker 1 joins gateway `rank` and declares the job's tensor.
   void join_worker1(uint32_t rank) {
     ASSERT_TRUE(job.gateway(rank).on_worker_joined(1).ok());
-    auto key = job.gateway(rank).on_declare(
-        1, kSpec,
-        {reinterpret_cast<std::byte*>(worker1[rank].data()), kElements * sizeof(float), {}});
+    auto key = job.gateway(rank).on_declare(1, kSpec, buffer_of(worker1[rank]));
     ASSERT_TRUE(key.ok()) << key.status().to_string();
     ASSERT_EQ(*key, job.key(rank));
   }

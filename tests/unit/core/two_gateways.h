@@ -17,6 +17,7 @@
 
 #include "gateway/core/gateway.h"
 #include "gateway/transport/tcp_transport.h"
+#include "outcome.h"
 
 namespace gradgate::gateway::testing {
 
@@ -67,9 +68,7 @@ class TwoGateways {
       EXPECT_TRUE(node.gateway->on_worker_joined(0).ok());
       node.buffers.assign(tensors, std::vector<float>(kElements));
       for (size_t t = 0; t < tensors; ++t) {
-        auto key = node.gateway->on_declare(
-            0, tensor_spec(t),
-            {reinterpret_cast<std::byte*>(node.buffers[t].data()), kElements * sizeof(float), {}});
+        auto key = node.gateway->on_declare(0, tensor_spec(t), buffer_of(node.buffers[t]));
         EXPECT_TRUE(key.ok()) << key.status().to_string();
         node.keys.push_back(key.ok() ? *key : 0);
       }
