@@ -138,8 +138,8 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
   read_tensors(root, report);
   // A decision holds a codec per node and tensor: bounded, so that one report cannot make the
   // controller build billions of them (the policy checks the job's measurements again).
-  if (Status size = check_policy_size(report.nodes, report.tensors.size()); !size.ok()) {
-    root.reject("tensors", size.message());
+  if (std::string size = policy_size_error(report.nodes, report.tensors.size()); !size.empty()) {
+    root.reject("tensors", std::move(size));
   }
   read_codec_speeds(root, report);
   read_timings(root, report);

@@ -100,19 +100,17 @@ Status check_codec_speeds(const Measurements& m) {
 
 }  // namespace
 
-Status check_policy_size(uint64_t nodes, uint64_t tensors) {
+std::string policy_size_error(uint64_t nodes, uint64_t tensors) {
   if (nodes * tensors <= kMaxPolicyCodecs) return {};
-  return Status(ErrorCode::kInvalidArgument,
-                std::to_string(tensors) + " tensors on " + std::to_string(nodes) +
-                    " nodes exceed the " + std::to_string(kMaxPolicyCodecs) +
-                    " codecs (nodes x tensors) a job's policy may hold");
+  return std::to_string(tensors) + " tensors on " + std::to_string(nodes) + " nodes exceed the " +
+         std::to_string(kMaxPolicyCodecs) + " codecs (nodes x tensors) a job's policy may hold";
 }
 
 Status check_measurements(const Measurements& measurements) {
   if (measurements.nodes == 0) return invalid("nodes", "a job has at least one node");
-  if (Status size = check_policy_size(measurements.nodes, measurements.tensors.size());
-      !size.ok()) {
-    return invalid("tensors", size.message());
+  if (std::string size = policy_size_error(measurements.nodes, measurements.tensors.size());
+      !size.empty()) {
+    return invalid("tensors", size);
   }
   GRADGATE_RETURN_IF_ERROR(check_node_samples(measurements));
   GRADGATE_RETURN_IF_ERROR(check_links(measurements));

@@ -2,13 +2,15 @@
 // by a zero rate or indexes past the job's nodes.
 #pragma once
 
+#include <string>
+
 #include "control/policy/policy.h"
 
 namespace gradgate::control {
 
-/// kInvalidArgument when a decision for `tensors` tensors on `nodes` nodes would hold more than
-/// kMaxPolicyCodecs codecs; the message says why.
-Status check_policy_size(uint64_t nodes, uint64_t tensors);
+/// Why a decision for `tensors` tensors on `nodes` nodes would hold more than kMaxPolicyCodecs
+/// codecs; empty when it would not.
+std::string policy_size_error(uint64_t nodes, uint64_t tensors);
 
 /// kInvalidArgument naming the first unusable field ("links[1].goodput_bytes_per_second: ...").
 /// Missing samples are not errors: policies fall back when a link or node has none.
