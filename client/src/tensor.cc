@@ -114,7 +114,7 @@ gg_status declare(gg_client& client, const std::string& what, const proto::Decla
     }
     // The same buffer: another handle. Another GPU buffer (the memory moved): declared anew, the
     // gateway then uses it under the same key.
-    if (!device || *existing->device == *device) {
+    if (existing->device == device) {
       *out = add_handle(client, std::move(existing));
       return GG_OK;
     }
