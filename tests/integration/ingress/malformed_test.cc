@@ -1,10 +1,7 @@
 // Malformed traffic from raw sockets: each bad message is counted, answered with ERROR when
 // possible, ends its session, and leaves the server serving good clients.
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -13,7 +10,6 @@
 #include <vector>
 
 #include "gradgate/ingress_protocol.h"
-#include "gradgate/ingress_socket.h"
 #include "ingress_fixture.h"
 #include "raw_connection.h"
 
