@@ -347,15 +347,10 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
   auto placed = place_locked(wanted, tensor.spec, tensor.device.get());
   if (!placed.ok()) return placed.status();
   if (placed->codec->spec() != tensor.codec->spec() || placed->on_gpu != tensor.on_gpu) {
-    // As counted against the cap when made (streams may have grown since: scratch space).
-    const size_t old_bytes = tensor.memory_bytes - tensor.node_sum.size() * sizeof(float);
-    // Besides the new streams, the node sum a tensor in GPU memory takes to or leaves in host
-    // memory when its codec changes sides.
-    size_t in_use = stats_.residual_bytes - old_bytes;
-    if (gpu_buffers && !placed->on_gpu && tensor.on_gpu)
-      in_use += tensor.spec.elements * sizeof(float);
-    if (gpu_buffers && placed->on_gpu && !tensor.on_gpu)
-      in_use -= tensor.node_sum.size() * sizeof(float);
+    // Besides the new streams, the host node sum of the new placement (a tensor in GPU memory
+    // takes it to or leaves it in host memory when its codec changes sides).
+    const size_t in_use = stats_.residual_bytes - tensor.memory_bytes +
+                          host_node_sum_bytes(tensor.spec, gpu_buffers, placed->on_gpu);
     if (placed->on_gpu) GRADGATE_RETURN_IF_ERROR(tensor.device->queue().make_current());
     auto streams = make_streams_locked(tensor.spec, tensor.id, *placed->codec, in_use);
     if (!streams.ok()) {
@@ -389,6 +384,12 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
   tensor.policy_version = version;
   stats_.applied_policy_version = std::max(stats_.applied_policy_version, version);
   return {};
+}
+
+size_t Gateway::host_node_sum_bytes(const TensorSpec& spec, bool gpu_buffers, bool on_gpu) const {
+  const bool host_sum =
+      gpu_buffers ? !on_gpu : !reduces_in_place(config_.local_workers, spec.dtype);
+  return host_sum ? spec.elements * sizeof(float) : 0;
 }
 
 void Gateway::adopt_streams_locked(Tensor& tensor, TensorStreams streams) {
@@ -503,9 +504,7 @@ Result<uint32_t> Gateway::add_tensor_locked(uint32_t local_rank, const TensorSpe
   }
   auto placed = place_locked(configured_codec(spec), spec, device.get());
   if (!placed.ok()) return placed.status();
-  const bool host_sum =
-      gpu_buffers ? !placed->on_gpu : !reduces_in_place(config_.local_workers, spec.dtype);
-  const size_t node_sum_bytes = host_sum ? spec.elements * sizeof(float) : 0;
+  const size_t node_sum_bytes = host_node_sum_bytes(spec, gpu_buffers, placed->on_gpu);
   if (stats_.residual_bytes + node_sum_bytes > config_.residual_memory_cap_bytes) {
     return over_cap(spec.name, node_sum_bytes, stats_.residual_bytes,
                     config_.residual_memory_cap_bytes);
@@ -527,7 +526,7 @@ Result<uint32_t> Gateway::add_tensor_locked(uint32_t local_rank, const TensorSpe
   tensor.buffers[local_rank] = buffer;
   tensor.waiting.resize(config_.local_workers);
   tensor.in_flight.resize(config_.local_workers);
-  if (host_sum) tensor.node_sum.resize(spec.elements);
+  tensor.node_sum.resize(node_sum_bytes / sizeof(float));
   tensor.memory_bytes = memory;
   tensor.skips_seen = skips_;
   stats_.residual_bytes += memory;

@@ -162,6 +162,9 @@ class Gateway final : public IngressHandler {
                                      WorkerBuffer buffer);
   /// What the config says `tensor` runs with: its codec, or none below min_compress_elements.
   std::string configured_codec(const TensorSpec& tensor) const;
+  /// The host memory a tensor's node sum takes: its fp32 elements where the sum is made on the
+  /// host (buffers in GPU memory with the codec on the CPU; host buffers not reduced in place).
+  size_t host_node_sum_bytes(const TensorSpec& spec, bool gpu_buffers, bool on_gpu) const;
   /// `streams` become the tensor's, counted against the cap in place of its old ones.
   void adopt_streams_locked(Tensor& tensor, TensorStreams streams);
   /// Before step `seq` of `tensor`: when a step of any tensor was skipped for a non-finite
