@@ -21,7 +21,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 2
-build=${BUILD_DIR:-build-gpu}
+source "$root/tools/gpu/steps.sh"
+build=$(kernels_build_dir)
 gtest=${GTEST_SOURCE_DIR:-$root/.gpu/googletest}
 [[ -n ${GTEST_SOURCE_DIR:-} || -d $gtest ]] || gtest=/usr/src/googletest
 deadline=$((SECONDS + ${DEADLINE_S:-400}))
@@ -31,25 +32,20 @@ dump=$scratch/gaussian.f32
 steps=$scratch/steps  # step|status|seconds, for the summary
 : >"$steps"
 
-source "$root/tools/gpu/steps.sh"
 find_gpu
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
 built=0
+tests_bin=$(kernel_program tests/gradgate_kernels_tests)
+cuda_tests_bin=$(kernel_program tests/unit/kernels_cuda/gradgate_kernels_cuda_tests)
+bench_bin=$(kernel_program bench/kernels/gradgate_kernel_bench)
 if [[ -n ${KERNELS_BIN:-} ]]; then
   # Programs built elsewhere (tools/gpu/bundle.sh): saves the build's minutes on the GPU machine.
-  tests_bin=$KERNELS_BIN/gradgate_kernels_tests
-  cuda_tests_bin=$KERNELS_BIN/gradgate_kernels_cuda_tests
-  bench_bin=$KERNELS_BIN/gradgate_kernel_bench
   [[ -x $tests_bin && -x $cuda_tests_bin && -x $bench_bin ]] && built=1
-  LD_LIBRARY_PATH=$(cuda_library_dir):${LD_LIBRARY_PATH:-}
-  export LD_LIBRARY_PATH
+  use_toolkit_libraries
   echo "build|$( ((built)) && echo "ok" || echo "failed (not in $KERNELS_BIN)")|0" >>"$steps"
 else
-  tests_bin=$build/tests/gradgate_kernels_tests
-  cuda_tests_bin=$build/tests/unit/kernels_cuda/gradgate_kernels_cuda_tests
-  bench_bin=$build/bench/kernels/gradgate_kernel_bench
   if run configure 90 "$out/build.log" cmake -S . -B "$build" "${generator[@]}" \
     -DCMAKE_BUILD_TYPE=Release -DGRADGATE_KERNELS_ONLY=ON -DGRADGATE_WERROR=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DGRADGATE_WITH_CUDA=ON -DGRADGATE_GTEST_SOURCE_DIR="$gtest" &&

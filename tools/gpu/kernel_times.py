@@ -10,6 +10,8 @@ import re
 import statistics
 import sys
 
+from summarize import table
+
 
 def short_name(name):
     """'void ns::<unnamed>::collect_kernel<1>(const float *, ...)' -> 'collect_kernel<1>'; a
@@ -35,11 +37,11 @@ def main():
         scale = {"ns": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}.get(row[unit_at], 1e-3)
         value = float(row[value_at].replace(",", "")) * scale
         times.setdefault(short_name(row[name_at]), []).append(value)
-    width = max(len(name) for name in times)
-    print("%-*s %8s %10s %10s %10s" % (width, "kernel", "launches", "median us", "min us", "max us"))
+    rows = [("kernel", "launches", "median us", "min us", "max us")]
     for name, values in times.items():
-        print("%-*s %8d %10.1f %10.1f %10.1f" % (width, name, len(values), statistics.median(values),
-                                               min(values), max(values)))
+        rows.append((name, len(values), "%.1f" % statistics.median(values), "%.1f" % min(values),
+                     "%.1f" % max(values)))
+    print(table(rows))
     return 0
 
 

@@ -13,15 +13,12 @@ out=${1:?usage: tools/gpu/kernel_times.sh OUT_DIR [SPEC [SIZE]]}
 spec=${2:-topk:density=0.01}
 size=${3:-2^28}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 2
 source "$root/tools/gpu/steps.sh"
-if [[ -n ${KERNELS_BIN:-} ]]; then
-  bench=$KERNELS_BIN/gradgate_kernel_bench
-  LD_LIBRARY_PATH=$(cuda_library_dir):${LD_LIBRARY_PATH:-}
-  export LD_LIBRARY_PATH
-else
-  bench=$root/${BUILD_DIR:-build-gpu}/bench/kernels/gradgate_kernel_bench
-fi
+bench=$(kernel_program bench/kernels/gradgate_kernel_bench)
+[[ -n ${KERNELS_BIN:-} ]] && use_toolkit_libraries
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 timeout "${TIMEOUT_S:-120}" "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
   --log-file "$out/ncu.csv" "$bench" --sizes "$size" --warmup 2 --reps 3 "$spec" >/dev/null ||

@@ -27,7 +27,8 @@ trap 'rm -f "$steps"' EXIT
 source "$root/tools/gpu/steps.sh"
 find_gpu
 
-export LD_LIBRARY_PATH=$bundle/lib:$(cuda_library_dir):${LD_LIBRARY_PATH:-}
+use_toolkit_libraries
+export LD_LIBRARY_PATH=$bundle/lib:$LD_LIBRARY_PATH
 export GRADGATE_BINARY=$bundle/bin/gradgate GRADGATE_LIBRARY=$bundle/lib/libgradgate.so
 export GRADGATE_CUDA_TEST_WORKER=$bundle/bin/gradgate_cuda_test_worker
 

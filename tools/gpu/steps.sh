@@ -37,7 +37,24 @@ find_gpu() {
   fi
 }
 
-# CUDA's libraries (libcudart, cuBLAS) of the machine's toolkit, for programs built elsewhere.
-cuda_library_dir() {
-  echo "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")/../lib64"
+# Puts CUDA's libraries (libcudart, cuBLAS) of the machine's toolkit on LD_LIBRARY_PATH, for
+# programs built elsewhere.
+use_toolkit_libraries() {
+  local toolkit
+  toolkit=$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")/../lib64
+  LD_LIBRARY_PATH=$toolkit:${LD_LIBRARY_PATH:-}
+  export LD_LIBRARY_PATH
+}
+
+# The folder of the kernels-only build: BUILD_DIR, by default build-gpu.
+kernels_build_dir() { echo "${BUILD_DIR:-build-gpu}"; }
+
+# kernel_program PATH: a kernel program by its path in the kernels-only build: from the bundle in
+# KERNELS_BIN (tools/gpu/bundle.sh) when set, else from that build.
+kernel_program() {
+  if [[ -n ${KERNELS_BIN:-} ]]; then
+    echo "$KERNELS_BIN/$(basename "$1")"
+  else
+    echo "$(kernels_build_dir)/$1"
+  fi
 }
