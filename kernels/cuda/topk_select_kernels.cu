@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <utility>
 
 #include "cuda_check.h"
@@ -305,25 +304,21 @@ __global__ void __launch_bounds__(kSelectThreads)
 }
 
 // The blocks of `kernel` (kSelectThreads threads each) that the current GPU holds at once: asked
-// of the runtime on the first launch per kernel and GPU, then remembered.
+// of the runtime on the thread's first launch per kernel and GPU, then remembered (per thread, as
+// Scratch::current keeps its scratch).
 template <typename Kernel>
 Result<uint64_t> resident_blocks_of(Kernel kernel) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, uint64_t> known;
+  thread_local std::map<std::pair<const void*, int>, uint64_t> known;
   int device = 0;
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
-  {
-    const std::lock_guard lock(mutex);
-    if (const auto it = known.find(key); it != known.end()) return it->second;
-  }
+  if (const auto it = known.find(key); it != known.end()) return it->second;
   int multiprocessors = 0, per_multiprocessor = 0;
   GRADGATE_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &per_multiprocessor, kernel, kSelectThreads, 0));
   const auto resident = static_cast<uint64_t>(std::max(multiprocessors * per_multiprocessor, 1));
-  const std::lock_guard lock(mutex);
   known.emplace(key, resident);
   return resident;
 }
