@@ -24,7 +24,7 @@ Reply TestClient::send(verb method, std::string target, std::string body, const 
   error_code error = write(request);
   EXPECT_FALSE(error) << "write: " << error.message();
   Reply reply;
-  error = method == verb::head ? read_header_only(reply) : read(reply);
+  error = read(reply, method == verb::head);
   EXPECT_FALSE(error) << "read: " << error.message();
   return reply;
 }
@@ -53,13 +53,9 @@ error_code TestClient::write(ClientRequest& request) {
   return bounded([&](auto done) { beast_http::async_write(stream_, request, done); });
 }
 
-error_code TestClient::read(Reply& reply) {
-  return bounded([&](auto done) { beast_http::async_read(stream_, buffer_, reply, done); });
-}
-
-error_code TestClient::read_header_only(Reply& reply) {
+error_code TestClient::read(Reply& reply, bool header_only) {
   beast_http::response_parser<beast_http::string_body> parser;
-  parser.skip(true);  // the answer to HEAD: a Content-Length but no content
+  parser.skip(header_only);  // the answer to HEAD: a Content-Length but no content
   const error_code error =
       bounded([&](auto done) { beast_http::async_read(stream_, buffer_, parser, done); });
   reply = parser.release();

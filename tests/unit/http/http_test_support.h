@@ -48,10 +48,9 @@ class TestClient {
   Reply send_json(verb method, std::string target, std::string json, Headers headers = {});
   error_code write_raw(std::string_view bytes);
   error_code write(ClientRequest& request);
-  /// Reads one reply; end_of_stream when the server closed the connection instead.
-  error_code read(Reply& reply);
-  /// Reads the reply to a HEAD request: its header alone.
-  error_code read_header_only(Reply& reply);
+  /// Reads one reply (its header alone when `header_only`: the answer to HEAD); end_of_stream
+  /// when the server closed the connection instead.
+  error_code read(Reply& reply, bool header_only = false);
 
  private:
   /// Starts one asynchronous operation with `start(handler)` under the client timeout and runs
