@@ -226,14 +226,17 @@ std::optional<double> JsonObject::read_number(std::string_view key, Presence pre
   return number;
 }
 
+const nlohmann::json* JsonObject::integer_member(std::string_view key, Presence presence) const {
+  const nlohmann::json* value = member(key, presence);
+  if (value == nullptr || value->is_number_integer()) return value;
+  body_->fail(status::bad_request, pointer_to(key), "must be an integer");
+  return nullptr;
+}
+
 std::optional<int64_t> JsonObject::read_integer(std::string_view key, Presence presence,
                                                 const IntegerRange& range) const {
-  const nlohmann::json* value = member(key, presence);
+  const nlohmann::json* value = integer_member(key, presence);
   if (value == nullptr) return std::nullopt;
-  if (!value->is_number_integer()) {
-    body_->fail(status::bad_request, pointer_to(key), "must be an integer");
-    return std::nullopt;
-  }
   const bool fits = !value->is_number_unsigned() ||
                     value->get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()};
   const int64_t integer = fits ? value->get<int64_t>() : 0;
@@ -245,12 +248,8 @@ std::optional<int64_t> JsonObject::read_integer(std::string_view key, Presence p
 }
 
 std::optional<uint64_t> JsonObject::unsigned_integer(std::string_view key) const {
-  const nlohmann::json* value = member(key, Presence::kRequired);
+  const nlohmann::json* value = integer_member(key, Presence::kRequired);
   if (value == nullptr) return std::nullopt;
-  if (!value->is_number_integer()) {
-    body_->fail(status::bad_request, pointer_to(key), "must be an integer");
-    return std::nullopt;
-  }
   if (!value->is_number_unsigned() && value->get<int64_t>() < 0) {
     body_->fail(
         status::unprocessable_entity, pointer_to(key),

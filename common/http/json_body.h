@@ -106,6 +106,9 @@ class JsonObject {
   std::string pointer_to(std::string_view key) const;
   std::optional<double> read_number(std::string_view key, Presence presence,
                                     const NumberRange& range) const;
+  // The member `key` when it is a JSON integer; null when absent (an error when required) or not
+  // an integer (an error).
+  const nlohmann::json* integer_member(std::string_view key, Presence presence) const;
   std::optional<int64_t> read_integer(std::string_view key, Presence presence,
                                       const IntegerRange& range) const;
   std::optional<std::string> read_string(std::string_view key, Presence presence,
