@@ -173,21 +173,22 @@ void JsonBody::fail(status code, std::string pointer, std::string_view rule) {
 
 std::optional<BodyError> JsonBody::finish() const {
   if (error_) return error_;
-  std::vector<std::string> unknown;
+  std::vector<std::string> named;  // the first kNamedUnknownMembers unknown members' pointers
+  std::size_t unknown = 0;
   for (const ReadObject& object : objects_) {
     for (const auto& [key, value] : object.json->items()) {
-      if (!object.known.contains(key)) {
-        unknown.push_back(object.pointer + "/" + escape_pointer_token(key));
+      if (object.known.contains(key)) continue;
+      if (++unknown <= kNamedUnknownMembers) {
+        named.push_back(object.pointer + "/" + escape_pointer_token(key));
       }
     }
   }
-  if (unknown.empty()) return std::nullopt;
-  std::string detail = unknown.size() == 1 ? unknown.front() + ": unknown field"
-                                           : "unknown fields: " + unknown.front();
-  const std::size_t named = std::min(unknown.size(), kNamedUnknownMembers);
-  for (std::size_t i = 1; i < named; ++i) detail += ", " + unknown[i];
-  if (unknown.size() > named) detail += " and " + std::to_string(unknown.size() - named) + " more";
-  return BodyError{status::bad_request, unknown.front(), std::move(detail)};
+  if (unknown == 0) return std::nullopt;
+  std::string detail =
+      unknown == 1 ? named.front() + ": unknown field" : "unknown fields: " + named.front();
+  for (std::size_t i = 1; i < named.size(); ++i) detail += ", " + named[i];
+  if (unknown > named.size()) detail += " and " + std::to_string(unknown - named.size()) + " more";
+  return BodyError{status::bad_request, named.front(), std::move(detail)};
 }
 
 const std::string& JsonObject::pointer() const { return body_->objects_[index_].pointer; }
