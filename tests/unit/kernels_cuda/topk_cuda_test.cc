@@ -49,6 +49,16 @@ std::vector<float> gradient(bool laplace, size_t n, uint64_t seed) {
   return out;
 }
 
+// One step of `grad` on both codecs: the same frame byte for byte, the same residual bit for bit.
+void expect_same_step(CodecPair& codecs, const std::vector<float>& grad, uint64_t step) {
+  auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, step));
+  auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
+  ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
+  ASSERT_TRUE(gpu_frame.ok()) << gpu_frame.status().to_string();
+  ASSERT_TRUE(same_bytes(*cpu_frame, *gpu_frame)) << "step " << step;
+  ASSERT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual())) << "step " << step;
+}
+
 class TopkExactTest : public cuda_test::GpuParamTest<SizeAndDensity> {
  protected:
   size_t n() const { return std::get<0>(GetParam()); }
@@ -62,13 +72,7 @@ TEST_P(TopkExactTest, FramesAndResidualsMatchTheCpuCodec) {
     CodecPair codecs(spec, n());
     for (uint64_t step = 0; step < 4; ++step) {
       const auto grad = make_finite_values(n(), 10 + step);
-      auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, step));
-      auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
-      ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
-      ASSERT_TRUE(gpu_frame.ok()) << gpu_frame.status().to_string();
-      ASSERT_TRUE(same_bytes(*cpu_frame, *gpu_frame)) << "step " << step;
-      ASSERT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()))
-          << "step " << step;
+      ASSERT_NO_FATAL_FAILURE(expect_same_step(codecs, grad, step));
     }
   }
 }
@@ -104,9 +108,8 @@ TEST_F(TopkCudaTest, ThresholdCountsStayInTheWindowColdAndWarm) {
 }
 
 TEST_F(TopkCudaTest, AWarmStepWhoseCandidatesOverflowTheListMatchesTheCpuCodec) {
-  // Step 3 lifts every |g| far above the warm threshold: the first pass lists more candidates than
-  // its list holds, so the residual must be made whole again (listed and overflowed values) before
-  // the rescans read it.
+  // Step 3 lifts every |g| far above the warm threshold: the first pass finds more candidates than
+  // its list holds, and the selection goes on with rescans of the residual.
   const size_t n = 100003;
   for (const char* spec :
        {"topk:density=0.01,select=exact", "topk:density=0.01,select=exact,values=fp16"}) {
@@ -117,16 +120,10 @@ TEST_F(TopkCudaTest, AWarmStepWhoseCandidatesOverflowTheListMatchesTheCpuCodec) 
       if (step == 3) {
         for (auto& v : grad) v += v < 0.0f ? -1.0f : 1.0f;
       }
-      auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, step));
-      auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
-      ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
-      ASSERT_TRUE(gpu_frame.ok()) << gpu_frame.status().to_string();
+      ASSERT_NO_FATAL_FAILURE(expect_same_step(codecs, grad, step));
       if (step == 3) {
         EXPECT_GT(codecs.gpu_passes(), 1) << "no rescan: the list did not overflow";
       }
-      ASSERT_TRUE(same_bytes(*cpu_frame, *gpu_frame)) << "step " << step;
-      ASSERT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual()))
-          << "step " << step;
     }
   }
 }
