@@ -469,7 +469,7 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
                         " memory, the other local workers' are not: a node's workers must "
                         "agree");
     }
-    if (found->second.waiting[local_rank] || found->second.in_flight[local_rank]) {
+    if (found->second.has_request(local_rank)) {
       return Status(ErrorCode::kInvalidArgument,
                     "tensor \"" + spec.name + "\" is declared again by local worker " +
                         std::to_string(local_rank) + " while its all-reduce runs");
@@ -549,7 +549,7 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
     refused = Status(ErrorCode::kNotFound, "tensor key " + std::to_string(key) +
                                                " is not declared by local worker " +
                                                std::to_string(local_rank));
-  } else if (found->second.waiting[local_rank] || found->second.in_flight[local_rank]) {
+  } else if (found->second.has_request(local_rank)) {
     refused = Status(ErrorCode::kInvalidArgument,
                      "tensor \"" + found->second.spec.name +
                          "\" already has an all-reduce in flight for this worker");

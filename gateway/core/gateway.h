@@ -139,6 +139,8 @@ class Gateway final : public IngressHandler {
     std::vector<Done> waiting;          // by local rank: asked for the next step
     std::vector<Done> in_flight;        // by local rank: taking part in the running step
     uint64_t next_seq = 0;              // the step the next requests take part in
+    /// Whether local worker `rank` has asked for a step that has not ended.
+    bool has_request(uint32_t rank) const { return waiting[rank] || in_flight[rank]; }
     bool running = false;
     /// Several local workers or 16-bit gradients: the node's fp32 sum, reduced into and written
     /// back from. Empty when the only local worker's fp32 buffer is reduced in place, and for
