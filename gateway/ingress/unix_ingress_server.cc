@@ -33,6 +33,12 @@ namespace {
 
 namespace proto = gradgate::ingress_protocol;
 
+// The bytes of `buffer` mapped from a worker's shared memory (the mapped_bytes gauge); a buffer in
+// GPU memory counts in cuda_mappings instead.
+size_t mapped_host_bytes(const WorkerBuffer& buffer) {
+  return buffer.memory == kernels::MemoryKind::kHost ? buffer.bytes : 0;
+}
+
 /// At most this many connections are accepted per loop turn, so sessions are served meanwhile.
 constexpr int kAcceptsPerTurn = 64;
 /// How long accepting pauses when the process is out of file descriptors and has no spare one.
@@ -390,10 +396,8 @@ bool UnixIngressServer::declared(Session& session, uint64_t request_id,
                               key.status().to_string()});
   }
   auto [declared, first] = session.buffers.try_emplace(*key);
-  if (!first && declared->second.memory == kernels::MemoryKind::kHost) {
-    mapped_bytes_ -= declared->second.bytes;
-  }
-  if (buffer.memory == kernels::MemoryKind::kHost) mapped_bytes_ += buffer.bytes;
+  if (!first) mapped_bytes_ -= mapped_host_bytes(declared->second);
+  mapped_bytes_ += mapped_host_bytes(buffer);
   declared->second = std::move(buffer);  // unmaps a buffer it replaces, unless a step holds it
   if (!first) close_unused_allocations(session.cuda_allocations);
   return reply(session, request_id, proto::DeclareOk{*key});
@@ -468,9 +472,7 @@ void UnixIngressServer::close_session(uint64_t session_id) {
   if (it == sessions_.end()) return;
   Session& session = it->second;
   if (session.joined) handler_->on_worker_left(session.local_rank);
-  for (const auto& [key, buffer] : session.buffers) {
-    if (buffer.memory == kernels::MemoryKind::kHost) mapped_bytes_ -= buffer.bytes;
-  }
+  for (const auto& [key, buffer] : session.buffers) mapped_bytes_ -= mapped_host_bytes(buffer);
   close(session.fd);
   sessions_.erase(it);  // unmaps the buffers (and closes the GPU mappings) the core does not hold
   sessions_closed_++;
