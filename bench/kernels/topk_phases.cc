@@ -31,7 +31,7 @@ Result<TopkPhaseTimes> time_topk_phases(const kernels::CodecParams& params, cons
     return [&, t]() -> Status {
       GRADGATE_RETURN_IF_ERROR((*scratch)->begin(cuda));
       GRADGATE_RETURN_IF_ERROR(kernels::cuda::launch_topk_collect(
-          grad, e, n, t, state->candidates, (*scratch)->device_tally(), cuda));
+          grad, e, n, t, state->candidates, state->tiles, (*scratch)->device_tally(), cuda));
       return (*scratch)->finish(cuda).status();
     };
   };

@@ -1,7 +1,7 @@
 // Where the time of a top-k selection goes on the GPU, to find what keeps it from the memory
 // roofline: the streaming pass alone (e += g and the statistics, nothing collected), the same pass
 // collecting the candidates above the stream's warm-started threshold, and the whole selection
-// (the pass, the radix select among the candidates and the sort by index). Each is timed the way
+// (the pass, the radix select among the candidates and keep). Each is timed the way
 // the encode is, on the stream of an encoder that has already run its warm-up steps, so the
 // threshold is the steady state's. Host-only.
 #pragma once
@@ -20,7 +20,7 @@ namespace gradgate::bench {
 struct TopkPhaseTimes {
   double pass_ms = 0;       // the first pass with nothing above its threshold
   double collect_ms = 0;    // the first pass collecting the candidates above the steady threshold
-  double selection_ms = 0;  // the whole selection: pass, radix select, keep, sort
+  double selection_ms = 0;  // the whole selection: pass, radix select, keep
 };
 
 /// Times the phases of `params` (a topk spec) on the `n` values at `grad` with `stream`, a CUDA

@@ -71,7 +71,7 @@ class TopkCodec final : public CudaCodec {
     if (auto* state = dynamic_cast<TopkDeviceState*>(stream.codec_state())) return state;
     const size_t n = stream.desc().elements;
     const size_t k = cpu::topk_count(params().density, n);
-    auto made = TopkDeviceState::make(topk::candidate_capacity(n, k), max_count(n));
+    auto made = TopkDeviceState::make(n, topk::candidate_capacity(n, k), max_count(n));
     if (!made.ok()) return made.status();
     TopkDeviceState* state = made->get();
     stream.set_codec_state(std::move(made).value());

@@ -1,6 +1,6 @@
 // Host-side entry points of the topk kernels: the pass that adds the gradient into the residual
-// and collects the candidates, the radix select among them (topk_plan.h), the sort of the
-// selection by index, and the payload's indices written and read on the device. Each enqueues its
+// and collects the candidates, the radix select among them (topk_plan.h) and keep, both lists in
+// index order, and the payload's indices written and read on the device. Each enqueues its
 // kernels on `stream` and returns the launch's Status. Host-only: compiles without nvcc.
 #pragma once
 
@@ -29,29 +29,37 @@ struct PairSource {
   uint64_t count;
 };
 
+/// Where the ordered compactions below keep the look-back state of their tiles
+/// (tile_order::tile_count of their items): ordered_tiles_bytes(max_tiles) of device memory.
+/// Each compaction resets what it uses, so compactions on one stream share it; compactions on two
+/// streams at once must not.
+struct OrderedTiles {
+  void* memory;
+  uint64_t max_tiles;
+};
+
+/// The device memory of an OrderedTiles of `max_tiles` tiles.
+Result<size_t> ordered_tiles_bytes(uint64_t max_tiles);
+
 /// The first pass of an encode (with `e`) or a read-only rescan (e == nullptr: v = g): with e,
 /// e += g where the sum is finite and v is the new e. Appends (i, v) of every finite |v| > t to
-/// `out` in no particular order, for as many as fit; tallies the bad v in count[0], all the
-/// elements above t in count[1] (those that did not fit too), the float bits of the largest kept
-/// |v| in max[0] and the sum of the kept |v| in sum.
+/// `out` in index order, for as many as fit; tallies the bad v in count[0], all the elements
+/// above t in count[1] (those that did not fit too), the float bits of the largest kept |v| in
+/// max[0] and the sum of the kept |v| in sum.
 Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, const PairList& out,
-                           Tally* tally, cudaStream_t stream);
+                           const OrderedTiles& tiles, Tally* tally, cudaStream_t stream);
 
 /// bins (topk::kSelectBins, zeroed here) = the histogram of the order keys of `source` in `range`.
 Status launch_topk_histogram(const PairSource& source, const topk::KeyRange& range, uint32_t* bins,
                              cudaStream_t stream);
 
-/// Appends the pairs of `source` whose order key is >= `cut` to `out`, counting them in count[2].
-Status launch_topk_keep(const PairSource& source, uint64_t cut, const PairList& out, Tally* tally,
-                        cudaStream_t stream);
+/// Appends the pairs of `source` whose order key is >= `cut` to `out`, in the order of `source`,
+/// counting them in count[2].
+Status launch_topk_keep(const PairSource& source, uint64_t cut, const PairList& out,
+                        const OrderedTiles& tiles, Tally* tally, cudaStream_t stream);
 
-/// Device scratch that launch_topk_sort and launch_topk_varint_offsets need for `count` pairs.
-Result<size_t> topk_temp_bytes(uint64_t count);
-
-/// Sorts `count` pairs held in index[0], value[0] by index (indices below 2^index_bits), using
-/// index[1], value[1] as the second buffer; returns which buffer holds the result.
-Result<int> launch_topk_sort(uint32_t* const index[2], float* const value[2], uint64_t count,
-                             int index_bits, void* temp, size_t temp_bytes, cudaStream_t stream);
+/// Device scratch that launch_topk_varint_offsets needs for `count` indices.
+Result<size_t> topk_varint_temp_bytes(uint64_t count);
 
 /// offsets[j] = where the LEB128 varint of gap j of the ascending `index` starts (gap j = index[j]
 /// - index[j - 1] - 1, gap 0 = index[0]), offsets[count] = their total bytes; offsets has room

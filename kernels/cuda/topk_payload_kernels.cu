@@ -155,6 +155,13 @@ Result<DecodeLayout> decode_layout(const TopkIndexIn& in) {
 
 }  // namespace
 
+Result<size_t> topk_varint_temp_bytes(uint64_t count) {
+  size_t bytes = 0;
+  GRADGATE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveSum(
+      nullptr, bytes, static_cast<uint64_t*>(nullptr), static_cast<int64_t>(count + 1)));
+  return bytes;
+}
+
 Status launch_topk_varint_offsets(const uint32_t* index, uint64_t count, uint64_t* offsets,
                                   void* temp, size_t temp_bytes, cudaStream_t stream) {
   varint_sizes_kernel<<<blocks_for(count + 1), kElementThreads, 0, stream>>>(index, count, offsets);

@@ -1,76 +1,137 @@
 // The selection kernels of topk (topk_launch.h): the fused first pass that collects candidates,
-// the histograms and the cut of the radix select, and the sort of the selection by index.
+// the histograms of the radix select, and keep. The first pass and keep compact in index order
+// (tile_order.h and a decoupled look-back), so the selection needs no sort.
+#include <cub/agent/single_pass_scan_operators.cuh>
 #include <cub/block/block_scan.cuh>
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <cstddef>
+#include <cuda/std/functional>
 #include <map>
+#include <string>
 #include <utility>
 
 #include "cuda_check.h"
 #include "device_tally.cuh"
 #include "gradgate/kernels/element_rules.h"
+#include "tile_order.h"
 #include "topk_launch.h"
 
 namespace gradgate::kernels::cuda {
 namespace {
 
-constexpr int kSelectThreads = 256;
-constexpr int kCollectItems = 16;  // per thread: 16 loads of g and e in flight
-constexpr uint32_t kCollectTile = kSelectThreads * kCollectItems;
-constexpr int kPairItems = 16;  // per thread and round of the kernels over pairs: loads in flight
+using tile_order::kItems;
+using tile_order::kLanes;
+using tile_order::kRows;
+using tile_order::kTile;
+constexpr uint32_t kSelectThreads = tile_order::kThreads;
+constexpr int kPairItems = 16;  // per thread and round of the histogram: loads in flight
 constexpr uint64_t kPairsPerRound = kSelectThreads * kPairItems;
 
-// Appends (index, value) pairs to a PairList in no particular order, a warp at a time: each warp
-// stages its pairs in shared memory and moves them out with one atomic per flush, so neither the
-// block's other warps nor the next loads wait for the atomic. All 32 lanes of the warp call each
-// member, in uniform control flow.
-class WarpAppend {
+using TileState = cub::ScanTileState<uint32_t>;
+
+// The tiles of one ordered compaction: their look-back descriptors and the counter that hands
+// them out in launch order. A block waits only on tiles taken before its own, which blocks that
+// already run hold, so the look-back cannot deadlock whatever the grid and whatever else runs.
+struct TileQueue {
+  TileState state;
+  unsigned* next;
+};
+
+// The counter of the queue lies in the first kCounterBytes of an OrderedTiles' memory, the
+// descriptors after it.
+constexpr size_t kCounterBytes = 256;
+
+__global__ void reset_tiles_kernel(TileQueue queue, int tiles) {
+  queue.state.InitializeStatus(tiles);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *queue.next = 0;
+}
+
+// A queue of the tiles of `items` items in `tiles`' memory, reset on `stream`.
+Result<TileQueue> reset_tile_queue(const OrderedTiles& tiles, uint64_t items, cudaStream_t stream) {
+  const uint64_t count = tile_order::tile_count(items);
+  if (count > tiles.max_tiles) {
+    return Status(ErrorCode::kInternal, "topk compaction of " + std::to_string(items) +
+                                            " items exceeds its tile state (" +
+                                            std::to_string(tiles.max_tiles) + " tiles)");
+  }
+  auto* base = static_cast<std::byte*>(tiles.memory);
+  TileQueue queue;
+  queue.next = reinterpret_cast<unsigned*>(base);
+  size_t state_bytes = 0;
+  GRADGATE_CUDA_RETURN_IF_ERROR(TileState::AllocationSize(static_cast<int>(count), state_bytes));
+  GRADGATE_CUDA_RETURN_IF_ERROR(
+      queue.state.Init(static_cast<int>(count), base + kCounterBytes, state_bytes));
+  const auto blocks =
+      static_cast<unsigned>(std::max<uint64_t>((count + kSelectThreads - 1) / kSelectThreads, 1));
+  reset_tiles_kernel<<<blocks, kSelectThreads, 0, stream>>>(queue, static_cast<int>(count));
+  GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return queue;
+}
+
+// Appends the flagged items of each tile to a PairList in index order: one block scan of the
+// threads' packed row counts ranks the tile's items (tile_order.h), and a decoupled look-back
+// (CUB's TilePrefixCallbackOp) gives the tile's place after its predecessors'. Items past the
+// list's capacity are counted, not written. All threads of the block call each member, in uniform
+// control flow.
+class OrderedAppend {
  public:
-  static constexpr uint32_t kPairs = 256;  // staged per warp
-  struct Stage {
-    uint32_t index[kPairs];
-    float value[kPairs];
+  using Scan = cub::BlockScan<unsigned long long, kSelectThreads>;
+  using LookBack = cub::TilePrefixCallbackOp<uint32_t, ::cuda::std::plus<uint32_t>, TileState>;
+  struct Storage {
+    typename Scan::TempStorage scan;
+    typename LookBack::TempStorage look_back;
+    uint32_t tile;
+    uint32_t start;
   };
 
-  __device__ WarpAppend(Stage& stage, unsigned long long* counter, const PairList& out)
-      : stage_(stage), counter_(counter), out_(out) {}
+  __device__ OrderedAppend(Storage& storage, const TileQueue& queue, const PairList& out)
+      : storage_(storage), queue_(queue), out_(out) {}
 
-  __device__ void add(bool flag, uint32_t index, float value) {
-    if (staged_ > kPairs - 32) flush();
-    const unsigned flagged = __ballot_sync(kFullWarp, flag);
-    if (flag) {
-      const uint32_t at = staged_ + __popc(flagged & ((1u << lane()) - 1));
-      stage_.index[at] = index;
-      stage_.value[at] = value;
-    }
-    staged_ += __popc(flagged);
+  // The next tile in launch order, the same for every thread.
+  __device__ uint32_t next_tile() {
+    if (threadIdx.x == 0) storage_.tile = atomicAdd(queue_.next, 1u);
+    __syncthreads();
+    return storage_.tile;
   }
 
-  __device__ void flush() {
-    if (staged_ == 0) return;
-    __syncwarp();
-    unsigned long long base = 0;
-    if (lane() == 0) base = atomicAdd(counter_, static_cast<unsigned long long>(staged_));
-    base = __shfl_sync(kFullWarp, base, 0);
-    for (uint32_t p = lane(); p < staged_; p += 32) {
-      if (base + p < out_.capacity) {
-        out_.index[base + p] = stage_.index[p];
-        out_.value[base + p] = stage_.value[p];
+  // Appends this thread's items of `tile` whose bit is set in `flags` (tile_order's slots): the
+  // pair (index_of(slot), value[slot]). Returns how many items the whole tile flagged.
+  template <typename IndexOf>
+  __device__ uint32_t append(uint32_t tile, uint32_t flags, const float (&value)[kItems],
+                             IndexOf index_of) {
+    unsigned long long prefix = 0, aggregate = 0;
+    Scan(storage_.scan).ExclusiveSum(tile_order::row_counts(flags), prefix, aggregate);
+    const uint32_t count = tile_order::total(aggregate);
+    if (threadIdx.x < 32) {
+      uint32_t before = 0;
+      if (tile == 0) {
+        if (threadIdx.x == 0) queue_.state.SetInclusive(0, count);
+      } else {
+        LookBack look_back(queue_.state, storage_.look_back, ::cuda::std::plus<uint32_t>{},
+                           static_cast<int>(tile));
+        before = look_back(count);
+      }
+      if (threadIdx.x == 0) storage_.start = before;
+    }
+    __syncthreads();
+    const uint64_t start = storage_.start;
+#pragma unroll
+    for (int slot = 0; slot < kItems; ++slot) {
+      if (!((flags >> slot) & 1u)) continue;
+      const uint64_t position = start + tile_order::rank(prefix, aggregate, flags, slot);
+      if (position < out_.capacity) {
+        out_.index[position] = index_of(slot);
+        out_.value[position] = value[slot];
       }
     }
-    __syncwarp();  // the stage is reused
-    staged_ = 0;
+    return count;
   }
 
  private:
-  __device__ static uint32_t lane() { return threadIdx.x % 32; }
-
-  Stage& stage_;
-  unsigned long long* counter_;
+  Storage& storage_;
+  TileQueue queue_;
   PairList out_;
-  uint32_t staged_ = 0;
 };
 
 // What the first pass keeps of each element, summed over a thread's elements.
@@ -79,12 +140,19 @@ struct CollectTotals {
   float largest = 0.0f;
 };
 
-// The first pass's rule for element i (in_range: i < n): returns the new e (v, or the old residual
-// r where v is not finite), counts a bad v, adds the kept |v| to tile_sum and appends (i, v) when
-// |v| > t.
-__device__ inline float collect_element(float g, float r, bool with_e, uint32_t i, bool in_range,
-                                        float t, WarpAppend& append, CollectTotals& totals,
-                                        float& tile_sum) {
+// A thread's elements of one tile after the first pass's rule: the new e of each slot and which
+// are listed (|v| > t).
+struct CollectedItems {
+  float kept[kItems];
+  uint32_t flags = 0;
+};
+
+// The first pass's rule for the element in `slot` (in_range: its index < n): the new e (v, or the
+// old residual r where v is not finite); counts a bad v, adds the kept |v| to tile_sum and flags
+// the slot when |v| > t.
+__device__ inline void collect_element(float g, float r, bool with_e, int slot, bool in_range,
+                                       float t, CollectedItems& items, CollectTotals& totals,
+                                       float& tile_sum) {
   const float v = rules::ef_value(g, with_e ? &r : nullptr);
   const bool finite = rules::finite(v);
   const float kept = with_e && !finite ? r : v;
@@ -92,86 +160,92 @@ __device__ inline float collect_element(float g, float r, bool with_e, uint32_t 
   totals.bad += in_range && !finite;
   totals.largest = fmaxf(totals.largest, magnitude);
   tile_sum += magnitude;
-  append.add(in_range && finite && magnitude > t, i, kept);
-  return kept;
+  items.kept[slot] = kept;
+  items.flags |= static_cast<uint32_t>(in_range && finite && magnitude > t) << slot;
 }
 
-// A full tile with 16-byte loads and stores (g and e 16-byte aligned): thread t takes the float4s
-// t, t + 256, ... of the tile, all its loads first.
+// A full tile with 16-byte loads and stores (g and e 16-byte aligned): each row of the thread is
+// one float4, all its loads first.
 __device__ inline void collect_full_tile(const float* g, float* e, uint64_t first, float t,
-                                         WarpAppend& append, CollectTotals& totals,
+                                         CollectedItems& items, CollectTotals& totals,
                                          float& tile_sum) {
-  constexpr int kVectors = kCollectItems / 4;
   const auto* g4 = reinterpret_cast<const float4*>(g + first);
   auto* e4 = e ? reinterpret_cast<float4*>(e + first) : nullptr;
-  float4 loaded[kVectors], residual[kVectors];
+  const bool with_e = e4 != nullptr;
+  float4 loaded[kRows], residual[kRows];
 #pragma unroll
-  for (int j = 0; j < kVectors; ++j) {
-    loaded[j] = g4[threadIdx.x + j * kSelectThreads];
-    residual[j] = e4 ? e4[threadIdx.x + j * kSelectThreads] : float4{};
+  for (int row = 0; row < kRows; ++row) {
+    loaded[row] = g4[threadIdx.x + row * kSelectThreads];
+    residual[row] = with_e ? e4[threadIdx.x + row * kSelectThreads] : float4{};
   }
 #pragma unroll
-  for (int j = 0; j < kVectors; ++j) {
-    const auto i = static_cast<uint32_t>(first + 4 * (threadIdx.x + j * kSelectThreads));
-    const bool with_e = e4 != nullptr;
-    float4 kept;
-    kept.x =
-        collect_element(loaded[j].x, residual[j].x, with_e, i, true, t, append, totals, tile_sum);
-    kept.y = collect_element(loaded[j].y, residual[j].y, with_e, i + 1, true, t, append, totals,
-                             tile_sum);
-    kept.z = collect_element(loaded[j].z, residual[j].z, with_e, i + 2, true, t, append, totals,
-                             tile_sum);
-    kept.w = collect_element(loaded[j].w, residual[j].w, with_e, i + 3, true, t, append, totals,
-                             tile_sum);
-    if (with_e) e4[threadIdx.x + j * kSelectThreads] = kept;
+  for (int row = 0; row < kRows; ++row) {
+    const float gs[kLanes] = {loaded[row].x, loaded[row].y, loaded[row].z, loaded[row].w};
+    const float rs[kLanes] = {residual[row].x, residual[row].y, residual[row].z, residual[row].w};
+#pragma unroll
+    for (int lane = 0; lane < kLanes; ++lane) {
+      collect_element(gs[lane], rs[lane], with_e, row * kLanes + lane, true, t, items, totals,
+                      tile_sum);
+    }
+    if (with_e) {
+      const float* kept = items.kept + row * kLanes;
+      e4[threadIdx.x + row * kSelectThreads] = float4{kept[0], kept[1], kept[2], kept[3]};
+    }
   }
 }
 
-// Any tile with 4-byte accesses: thread t takes elements t, t + 256, ..., all its loads first.
+// Any tile with 4-byte accesses, in the same slots, all loads first.
 __device__ inline void collect_tile(const float* g, float* e, uint64_t n, uint64_t first, float t,
-                                    WarpAppend& append, CollectTotals& totals, float& tile_sum) {
-  float loaded[kCollectItems], residual[kCollectItems];
+                                    CollectedItems& items, CollectTotals& totals, float& tile_sum) {
+  float loaded[kItems], residual[kItems];
 #pragma unroll
-  for (int j = 0; j < kCollectItems; ++j) {
-    const uint64_t i = first + threadIdx.x + static_cast<uint64_t>(j) * kSelectThreads;
-    loaded[j] = i < n ? g[i] : 0.0f;
-    residual[j] = i < n && e ? e[i] : 0.0f;
+  for (int slot = 0; slot < kItems; ++slot) {
+    const uint64_t i = first + tile_order::item_offset(threadIdx.x, slot);
+    loaded[slot] = i < n ? g[i] : 0.0f;
+    residual[slot] = i < n && e ? e[i] : 0.0f;
   }
 #pragma unroll
-  for (int j = 0; j < kCollectItems; ++j) {
-    const uint64_t i = first + threadIdx.x + static_cast<uint64_t>(j) * kSelectThreads;
-    const float kept =
-        collect_element(loaded[j], residual[j], e != nullptr, static_cast<uint32_t>(i), i < n, t,
-                        append, totals, tile_sum);
-    if (i < n && e) e[i] = kept;
+  for (int slot = 0; slot < kItems; ++slot) {
+    const uint64_t i = first + tile_order::item_offset(threadIdx.x, slot);
+    collect_element(loaded[slot], residual[slot], e != nullptr, slot, i < n, t, items, totals,
+                    tile_sum);
+    if (i < n && e) e[i] = items.kept[slot];
   }
 }
 
-// Tiles of kCollectTile elements, grid-stride over a grid that the GPU holds at once; full tiles
-// of aligned arrays (kVectors) take 16-byte accesses. The statistics are reduced over the block's
-// tiles and tallied once per block.
+// Tiles taken in launch order from the queue by a grid that the GPU holds at once; full tiles of
+// aligned arrays (kVectors) take 16-byte accesses. The listed pairs go out in index order. The
+// statistics are reduced over the block's tiles and tallied once per block. Three blocks per SM
+// (at most 85 registers): 96 KiB of loads in flight per SM while one block waits on its look-back.
 template <bool kVectors>
-__global__ void __launch_bounds__(kSelectThreads)
-    collect_kernel(const float* g, float* e, uint64_t n, float t, PairList out, Tally* tally) {
-  __shared__ WarpAppend::Stage stages[kSelectThreads / 32];
+__global__ void __launch_bounds__(kSelectThreads, 3)
+    collect_kernel(const float* g, float* e, uint64_t n, float t, PairList out, TileQueue queue,
+                   Tally* tally) {
+  __shared__ OrderedAppend::Storage storage;
   __shared__ double warp_sums[kSelectThreads / 32];
   __shared__ uint32_t warp_bad[kSelectThreads / 32];
   __shared__ uint32_t warp_largest[kSelectThreads / 32];
-  WarpAppend append(stages[threadIdx.x / 32], &tally->count[1], out);
+  OrderedAppend append(storage, queue, out);
   CollectTotals totals;
   double sum = 0.0;
-  const uint64_t tiles = (n + kCollectTile - 1) / kCollectTile;
-  for (uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const uint64_t first = tile * kCollectTile;
+  uint32_t listed = 0;
+  const uint64_t tiles = tile_order::tile_count(n);
+  for (;;) {
+    const uint32_t tile = append.next_tile();
+    if (tile >= tiles) break;
+    const uint64_t first = static_cast<uint64_t>(tile) * kTile;
+    CollectedItems items;
     float tile_sum = 0.0f;
-    if (kVectors && first + kCollectTile <= n) {
-      collect_full_tile(g, e, first, t, append, totals, tile_sum);
+    if (kVectors && first + kTile <= n) {
+      collect_full_tile(g, e, first, t, items, totals, tile_sum);
     } else {
-      collect_tile(g, e, n, first, t, append, totals, tile_sum);
+      collect_tile(g, e, n, first, t, items, totals, tile_sum);
     }
     sum += tile_sum;
+    listed += append.append(tile, items.flags, items.kept, [first](int slot) {
+      return static_cast<uint32_t>(first + tile_order::item_offset(threadIdx.x, slot));
+    });
   }
-  append.flush();
   const uint32_t bad = __reduce_add_sync(kFullWarp, totals.bad);
   const uint32_t largest_bits = __reduce_max_sync(kFullWarp, float_bits(totals.largest));
   for (int lanes = 16; lanes > 0; lanes /= 2) sum += __shfl_xor_sync(kFullWarp, sum, lanes);
@@ -192,6 +266,7 @@ __global__ void __launch_bounds__(kSelectThreads)
     if (block_bad != 0) atomicAdd(&tally->count[0], static_cast<unsigned long long>(block_bad));
     if (block_largest != 0) atomicMax(&tally->max[0], block_largest);
     if (block_sum != 0.0) atomicAdd(&tally->sum, block_sum);
+    if (listed != 0) atomicAdd(&tally->count[1], static_cast<unsigned long long>(listed));
   }
 }
 
@@ -249,57 +324,66 @@ __global__ void __launch_bounds__(kSelectThreads)
   }
 }
 
-// Appends the flagged pairs of a block's threads to a PairList with one atomic per block call,
-// in no particular order. All threads of the block call it.
-template <int kItems>
-struct BlockAppend {
-  using Scan = cub::BlockScan<uint32_t, kSelectThreads>;
-  struct Storage {
-    typename Scan::TempStorage scan;
-    unsigned long long base;
-  };
-
-  __device__ static void run(Storage& storage, const bool (&flag)[kItems],
-                             const uint32_t (&index)[kItems], const float (&value)[kItems],
-                             unsigned long long* counter, const PairList& out) {
-    uint32_t mine = 0;
+// This thread's pairs of the tile from `first` on, in tile_order's slots (index and value 0 past
+// the end): 16-byte loads where the tile is full and the arrays aligned, all loads first.
+__device__ inline void load_tile(const PairSource& source, uint64_t first,
+                                 uint32_t (&index)[kItems], float (&value)[kItems]) {
+  const bool vectors =
+      first + kTile <= source.count &&
+      (reinterpret_cast<uintptr_t>(source.index) | reinterpret_cast<uintptr_t>(source.value)) %
+              16 ==
+          0;
+  if (vectors) {
 #pragma unroll
-    for (int j = 0; j < kItems; ++j) mine += flag[j];
-    uint32_t offset = 0, total = 0;
-    Scan(storage.scan).ExclusiveSum(mine, offset, total);
-    if (threadIdx.x == 0) {
-      storage.base = total ? atomicAdd(counter, static_cast<unsigned long long>(total)) : 0;
-    }
-    __syncthreads();
-    uint64_t position = storage.base + offset;
+    for (int row = 0; row < kRows; ++row) {
+      const uint64_t vector = first / kLanes + threadIdx.x + row * kSelectThreads;
+      const float4 v = reinterpret_cast<const float4*>(source.value)[vector];
+      const uint4 i =
+          source.index ? reinterpret_cast<const uint4*>(source.index)[vector] : uint4{0, 1, 2, 3};
+      const uint32_t base = source.index ? 0 : static_cast<uint32_t>(vector * kLanes);
+      const uint32_t is[kLanes] = {base + i.x, base + i.y, base + i.z, base + i.w};
+      const float vs[kLanes] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int j = 0; j < kItems; ++j) {
-      if (!flag[j]) continue;
-      if (position < out.capacity) {
-        out.index[position] = index[j];
-        out.value[position] = value[j];
+      for (int lane = 0; lane < kLanes; ++lane) {
+        index[row * kLanes + lane] = is[lane];
+        value[row * kLanes + lane] = vs[lane];
       }
-      ++position;
     }
-    __syncthreads();  // the storage is reused
+    return;
   }
-};
-
-// Appends the pairs at or above the cut: a round of kPairItems pairs per thread, one atomic per
-// block and round.
-__global__ void __launch_bounds__(kSelectThreads)
-    keep_kernel(PairSource source, uint64_t cut, PairList out, Tally* tally) {
-  __shared__ typename BlockAppend<kPairItems>::Storage append;
-  for (uint64_t base = first_round(); base < source.count; base += round_stride()) {
-    uint32_t index[kPairItems];
-    float value[kPairItems];
-    load_round(source, base, index, value);
-    bool keep[kPairItems];
 #pragma unroll
-    for (int j = 0; j < kPairItems; ++j) {
-      keep[j] = in_round(source, base, j) && topk::order_key(value[j], index[j]) >= cut;
+  for (int slot = 0; slot < kItems; ++slot) {
+    const uint64_t p = first + tile_order::item_offset(threadIdx.x, slot);
+    index[slot] = p < source.count ? source_index(source, p) : 0;
+    value[slot] = p < source.count ? source.value[p] : 0.0f;
+  }
+}
+
+// Appends the pairs at or above the cut in the order of `source`: tiles taken in launch order.
+__global__ void __launch_bounds__(kSelectThreads)
+    keep_kernel(PairSource source, uint64_t cut, PairList out, TileQueue queue, Tally* tally) {
+  __shared__ OrderedAppend::Storage storage;
+  OrderedAppend append(storage, queue, out);
+  uint32_t kept = 0;
+  const uint64_t tiles = tile_order::tile_count(source.count);
+  for (;;) {
+    const uint32_t tile = append.next_tile();
+    if (tile >= tiles) break;
+    const uint64_t first = static_cast<uint64_t>(tile) * kTile;
+    uint32_t index[kItems];
+    float value[kItems];
+    load_tile(source, first, index, value);
+    uint32_t flags = 0;
+#pragma unroll
+    for (int slot = 0; slot < kItems; ++slot) {
+      const bool in_range = first + tile_order::item_offset(threadIdx.x, slot) < source.count;
+      flags |= static_cast<uint32_t>(in_range && topk::order_key(value[slot], index[slot]) >= cut)
+               << slot;
     }
-    BlockAppend<kPairItems>::run(append, keep, index, value, &tally->count[2], out);
+    kept += append.append(tile, flags, value, [&index](int slot) { return index[slot]; });
+  }
+  if (threadIdx.x == 0 && kept != 0) {
+    atomicAdd(&tally->count[2], static_cast<unsigned long long>(kept));
   }
 }
 
@@ -335,14 +419,16 @@ Result<unsigned> resident_blocks(Kernel kernel, uint64_t count, uint64_t per_blo
 }  // namespace
 
 Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, const PairList& out,
-                           Tally* tally, cudaStream_t stream) {
+                           const OrderedTiles& tiles, Tally* tally, cudaStream_t stream) {
   const bool vectors = (reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(e)) % 16 == 0;
   const auto kernel = vectors ? collect_kernel<true> : collect_kernel<false>;
+  auto queue = reset_tile_queue(tiles, n, stream);
+  if (!queue.ok()) return queue.status();
   // As many blocks as the GPU holds at once: no last partial wave, and each block's statistics
   // cost one atomic.
-  auto blocks = resident_blocks(kernel, n, kCollectTile);
+  auto blocks = resident_blocks(kernel, n, kTile);
   if (!blocks.ok()) return blocks.status();
-  kernel<<<*blocks, kSelectThreads, 0, stream>>>(g, e, n, t, out, tally);
+  kernel<<<*blocks, kSelectThreads, 0, stream>>>(g, e, n, t, out, *queue, tally);
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return {};
 }
@@ -360,35 +446,23 @@ Status launch_topk_histogram(const PairSource& source, const topk::KeyRange& ran
   return {};
 }
 
-Status launch_topk_keep(const PairSource& source, uint64_t cut, const PairList& out, Tally* tally,
-                        cudaStream_t stream) {
+Status launch_topk_keep(const PairSource& source, uint64_t cut, const PairList& out,
+                        const OrderedTiles& tiles, Tally* tally, cudaStream_t stream) {
   if (source.count == 0) return {};
-  auto blocks = resident_blocks(keep_kernel, source.count, kPairsPerRound);
+  auto queue = reset_tile_queue(tiles, source.count, stream);
+  if (!queue.ok()) return queue.status();
+  auto blocks = resident_blocks(keep_kernel, source.count, kTile);
   if (!blocks.ok()) return blocks.status();
-  keep_kernel<<<*blocks, kSelectThreads, 0, stream>>>(source, cut, out, tally);
+  keep_kernel<<<*blocks, kSelectThreads, 0, stream>>>(source, cut, out, *queue, tally);
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return {};
 }
 
-Result<size_t> topk_temp_bytes(uint64_t count) {
-  size_t sort_bytes = 0, scan_bytes = 0;
-  cub::DoubleBuffer<uint32_t> keys(nullptr, nullptr);
-  cub::DoubleBuffer<float> values(nullptr, nullptr);
-  GRADGATE_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, keys, values, static_cast<int64_t>(count), 0, 32));
-  GRADGATE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveSum(
-      nullptr, scan_bytes, static_cast<uint64_t*>(nullptr), static_cast<int64_t>(count + 1)));
-  return std::max(sort_bytes, scan_bytes);
-}
-
-Result<int> launch_topk_sort(uint32_t* const index[2], float* const value[2], uint64_t count,
-                             int index_bits, void* temp, size_t temp_bytes, cudaStream_t stream) {
-  if (count < 2) return 0;
-  cub::DoubleBuffer<uint32_t> keys(index[0], index[1]);
-  cub::DoubleBuffer<float> values(value[0], value[1]);
-  GRADGATE_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
-      temp, temp_bytes, keys, values, static_cast<int64_t>(count), 0, index_bits, stream));
-  return keys.selector;
+Result<size_t> ordered_tiles_bytes(uint64_t max_tiles) {
+  size_t state_bytes = 0;
+  GRADGATE_CUDA_RETURN_IF_ERROR(
+      TileState::AllocationSize(static_cast<int>(max_tiles), state_bytes));
+  return kCounterBytes + state_bytes;
 }
 
 }  // namespace gradgate::kernels::cuda

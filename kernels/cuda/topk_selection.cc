@@ -1,17 +1,15 @@
 #include "topk_selection.h"
 
-#include <bit>
 #include <string>
 
 #include "sparse_launch.h"
+#include "tile_order.h"
 
 namespace gradgate::kernels::cuda {
 namespace {
 
 constexpr size_t kAlign = 256;
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-int index_bits(uint64_t n) { return std::max(1, static_cast<int>(std::bit_width(n - 1))); }
 
 // The cut of a radix select over `source`, whose keys all lie in [lo, hi]: `levels` histograms.
 struct RadixCut {
@@ -41,12 +39,12 @@ Result<RadixCut> radix_select(const PairSource& source, uint64_t lo, uint64_t hi
   }
 }
 
-// Keeps the pairs of `source` at or above `cut` in the state's first selection buffer.
+// Keeps the pairs of `source` at or above `cut` in the state's selection, in the order of `source`.
 Status keep(const PairSource& source, uint64_t cut, size_t expected, TopkDeviceState& state,
             Scratch& scratch, cudaStream_t stream) {
   GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
-  const PairList out{state.selected_index[0], state.selected_value[0], state.selected_capacity};
-  GRADGATE_RETURN_IF_ERROR(launch_topk_keep(source, cut, out, scratch.device_tally(), stream));
+  GRADGATE_RETURN_IF_ERROR(
+      launch_topk_keep(source, cut, state.selected, state.tiles, scratch.device_tally(), stream));
   auto tally = scratch.finish(stream);
   if (!tally.ok()) return tally.status();
   if (tally->count[2] != expected) {
@@ -59,14 +57,19 @@ Status keep(const PairSource& source, uint64_t cut, size_t expected, TopkDeviceS
 
 }  // namespace
 
-Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t candidates, size_t selected) {
-  auto temp_bytes = topk_temp_bytes(selected);
+Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t elements, size_t candidates,
+                                                               size_t selected) {
+  auto temp_bytes = topk_varint_temp_bytes(selected);
   if (!temp_bytes.ok()) return temp_bytes.status();
+  const uint64_t max_tiles = tile_order::tile_count(elements);
+  auto tiles_bytes = ordered_tiles_bytes(max_tiles);
+  if (!tiles_bytes.ok()) return tiles_bytes.status();
   const size_t candidate_index = 0;
   const size_t candidate_value = candidate_index + aligned(candidates * sizeof(uint32_t));
   const size_t selected_index = candidate_value + aligned(candidates * sizeof(float));
-  const size_t selected_value = selected_index + 2 * aligned(selected * sizeof(uint32_t));
-  const size_t bins = selected_value + 2 * aligned(selected * sizeof(float));
+  const size_t selected_value = selected_index + aligned(selected * sizeof(uint32_t));
+  const size_t tiles = selected_value + aligned(selected * sizeof(float));
+  const size_t bins = tiles + aligned(*tiles_bytes);
   const size_t offsets = bins + aligned(topk::kSelectBins * sizeof(uint32_t));
   const size_t temp = offsets + aligned((selected + 1) * sizeof(uint64_t));
   const size_t total = temp + aligned(*temp_bytes);
@@ -76,13 +79,9 @@ Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t candidates
   std::byte* base = memory->get();
   state->candidates = {reinterpret_cast<uint32_t*>(base + candidate_index),
                        reinterpret_cast<float*>(base + candidate_value), candidates};
-  for (int b = 0; b < 2; ++b) {
-    state->selected_index[b] = reinterpret_cast<uint32_t*>(
-        base + selected_index + b * aligned(selected * sizeof(uint32_t)));
-    state->selected_value[b] =
-        reinterpret_cast<float*>(base + selected_value + b * aligned(selected * sizeof(float)));
-  }
-  state->selected_capacity = selected;
+  state->selected = {reinterpret_cast<uint32_t*>(base + selected_index),
+                     reinterpret_cast<float*>(base + selected_value), selected};
+  state->tiles = {base + tiles, max_tiles};
   state->bins = reinterpret_cast<uint32_t*>(base + bins);
   state->varint_offsets = reinterpret_cast<uint64_t*>(base + offsets);
   state->temp = base + temp;
@@ -104,8 +103,8 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
 
   // Pass 1: e += g and the candidates above the warm-start threshold (none when cold).
   GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
-  GRADGATE_RETURN_IF_ERROR(
-      launch_topk_collect(in.g, in.e, n, t_scan, state.candidates, scratch.device_tally(), stream));
+  GRADGATE_RETURN_IF_ERROR(launch_topk_collect(in.g, in.e, n, t_scan, state.candidates, state.tiles,
+                                               scratch.device_tally(), stream));
   auto first = scratch.finish(stream);
   if (!first.ok()) return first.status();
   selection.passes = 1;
@@ -124,8 +123,8 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
   // Read-only rescans until the candidates fit [k, cap].
   const auto scan = [&](float t) -> Status {
     GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
-    GRADGATE_RETURN_IF_ERROR(
-        launch_topk_collect(v, nullptr, n, t, state.candidates, scratch.device_tally(), stream));
+    GRADGATE_RETURN_IF_ERROR(launch_topk_collect(v, nullptr, n, t, state.candidates, state.tiles,
+                                                 scratch.device_tally(), stream));
     auto tally = scratch.finish(stream);
     if (!tally.ok()) return tally.status();
     count = tally->count[1];
@@ -174,11 +173,8 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
                       b, was_warm);
   }
 
-  auto sorted = launch_topk_sort(state.selected_index, state.selected_value, selection.count,
-                                 index_bits(n), state.temp, state.temp_bytes, stream);
-  if (!sorted.ok()) return sorted.status();
-  selection.index = state.selected_index[*sorted];
-  selection.value = state.selected_value[*sorted];
+  selection.index = state.selected.index;
+  selection.value = state.selected.value;
   return selection;
 }
 

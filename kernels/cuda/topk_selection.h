@@ -1,12 +1,12 @@
 // Top-k selection with error feedback on the GPU, the device counterpart of
 // kernels/cpu/topk_select.h. One fused pass adds the gradient into the residual and collects the
-// candidates above a warm-started threshold (block-wise compaction, one atomic per block); read-
-// only rescans correct that threshold until the candidates number between k and 8k + 1024; a
+// candidates above a warm-started threshold, in index order (an ordered compaction, tile_order.h);
+// read-only rescans correct that threshold until the candidates number between k and 8k + 1024; a
 // radix select among the candidates (topk_plan.h) cuts them to [k, 1.1 k] (threshold mode) or to
 // exactly the k largest |v|, ties by lower index (exact mode: the CPU codec's selection, bit for
-// bit); the selection is then sorted by index. When ties defeat every candidate threshold the
-// radix select runs over the whole array instead. In steady state only the first pass reads the
-// n-element arrays.
+// bit), and keep compacts those, still in index order: no sort. When ties defeat every candidate
+// threshold the radix select runs over the whole array instead. In steady state only the first
+// pass reads the n-element arrays.
 //
 // The residual keeps the selected values until the frame is written (the writer clears them).
 #pragma once
@@ -27,20 +27,22 @@
 namespace gradgate::kernels::cuda {
 
 /// What a topk stream keeps on the device: the warm start, the candidate and selection buffers,
-/// the histogram and the sort's scratch, sized once for the stream's n and k.
+/// the compactions' tile state, the histogram and the varint scan's scratch, sized once for the
+/// stream's n and k.
 class TopkDeviceState final : public DeviceCodecState {
  public:
-  /// Buffers for `candidates` candidates and selections of up to `selected`.
-  static Result<std::unique_ptr<TopkDeviceState>> make(size_t candidates, size_t selected);
+  /// Buffers for selections from `elements` elements: `candidates` candidates, up to `selected`
+  /// selected.
+  static Result<std::unique_ptr<TopkDeviceState>> make(size_t elements, size_t candidates,
+                                                       size_t selected);
   size_t memory_bytes() const override { return bytes_; }
 
   topk::WarmStart warm;
   PairList candidates{};
-  uint32_t* selected_index[2] = {};
-  float* selected_value[2] = {};
-  uint64_t selected_capacity = 0;
+  PairList selected{};
+  OrderedTiles tiles{};
   uint32_t* bins = nullptr;
-  uint64_t* varint_offsets = nullptr;  // selected_capacity + 1
+  uint64_t* varint_offsets = nullptr;  // selected.capacity + 1
   void* temp = nullptr;
   size_t temp_bytes = 0;
   std::vector<uint32_t> host_bins;

@@ -128,6 +128,23 @@ TEST_F(TopkCudaTest, AWarmStepWhoseCandidatesOverflowTheListMatchesTheCpuCodec) 
   }
 }
 
+TEST_F(TopkCudaTest, TiesThatNoThresholdSeparatesAreSelectedFromTheWholeArrayLikeTheCpu) {
+  // Every |g| equal but a few: no candidate threshold leaves between k and the list's capacity,
+  // so the selection keeps from the whole array (full aligned tiles and a short last one), lower
+  // indices first.
+  const size_t n = 3 * 4096 + 5;
+  for (const char* spec :
+       {"topk:density=0.01,select=exact", "topk:density=0.01,select=exact,ef=0"}) {
+    SCOPED_TRACE(spec);
+    CodecPair codecs(spec, n);
+    for (uint64_t step = 0; step < 3; ++step) {
+      std::vector<float> grad(n, step % 2 ? -0.25f : 0.25f);
+      for (size_t i = 7; i < n; i += 997) grad[i] = 2.0f;
+      ASSERT_NO_FATAL_FAILURE(expect_same_step(codecs, grad, step));
+    }
+  }
+}
+
 TEST_F(TopkCudaTest, CpuFramesDecodeOnTheGpuToTheSameValues) {
   // Density 0.5 writes a bitmap, the others gap varints.
   for (const char* spec : {"topk:density=0.01", "topk:density=0.5", "topk:density=0.05,values=fp16",
