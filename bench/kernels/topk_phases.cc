@@ -31,7 +31,7 @@ Result<TopkPhaseTimes> time_topk_phases(const kernels::CodecParams& params, cons
     return [&, t]() -> Status {
       GRADGATE_RETURN_IF_ERROR((*scratch)->begin(cuda));
       GRADGATE_RETURN_IF_ERROR(kernels::cuda::launch_topk_collect(
-          grad, e, n, t, state->candidates, state->tiles, (*scratch)->device_tally(), cuda));
+          grad, e, n, t, false, state->candidates, state->tiles, (*scratch)->device_tally(), cuda));
       return (*scratch)->finish(cuda).status();
     };
   };
@@ -46,7 +46,8 @@ Result<TopkPhaseTimes> time_topk_phases(const kernels::CodecParams& params, cons
   const size_t k = kernels::cpu::topk_count(params.density, n);
   const size_t k_max =
       params.select == kernels::TopkSelect::kExact ? k : kernels::cpu::topk_max_count(k);
-  const kernels::cuda::SelectionInput input{grad, e, n, k, k_max};
+  const kernels::cuda::SelectionInput input{
+      grad, e, n, k, k_max, params.values != kernels::ValueType::kFp16};
   auto selection = median_ms(cuda, warmup, reps, [&]() -> Status {
     return kernels::cuda::select_topk_on_device(input, *state, **scratch, cuda).status();
   });

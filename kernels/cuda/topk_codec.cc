@@ -46,7 +46,7 @@ class TopkCodec final : public CudaCodec {
     auto state = state_of(*call->stream);
     if (!state.ok()) return state.status();
     const size_t k = cpu::topk_count(params().density, n);
-    const SelectionInput input{grad.data(), call->residual, n, k, max_count(n)};
+    const SelectionInput input{grad.data(), call->residual, n, k, max_count(n), !fp16()};
     auto selection = select_topk_on_device(input, **state, *call->scratch, call->cuda);
     if (!selection.ok()) return selection.status();
     call->stream->set_last_encode_passes(selection->passes);
@@ -101,8 +101,10 @@ class TopkCodec final : public CudaCodec {
     GRADGATE_RETURN_IF_ERROR(launch_seal_header(out.data(), header, {}, call.cuda));
     const TopkPayloadOut layout{payload, static_cast<uint32_t>(count),
                                 static_cast<uint32_t>(index_bytes), bitmap, fp16()};
-    GRADGATE_RETURN_IF_ERROR(launch_topk_write(
-        selection.index, selection.value, state.varint_offsets, layout, call.residual, call.cuda));
+    // fp32 values leave 0 in e, which a cleared selection already holds; fp16 leaves the rounding.
+    float* e = selection.residual_cleared && !fp16() ? nullptr : call.residual;
+    GRADGATE_RETURN_IF_ERROR(launch_topk_write(selection.index, selection.value,
+                                               state.varint_offsets, layout, e, call.cuda));
     GRADGATE_RETURN_IF_ERROR(launch_body_crc(payload, 0, header.payload_bytes, *sink, call.cuda));
     GRADGATE_RETURN_IF_ERROR(call.scratch->finish(call.cuda).status());
     return bytes;

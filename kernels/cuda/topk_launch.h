@@ -43,20 +43,23 @@ Result<size_t> ordered_tiles_bytes(uint64_t max_tiles);
 
 /// The first pass of an encode (with `e`) or a read-only rescan (e == nullptr: v = g): with e,
 /// e += g where the sum is finite and v is the new e. Appends (i, v) of every finite |v| > t to
-/// `out` in index order, for as many as fit; tallies the bad v in count[0], all the elements
-/// above t in count[1] (those that did not fit too), the float bits of the largest kept |v| in
-/// max[0] and the sum of the kept |v| in sum.
-Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, const PairList& out,
-                           const OrderedTiles& tiles, Tally* tally, cudaStream_t stream);
+/// `out` in index order, for as many as fit; with e and `clear_listed`, e is 0 at the appended i
+/// (their v is in the list; launch_scatter_add of the list puts it back). Tallies the bad v in
+/// count[0], all the elements above t in count[1] (those that did not fit too), the float bits of
+/// the largest kept |v| in max[0] and the sum of the kept |v| in sum.
+Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, bool clear_listed,
+                           const PairList& out, const OrderedTiles& tiles, Tally* tally,
+                           cudaStream_t stream);
 
 /// bins (topk::kSelectBins, zeroed here) = the histogram of the order keys of `source` in `range`.
 Status launch_topk_histogram(const PairSource& source, const topk::KeyRange& range, uint32_t* bins,
                              cudaStream_t stream);
 
 /// Appends the pairs of `source` whose order key is >= `cut` to `out`, in the order of `source`,
-/// counting them in count[2].
+/// counting them in count[2]; with `restore`, sets restore[i] = v for every other pair (i, v).
 Status launch_topk_keep(const PairSource& source, uint64_t cut, const PairList& out,
-                        const OrderedTiles& tiles, Tally* tally, cudaStream_t stream);
+                        const OrderedTiles& tiles, float* restore, Tally* tally,
+                        cudaStream_t stream);
 
 /// Device scratch that launch_topk_varint_offsets needs for `count` indices.
 Result<size_t> topk_varint_temp_bytes(uint64_t count);

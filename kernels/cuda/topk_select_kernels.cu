@@ -69,6 +69,12 @@ Result<TileQueue> reset_tile_queue(const OrderedTiles& tiles, uint64_t items, cu
   return queue;
 }
 
+// What OrderedAppend::append did with a tile.
+struct Appended {
+  uint32_t tile_count;  // the items the whole tile flagged
+  uint32_t stored;      // this thread's slots written to the list (flagged, within its capacity)
+};
+
 // Appends the flagged items of each tile to a PairList in index order: one block scan of the
 // threads' packed row counts ranks the tile's items (tile_order.h), and a decoupled look-back
 // (CUB's TilePrefixCallbackOp) gives the tile's place after its predecessors'. Items past the
@@ -96,9 +102,9 @@ class OrderedAppend {
   }
 
   // Appends this thread's items of `tile` whose bit is set in `flags` (tile_order's slots): the
-  // pair (index_of(slot), value[slot]). Returns how many items the whole tile flagged.
+  // pair (index_of(slot), value[slot]).
   template <typename IndexOf>
-  __device__ uint32_t append(uint32_t tile, uint32_t flags, const float (&value)[kItems],
+  __device__ Appended append(uint32_t tile, uint32_t flags, const float (&value)[kItems],
                              IndexOf index_of) {
     unsigned long long prefix = 0, aggregate = 0;
     Scan(storage_.scan).ExclusiveSum(tile_order::row_counts(flags), prefix, aggregate);
@@ -116,6 +122,7 @@ class OrderedAppend {
     }
     __syncthreads();
     const uint64_t start = storage_.start;
+    uint32_t stored = 0;
 #pragma unroll
     for (int slot = 0; slot < kItems; ++slot) {
       if (!((flags >> slot) & 1u)) continue;
@@ -123,9 +130,10 @@ class OrderedAppend {
       if (position < out_.capacity) {
         out_.index[position] = index_of(slot);
         out_.value[position] = value[slot];
+        stored |= 1u << slot;
       }
     }
-    return count;
+    return {count, stored};
   }
 
  private:
@@ -164,13 +172,13 @@ __device__ inline void collect_element(float g, float r, bool with_e, int slot, 
   items.flags |= static_cast<uint32_t>(in_range && finite && magnitude > t) << slot;
 }
 
-// A full tile with 16-byte loads and stores (g and e 16-byte aligned): each row of the thread is
-// one float4, all its loads first.
-__device__ inline void collect_full_tile(const float* g, float* e, uint64_t first, float t,
+// A full tile with 16-byte loads (g and e 16-byte aligned): each row of the thread is one float4,
+// all its loads first.
+__device__ inline void collect_full_tile(const float* g, const float* e, uint64_t first, float t,
                                          CollectedItems& items, CollectTotals& totals,
                                          float& tile_sum) {
   const auto* g4 = reinterpret_cast<const float4*>(g + first);
-  auto* e4 = e ? reinterpret_cast<float4*>(e + first) : nullptr;
+  const auto* e4 = e ? reinterpret_cast<const float4*>(e + first) : nullptr;
   const bool with_e = e4 != nullptr;
   float4 loaded[kRows], residual[kRows];
 #pragma unroll
@@ -187,16 +195,13 @@ __device__ inline void collect_full_tile(const float* g, float* e, uint64_t firs
       collect_element(gs[lane], rs[lane], with_e, row * kLanes + lane, true, t, items, totals,
                       tile_sum);
     }
-    if (with_e) {
-      const float* kept = items.kept + row * kLanes;
-      e4[threadIdx.x + row * kSelectThreads] = float4{kept[0], kept[1], kept[2], kept[3]};
-    }
   }
 }
 
-// Any tile with 4-byte accesses, in the same slots, all loads first.
-__device__ inline void collect_tile(const float* g, float* e, uint64_t n, uint64_t first, float t,
-                                    CollectedItems& items, CollectTotals& totals, float& tile_sum) {
+// Any tile with 4-byte loads, in the same slots, all loads first.
+__device__ inline void collect_tile(const float* g, const float* e, uint64_t n, uint64_t first,
+                                    float t, CollectedItems& items, CollectTotals& totals,
+                                    float& tile_sum) {
   float loaded[kItems], residual[kItems];
 #pragma unroll
   for (int slot = 0; slot < kItems; ++slot) {
@@ -209,18 +214,42 @@ __device__ inline void collect_tile(const float* g, float* e, uint64_t n, uint64
     const uint64_t i = first + tile_order::item_offset(threadIdx.x, slot);
     collect_element(loaded[slot], residual[slot], e != nullptr, slot, i < n, t, items, totals,
                     tile_sum);
-    if (i < n && e) e[i] = items.kept[slot];
+  }
+}
+
+// Writes a tile's new e: kept, or 0 in the slots set in `cleared`.
+__device__ inline void store_residual(float* e, uint64_t n, uint64_t first, bool vectors,
+                                      const CollectedItems& items, uint32_t cleared) {
+  float out[kItems];
+#pragma unroll
+  for (int slot = 0; slot < kItems; ++slot) {
+    out[slot] = (cleared >> slot) & 1u ? 0.0f : items.kept[slot];
+  }
+  if (vectors) {
+    auto* e4 = reinterpret_cast<float4*>(e + first);
+#pragma unroll
+    for (int row = 0; row < kRows; ++row) {
+      const float* o = out + row * kLanes;
+      e4[threadIdx.x + row * kSelectThreads] = float4{o[0], o[1], o[2], o[3]};
+    }
+    return;
+  }
+#pragma unroll
+  for (int slot = 0; slot < kItems; ++slot) {
+    const uint64_t i = first + tile_order::item_offset(threadIdx.x, slot);
+    if (i < n) e[i] = out[slot];
   }
 }
 
 // Tiles taken in launch order from the queue by a grid that the GPU holds at once; full tiles of
-// aligned arrays (kVectors) take 16-byte accesses. The listed pairs go out in index order. The
-// statistics are reduced over the block's tiles and tallied once per block. Three blocks per SM
-// (at most 85 registers): 96 KiB of loads in flight per SM while one block waits on its look-back.
+// aligned arrays (kVectors) take 16-byte accesses. The listed pairs go out in index order; with
+// clear_listed their e is 0. The statistics are reduced over the block's tiles and tallied once
+// per block. Three blocks per SM (at most 85 registers): 96 KiB of loads in flight per SM while
+// one block waits on its look-back.
 template <bool kVectors>
 __global__ void __launch_bounds__(kSelectThreads, 3)
-    collect_kernel(const float* g, float* e, uint64_t n, float t, PairList out, TileQueue queue,
-                   Tally* tally) {
+    collect_kernel(const float* g, float* e, uint64_t n, float t, bool clear_listed, PairList out,
+                   TileQueue queue, Tally* tally) {
   __shared__ OrderedAppend::Storage storage;
   __shared__ double warp_sums[kSelectThreads / 32];
   __shared__ uint32_t warp_bad[kSelectThreads / 32];
@@ -236,15 +265,18 @@ __global__ void __launch_bounds__(kSelectThreads, 3)
     const uint64_t first = static_cast<uint64_t>(tile) * kTile;
     CollectedItems items;
     float tile_sum = 0.0f;
-    if (kVectors && first + kTile <= n) {
+    const bool full = kVectors && first + kTile <= n;
+    if (full) {
       collect_full_tile(g, e, first, t, items, totals, tile_sum);
     } else {
       collect_tile(g, e, n, first, t, items, totals, tile_sum);
     }
     sum += tile_sum;
-    listed += append.append(tile, items.flags, items.kept, [first](int slot) {
+    const Appended appended = append.append(tile, items.flags, items.kept, [first](int slot) {
       return static_cast<uint32_t>(first + tile_order::item_offset(threadIdx.x, slot));
     });
+    listed += appended.tile_count;
+    if (e) store_residual(e, n, first, full, items, clear_listed ? appended.stored : 0u);
   }
   const uint32_t bad = __reduce_add_sync(kFullWarp, totals.bad);
   const uint32_t largest_bits = __reduce_max_sync(kFullWarp, float_bits(totals.largest));
@@ -360,8 +392,11 @@ __device__ inline void load_tile(const PairSource& source, uint64_t first,
 }
 
 // Appends the pairs at or above the cut in the order of `source`: tiles taken in launch order.
-__global__ void __launch_bounds__(kSelectThreads)
-    keep_kernel(PairSource source, uint64_t cut, PairList out, TileQueue queue, Tally* tally) {
+// With `restore`, restore[i] = v for each pair (i, v) below the cut. Three blocks per SM, as the
+// first pass.
+__global__ void __launch_bounds__(kSelectThreads, 3)
+    keep_kernel(PairSource source, uint64_t cut, PairList out, TileQueue queue, float* restore,
+                Tally* tally) {
   __shared__ OrderedAppend::Storage storage;
   OrderedAppend append(storage, queue, out);
   uint32_t kept = 0;
@@ -377,10 +412,12 @@ __global__ void __launch_bounds__(kSelectThreads)
 #pragma unroll
     for (int slot = 0; slot < kItems; ++slot) {
       const bool in_range = first + tile_order::item_offset(threadIdx.x, slot) < source.count;
-      flags |= static_cast<uint32_t>(in_range && topk::order_key(value[slot], index[slot]) >= cut)
-               << slot;
+      const bool at_cut = topk::order_key(value[slot], index[slot]) >= cut;
+      flags |= static_cast<uint32_t>(in_range && at_cut) << slot;
+      if (restore && in_range && !at_cut) restore[index[slot]] = value[slot];
     }
-    kept += append.append(tile, flags, value, [&index](int slot) { return index[slot]; });
+    kept +=
+        append.append(tile, flags, value, [&index](int slot) { return index[slot]; }).tile_count;
   }
   if (threadIdx.x == 0 && kept != 0) {
     atomicAdd(&tally->count[2], static_cast<unsigned long long>(kept));
@@ -418,8 +455,9 @@ Result<unsigned> resident_blocks(Kernel kernel, uint64_t count, uint64_t per_blo
 
 }  // namespace
 
-Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, const PairList& out,
-                           const OrderedTiles& tiles, Tally* tally, cudaStream_t stream) {
+Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, bool clear_listed,
+                           const PairList& out, const OrderedTiles& tiles, Tally* tally,
+                           cudaStream_t stream) {
   const bool vectors = (reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(e)) % 16 == 0;
   const auto kernel = vectors ? collect_kernel<true> : collect_kernel<false>;
   auto queue = reset_tile_queue(tiles, n, stream);
@@ -428,7 +466,7 @@ Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, const 
   // cost one atomic.
   auto blocks = resident_blocks(kernel, n, kTile);
   if (!blocks.ok()) return blocks.status();
-  kernel<<<*blocks, kSelectThreads, 0, stream>>>(g, e, n, t, out, *queue, tally);
+  kernel<<<*blocks, kSelectThreads, 0, stream>>>(g, e, n, t, clear_listed && e, out, *queue, tally);
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return {};
 }
@@ -447,13 +485,14 @@ Status launch_topk_histogram(const PairSource& source, const topk::KeyRange& ran
 }
 
 Status launch_topk_keep(const PairSource& source, uint64_t cut, const PairList& out,
-                        const OrderedTiles& tiles, Tally* tally, cudaStream_t stream) {
+                        const OrderedTiles& tiles, float* restore, Tally* tally,
+                        cudaStream_t stream) {
   if (source.count == 0) return {};
   auto queue = reset_tile_queue(tiles, source.count, stream);
   if (!queue.ok()) return queue.status();
   auto blocks = resident_blocks(keep_kernel, source.count, kTile);
   if (!blocks.ok()) return blocks.status();
-  keep_kernel<<<*blocks, kSelectThreads, 0, stream>>>(source, cut, out, *queue, tally);
+  keep_kernel<<<*blocks, kSelectThreads, 0, stream>>>(source, cut, out, *queue, restore, tally);
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return {};
 }

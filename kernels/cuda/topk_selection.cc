@@ -1,5 +1,7 @@
 #include "topk_selection.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 
 #include "sparse_launch.h"
@@ -39,12 +41,13 @@ Result<RadixCut> radix_select(const PairSource& source, uint64_t lo, uint64_t hi
   }
 }
 
-// Keeps the pairs of `source` at or above `cut` in the state's selection, in the order of `source`.
-Status keep(const PairSource& source, uint64_t cut, size_t expected, TopkDeviceState& state,
-            Scratch& scratch, cudaStream_t stream) {
+// Keeps the pairs of `source` at or above `cut` in the state's selection, in the order of `source`;
+// with `restore`, writes the others' values there.
+Status keep(const PairSource& source, uint64_t cut, size_t expected, float* restore,
+            TopkDeviceState& state, Scratch& scratch, cudaStream_t stream) {
   GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
-  GRADGATE_RETURN_IF_ERROR(
-      launch_topk_keep(source, cut, state.selected, state.tiles, scratch.device_tally(), stream));
+  GRADGATE_RETURN_IF_ERROR(launch_topk_keep(source, cut, state.selected, state.tiles, restore,
+                                            scratch.device_tally(), stream));
   auto tally = scratch.finish(stream);
   if (!tally.ok()) return tally.status();
   if (tally->count[2] != expected) {
@@ -102,14 +105,27 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
   float t_scan = state.warm.candidate_threshold();
 
   // Pass 1: e += g and the candidates above the warm-start threshold (none when cold).
+  const bool clear_in_pass = in.e && in.clear_in_pass;
   GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
-  GRADGATE_RETURN_IF_ERROR(launch_topk_collect(in.g, in.e, n, t_scan, state.candidates, state.tiles,
+  GRADGATE_RETURN_IF_ERROR(launch_topk_collect(in.g, in.e, n, t_scan, clear_in_pass,
+                                               state.candidates, state.tiles,
                                                scratch.device_tally(), stream));
   auto first = scratch.finish(stream);
   if (!first.ok()) return first.status();
   selection.passes = 1;
+  // The candidates whose values the first pass cleared from e: they live in the list only.
+  uint64_t cleared = clear_in_pass ? std::min<uint64_t>(first->count[1], cap) : 0;
+  const auto restore_listed = [&]() -> Status {
+    if (cleared == 0) return {};
+    GRADGATE_RETURN_IF_ERROR(launch_scatter_add(
+        state.candidates.index, reinterpret_cast<const std::byte*>(state.candidates.value), cleared,
+        false, in.e, stream));
+    cleared = 0;
+    return {};
+  };
   if (first->count[0] != 0) {
     if (in.e) {
+      GRADGATE_RETURN_IF_ERROR(restore_listed());
       GRADGATE_RETURN_IF_ERROR(launch_unaccumulate(in.g, in.e, n, stream));
       GRADGATE_RETURN_IF_ERROR(scratch.finish(stream).status());
     }
@@ -123,8 +139,8 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
   // Read-only rescans until the candidates fit [k, cap].
   const auto scan = [&](float t) -> Status {
     GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
-    GRADGATE_RETURN_IF_ERROR(launch_topk_collect(v, nullptr, n, t, state.candidates, state.tiles,
-                                                 scratch.device_tally(), stream));
+    GRADGATE_RETURN_IF_ERROR(launch_topk_collect(v, nullptr, n, t, false, state.candidates,
+                                                 state.tiles, scratch.device_tally(), stream));
     auto tally = scratch.finish(stream);
     if (!tally.ok()) return tally.status();
     count = tally->count[1];
@@ -132,6 +148,7 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
     return {};
   };
   topk::ScanSteering steering(in.k, cap, b);
+  if (!steering.in_window(count)) GRADGATE_RETURN_IF_ERROR(restore_listed());  // rescans read e
   if (!was_warm) {
     t_scan = topk::laplace_threshold(b, n, topk::kCandidateFactor * static_cast<double>(in.k));
     GRADGATE_RETURN_IF_ERROR(scan(t_scan));
@@ -154,7 +171,7 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
       if (!found.ok()) return found.status();
       cut = *found;
     }
-    GRADGATE_RETURN_IF_ERROR(keep(dense, cut.key, cut.selected, state, scratch, stream));
+    GRADGATE_RETURN_IF_ERROR(keep(dense, cut.key, cut.selected, nullptr, state, scratch, stream));
     selection.passes += cut.levels + 1;
     selection.count = cut.selected;
     state.warm.threshold = 0.0f;  // cold again next step
@@ -166,7 +183,10 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
       if (!found.ok()) return found.status();
       cut = *found;
     }
-    GRADGATE_RETURN_IF_ERROR(keep(candidates, cut.key, cut.selected, state, scratch, stream));
+    // The candidates are all listed here (count <= cap): those the cut drops go back into e.
+    GRADGATE_RETURN_IF_ERROR(
+        keep(candidates, cut.key, cut.selected, cleared ? in.e : nullptr, state, scratch, stream));
+    selection.residual_cleared = cleared != 0;
     selection.count = cut.selected;
     const auto cut_bits = static_cast<uint32_t>(cut.key >> 32);
     state.warm.update(cut_bits > 0 ? bits_float(cut_bits - 1) : 0.0f, t_scan, count, cut.selected,

@@ -8,7 +8,12 @@
 // threshold the radix select runs over the whole array instead. In steady state only the first
 // pass reads the n-element arrays.
 //
-// The residual keeps the selected values until the frame is written (the writer clears them).
+// The residual: with `clear_in_pass`, the first pass leaves 0 at its candidates (their values are
+// in the list) and keep writes back those it drops, so the selected are already 0 when the frame
+// is written, and the residual's scattered writes are the dropped candidates' only; a rescan, a
+// non-finite gradient or the whole-array selection first writes the listed values back.
+// Otherwise the residual keeps the selected values until the frame is written (the writer clears
+// them).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -60,6 +65,7 @@ struct DeviceSelection {
   uint64_t count = 0;
   int passes = 0;  // passes over the n-element arrays
   uint64_t nonfinite = 0;
+  bool residual_cleared = false;  // e is already 0 at the selected indices
 };
 
 /// What one selection works on.
@@ -68,7 +74,8 @@ struct SelectionInput {
   float* e;  // nullptr without error feedback
   uint64_t n;
   size_t k;
-  size_t k_max;  // k for exact selection
+  size_t k_max;        // k for exact selection
+  bool clear_in_pass;  // the frame carries the values exactly: e may be cleared as it is read
 };
 
 /// e += g, then selects. The tally of `scratch` is used; `stream` is synchronised on return.
