@@ -55,7 +55,14 @@ class TopkCodec final : public CudaCodec {
                     "gradient has " + std::to_string(selection->nonfinite) +
                         " NaN or infinite values; nothing was encoded");
     }
-    return write_frame(*call, ctx, round, *selection, **state, out);
+    auto written = write_frame(*call, ctx, round, *selection, **state, out);
+    if (!written.ok() && selection->residual_cleared) {  // nothing sent: the values go back into e
+      const PairSource selected{selection->index, selection->value, selection->count};
+      if (launch_topk_put(selected, call->residual, call->cuda).ok()) {
+        (void)call->scratch->finish(call->cuda);
+      }
+    }
+    return written;
   }
 
  private:
@@ -78,7 +85,8 @@ class TopkCodec final : public CudaCodec {
     return state;
   }
 
-  // The payload of the selection, its header and checksum; clears the sent values in e.
+  // The payload of the selection, its header and checksum; clears the sent values in e (fp32: to 0,
+  // unless the selection already has; fp16: to their rounding error).
   Result<size_t> write_frame(const Encode& call, const StepContext& ctx, int round,
                              const DeviceSelection& selection, TopkDeviceState& state,
                              std::span<std::byte> out) const {
@@ -101,8 +109,7 @@ class TopkCodec final : public CudaCodec {
     GRADGATE_RETURN_IF_ERROR(launch_seal_header(out.data(), header, {}, call.cuda));
     const TopkPayloadOut layout{payload, static_cast<uint32_t>(count),
                                 static_cast<uint32_t>(index_bytes), bitmap, fp16()};
-    // fp32 values leave 0 in e, which a cleared selection already holds; fp16 leaves the rounding.
-    float* e = selection.residual_cleared && !fp16() ? nullptr : call.residual;
+    float* e = selection.residual_cleared ? nullptr : call.residual;
     GRADGATE_RETURN_IF_ERROR(launch_topk_write(selection.index, selection.value,
                                                state.varint_offsets, layout, e, call.cuda));
     GRADGATE_RETURN_IF_ERROR(launch_body_crc(payload, 0, header.payload_bytes, *sink, call.cuda));

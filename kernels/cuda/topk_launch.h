@@ -42,11 +42,11 @@ struct OrderedTiles {
 Result<size_t> ordered_tiles_bytes(uint64_t max_tiles);
 
 /// The first pass of an encode (with `e`) or a read-only rescan (e == nullptr: v = g): with e,
-/// e += g where the sum is finite and v is the new e. Appends (i, v) of every finite |v| > t to
-/// `out` in index order, for as many as fit; with e and `clear_listed`, e is 0 at the appended i
-/// (their v is in the list; launch_scatter_add of the list puts it back). Tallies the bad v in
-/// count[0], all the elements above t in count[1] (those that did not fit too), the float bits of
-/// the largest kept |v| in max[0] and the sum of the kept |v| in sum.
+/// v = e + g where that is finite, else v = e. Appends (i, v) of every finite |v| > t to `out` in
+/// index order, for as many as fit. With e, the new e is v, or 0 at the appended i when
+/// `clear_listed` (their v is in the list; launch_topk_put of the list puts it back). Tallies the
+/// bad v in count[0], all the elements above t in count[1] (those that did not fit too), the
+/// float bits of the largest kept |v| in max[0] and the sum of the kept |v| in sum.
 Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, bool clear_listed,
                            const PairList& out, const OrderedTiles& tiles, Tally* tally,
                            cudaStream_t stream);
@@ -60,6 +60,9 @@ Status launch_topk_histogram(const PairSource& source, const topk::KeyRange& ran
 Status launch_topk_keep(const PairSource& source, uint64_t cut, const PairList& out,
                         const OrderedTiles& tiles, float* restore, Tally* tally,
                         cudaStream_t stream);
+
+/// out[index] = value for each pair of `pairs` (index != nullptr).
+Status launch_topk_put(const PairSource& pairs, float* out, cudaStream_t stream);
 
 /// Device scratch that launch_topk_varint_offsets needs for `count` indices.
 Result<size_t> topk_varint_temp_bytes(uint64_t count);

@@ -424,6 +424,12 @@ __global__ void __launch_bounds__(kSelectThreads, 3)
   }
 }
 
+__global__ void put_kernel(PairSource pairs, float* out) {
+  for (uint64_t j = grid_first(); j < pairs.count; j += grid_stride()) {
+    out[pairs.index[j]] = pairs.value[j];
+  }
+}
+
 // The blocks of `kernel` (kSelectThreads threads each) that the current GPU holds at once: asked
 // of the runtime on the thread's first launch per kernel and GPU, then remembered (per thread, as
 // Scratch::current keeps its scratch).
@@ -493,6 +499,13 @@ Status launch_topk_keep(const PairSource& source, uint64_t cut, const PairList& 
   auto blocks = resident_blocks(keep_kernel, source.count, kTile);
   if (!blocks.ok()) return blocks.status();
   keep_kernel<<<*blocks, kSelectThreads, 0, stream>>>(source, cut, out, *queue, restore, tally);
+  GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return {};
+}
+
+Status launch_topk_put(const PairSource& pairs, float* out, cudaStream_t stream) {
+  if (pairs.count == 0) return {};
+  put_kernel<<<element_blocks(pairs.count), kElementThreads, 0, stream>>>(pairs, out);
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return {};
 }

@@ -113,15 +113,20 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
   auto first = scratch.finish(stream);
   if (!first.ok()) return first.status();
   selection.passes = 1;
-  // The candidates whose values the first pass cleared from e: they live in the list only.
+  // The candidates whose values the first pass cleared from e: they live in the list only, until
+  // restore_listed puts them back (by assignment: safe after keep has put back some of them).
   uint64_t cleared = clear_in_pass ? std::min<uint64_t>(first->count[1], cap) : 0;
   const auto restore_listed = [&]() -> Status {
     if (cleared == 0) return {};
-    GRADGATE_RETURN_IF_ERROR(launch_scatter_add(
-        state.candidates.index, reinterpret_cast<const std::byte*>(state.candidates.value), cleared,
-        false, in.e, stream));
+    GRADGATE_RETURN_IF_ERROR(launch_topk_put(
+        PairSource{state.candidates.index, state.candidates.value, cleared}, in.e, stream));
     cleared = 0;
     return {};
+  };
+  // An error after the first pass leaves e as a failed encode should: the listed values back.
+  const auto fail = [&](const Status& error) -> Status {
+    if (restore_listed().ok()) (void)scratch.finish(stream);
+    return error;
   };
   if (first->count[0] != 0) {
     if (in.e) {
@@ -148,7 +153,9 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
     return {};
   };
   topk::ScanSteering steering(in.k, cap, b);
-  if (!steering.in_window(count)) GRADGATE_RETURN_IF_ERROR(restore_listed());  // rescans read e
+  if (!steering.in_window(count)) {
+    GRADGATE_RETURN_IF_ERROR(restore_listed());  // rescans read e
+  }
   if (!was_warm) {
     t_scan = topk::laplace_threshold(b, n, topk::kCandidateFactor * static_cast<double>(in.k));
     GRADGATE_RETURN_IF_ERROR(scan(t_scan));
@@ -180,12 +187,13 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
     RadixCut cut{topk::first_key_above(t_scan), count, 0};
     if (count > in.k_max) {
       auto found = radix_select(candidates, cut.key, top_key, in.k, in.k_max, state, stream);
-      if (!found.ok()) return found.status();
+      if (!found.ok()) return fail(found.status());
       cut = *found;
     }
     // The candidates are all listed here (count <= cap): those the cut drops go back into e.
-    GRADGATE_RETURN_IF_ERROR(
-        keep(candidates, cut.key, cut.selected, cleared ? in.e : nullptr, state, scratch, stream));
+    const Status kept =
+        keep(candidates, cut.key, cut.selected, cleared ? in.e : nullptr, state, scratch, stream);
+    if (!kept.ok()) return fail(kept);
     selection.residual_cleared = cleared != 0;
     selection.count = cut.selected;
     const auto cut_bits = static_cast<uint32_t>(cut.key >> 32);

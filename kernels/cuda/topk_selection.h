@@ -8,12 +8,12 @@
 // threshold the radix select runs over the whole array instead. In steady state only the first
 // pass reads the n-element arrays.
 //
-// The residual: with `clear_in_pass`, the first pass leaves 0 at its candidates (their values are
-// in the list) and keep writes back those it drops, so the selected are already 0 when the frame
-// is written, and the residual's scattered writes are the dropped candidates' only; a rescan, a
-// non-finite gradient or the whole-array selection first writes the listed values back.
-// Otherwise the residual keeps the selected values until the frame is written (the writer clears
-// them).
+// The residual: with `clear_in_pass`, the first pass leaves 0 at the candidates it lists (up to
+// the list's capacity; their values are in the list) and keep writes back those it drops, so the
+// selected are already 0 when the frame is written (DeviceSelection::residual_cleared) and the
+// residual's scattered writes are the dropped candidates' only. A rescan, a non-finite gradient,
+// the whole-array selection or an error first writes the listed values back. Otherwise the
+// residual keeps the selected values until the frame is written (the writer clears them).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -78,7 +78,9 @@ struct SelectionInput {
   bool clear_in_pass;  // the frame carries the values exactly: e may be cleared as it is read
 };
 
-/// e += g, then selects. The tally of `scratch` is used; `stream` is synchronised on return.
+/// e += g, then selects; when the selection says residual_cleared, e is already 0 at the selected
+/// indices (a caller that sends nothing must put their values back). The tally of `scratch` is
+/// used; `stream` is synchronised on return.
 Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDeviceState& state,
                                               Scratch& scratch, cudaStream_t stream);
 

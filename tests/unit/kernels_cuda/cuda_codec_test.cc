@@ -238,12 +238,15 @@ INSTANTIATE_TEST_SUITE_P(Specs, CudaCodecTest,
                          case_name);
 
 // The scale passes past the sizes above: sign's ordered sum over several chunks of block sums, and
-// gradients that are not 16-byte aligned (the 4-byte loads), for sign and qsgd's local scale.
+// gradients that are not 16-byte aligned (the 4-byte loads), for sign and qsgd's local scale, and
+// for top-k's first pass (a warm step clears its candidates from the residual through the 4-byte
+// stores).
 class CudaScalePassTest : public cuda_test::GpuTest {};
 
 TEST_F(CudaScalePassTest, LargeAndUnalignedGradientsMatchTheCpuCodec) {
   const size_t n = size_t{4096} * 2048 * 2 + 4096 * 3 + 5;
-  for (const std::string spec : {"sign", "qsgd:bits=8,workers=64"}) {
+  for (const std::string spec :
+       {"sign", "qsgd:bits=8,workers=64", "topk:density=0.01,select=exact"}) {
     for (size_t offset : {0, 1}) {
       SCOPED_TRACE(spec + ", offset " + std::to_string(offset));
       CodecPair codecs(spec, n);
