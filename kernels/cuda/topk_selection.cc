@@ -27,10 +27,10 @@ Result<RadixCut> radix_select(const PairSource& source, uint64_t lo, uint64_t hi
   size_t above = 0;
   for (;;) {
     GRADGATE_RETURN_IF_ERROR(launch_topk_histogram(source, range, state.bins, stream));
-    GRADGATE_RETURN_IF_ERROR(read_device(state.host_bins.data(), state.bins,
+    GRADGATE_RETURN_IF_ERROR(read_device(state.host_bins->data(), state.bins,
                                          topk::kSelectBins * sizeof(uint32_t), stream));
     ++cut.levels;
-    const topk::CutStep step = topk::cut_step(state.host_bins.data(), range, above, k, k_max);
+    const topk::CutStep step = topk::cut_step(state.host_bins->data(), range, above, k, k_max);
     if (step.done) {
       cut.key = step.key;
       cut.selected = step.selected;
@@ -89,7 +89,9 @@ Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t elements, 
   state->varint_offsets = reinterpret_cast<uint64_t*>(base + offsets);
   state->temp = base + temp;
   state->temp_bytes = *temp_bytes;
-  state->host_bins.resize(topk::kSelectBins);
+  auto host_bins = pinned_alloc<std::array<uint32_t, topk::kSelectBins>>();
+  if (!host_bins.ok()) return host_bins.status();
+  state->host_bins = std::move(host_bins).value();
   state->memory_ = std::move(memory).value();
   state->bytes_ = total;
   return state;

@@ -18,10 +18,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "device_memory.h"
 #include "gradgate/kernels/cuda/device_stream.h"
@@ -50,7 +50,7 @@ class TopkDeviceState final : public DeviceCodecState {
   uint64_t* varint_offsets = nullptr;  // selected.capacity + 1
   void* temp = nullptr;
   size_t temp_bytes = 0;
-  std::vector<uint32_t> host_bins;
+  PinnedPtr<std::array<uint32_t, topk::kSelectBins>> host_bins;  // pinned: a direct copy
 
  private:
   DevicePtr<std::byte> memory_;
