@@ -6,15 +6,15 @@
 # Builds the kernels alone (GRADGATE_KERNELS_ONLY: CMake, nvcc and a C++ compiler, nothing else;
 # or takes the programs from KERNELS_BIN, a bundle made by tools/gpu/bundle.sh),
 # runs both kernel test binaries, the kernel benchmark from 2^20 to 2^28 elements with torch.topk
-# on the same tensor, compute-sanitizer memcheck on the CUDA tests (small sizes), and prints a
-# summary.
+# on the same tensor, compute-sanitizer racecheck on the top-k tests and memcheck on the CUDA
+# tests (small sizes), and prints a summary.
 # GoogleTest is built from its sources, because a GPU machine may have no -dev packages:
 # GTEST_SOURCE_DIR, else .gpu/googletest (a copy of /usr/src/googletest shipped with the tree),
 # else /usr/src/googletest.
 # Every step has a timeout and the whole run a deadline (DEADLINE_S, 400 s); without a GPU the GPU
 # steps are skipped. Writes at most 8 files into OUT_DIR: build.log, kernels_tests.log,
-# cuda_tests.log, memcheck.log, bench.jsonl, torch_topk.jsonl, summary.txt. Exit status 0 when
-# every step that ran passed.
+# cuda_tests.log, racecheck.log, memcheck.log, bench.jsonl, torch_topk.jsonl, summary.txt. Exit
+# status 0 when every step that ran passed.
 set -u
 out=${1:?usage: tools/gpu/check.sh OUT_DIR}
 mkdir -p "$out"
@@ -73,13 +73,18 @@ if ((built && have_gpu)); then
     skip torch_topk "no dump"
   fi
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # Shared-memory hazards of top-k's ordered compactions (block scan, look-back, tile broadcast):
+  # its tests at the small sizes.
+  run racecheck 90 "$out/racecheck.log" "$sanitizer" --tool racecheck --error-exitcode 1 \
+    "$cuda_tests_bin" \
+    '--gtest_filter=*Topk*-*1048579*:*ErrorFeedbackInvariantHoldsOver100Steps*:*ThresholdCountsStayInTheWindow*'
   # Every test but the large sizes and the 100-step loops: memcheck slows every kernel by orders
   # of magnitude. Last, so that it takes whatever time is left.
   run memcheck 180 "$out/memcheck.log" "$sanitizer" --tool memcheck --error-exitcode 1 \
     "$cuda_tests_bin" \
     '--gtest_filter=-*1048579*:*ErrorFeedbackInvariantHoldsOver100Steps*:PowersgdGpuTest.ValuesMatchTheCpuCodecWithinTolerance'
 else
-  for step in memcheck bench torch_topk; do skip "$step" "$( ((built)) && echo no GPU || echo no build)"; done
+  for step in racecheck memcheck bench torch_topk; do skip "$step" "$( ((built)) && echo no GPU || echo no build)"; done
 fi
 
 {

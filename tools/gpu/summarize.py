@@ -55,10 +55,11 @@ def main():
         "kernels_tests": gtest_counts(out / "kernels_tests.log"),
         "cuda_tests": gtest_counts(out / "cuda_tests.log"),
     }
-    memcheck = out / "memcheck.log"
-    if memcheck.exists():
-        found = re.findall(r"ERROR SUMMARY: .*", memcheck.read_text(errors="replace"))
-        details["memcheck"] = found[-1] if found else ""
+    for tool in ("racecheck", "memcheck"):
+        log = out / (tool + ".log")
+        if log.exists():
+            found = re.findall(r"(?:ERROR|RACECHECK) SUMMARY: .*", log.read_text(errors="replace"))
+            details[tool] = found[-1] if found else ""
     if bench:
         unsupported = sorted({r["codec"] for r in bench if "error" in r and "n" not in r})
         failed = [r for r in bench if "error" in r and "n" in r]
