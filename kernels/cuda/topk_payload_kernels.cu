@@ -1,6 +1,8 @@
 // The topk payload on the device (topk_launch.h): its indices as LEB128 gap varints or a bitmap
 // (kernels/cpu/topk_codec.cc has the layout) and its values, written after the selection and read
 // back, with every check the CPU decoder makes, before a decode touches its output.
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
@@ -17,18 +19,28 @@ namespace {
 constexpr uint64_t kPrefixBytes = 8;
 constexpr int kMaxVarintBytes = 5;
 
-__device__ inline uint32_t gap_of(const uint32_t* index, uint64_t j) {
+__host__ __device__ inline uint32_t gap_of(const uint32_t* index, uint64_t j) {
   return j == 0 ? index[0] : index[j] - index[j - 1] - 1;
 }
 
-__device__ inline uint32_t varint_bytes(uint32_t v) {
+__host__ __device__ inline uint32_t varint_bytes(uint32_t v) {
   return 1 + (v >= (1u << 7)) + (v >= (1u << 14)) + (v >= (1u << 21)) + (v >= (1u << 28));
 }
 
-__global__ void varint_sizes_kernel(const uint32_t* index, uint64_t count, uint64_t* sizes) {
-  for (uint64_t j = grid_first(); j <= count; j += grid_stride()) {
-    sizes[j] = j < count ? varint_bytes(gap_of(index, j)) : 0;
+// The varint size of gap j of `index` (`count` of them), 0 for j == count: read by the scan that
+// makes the offsets, so the sizes are never stored.
+struct VarintSize {
+  const uint32_t* index;
+  uint64_t count;
+  __host__ __device__ uint64_t operator()(uint64_t j) const {
+    return j < count ? varint_bytes(gap_of(index, j)) : 0;
   }
+};
+
+using VarintSizes = thrust::transform_iterator<VarintSize, thrust::counting_iterator<uint64_t>>;
+
+VarintSizes varint_sizes(const uint32_t* index, uint64_t count) {
+  return VarintSizes(thrust::counting_iterator<uint64_t>(0), VarintSize{index, count});
 }
 
 __global__ void write_indices_kernel(const uint32_t* index, const uint64_t* offsets,
@@ -158,16 +170,16 @@ Result<DecodeLayout> decode_layout(const TopkIndexIn& in) {
 Result<size_t> topk_varint_temp_bytes(uint64_t count) {
   size_t bytes = 0;
   GRADGATE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveSum(
-      nullptr, bytes, static_cast<uint64_t*>(nullptr), static_cast<int64_t>(count + 1)));
+      nullptr, bytes, varint_sizes(nullptr, count), static_cast<uint64_t*>(nullptr),
+      static_cast<int64_t>(count + 1)));
   return bytes;
 }
 
 Status launch_topk_varint_offsets(const uint32_t* index, uint64_t count, uint64_t* offsets,
                                   void* temp, size_t temp_bytes, cudaStream_t stream) {
-  varint_sizes_kernel<<<blocks_for(count + 1), kElementThreads, 0, stream>>>(index, count, offsets);
-  GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  GRADGATE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveSum(
-      temp, temp_bytes, offsets, static_cast<int64_t>(count + 1), stream));
+  GRADGATE_CUDA_RETURN_IF_ERROR(
+      cub::DeviceScan::ExclusiveSum(temp, temp_bytes, varint_sizes(index, count), offsets,
+                                    static_cast<int64_t>(count + 1), stream));
   return {};
 }
 
