@@ -125,7 +125,8 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
     cleared = 0;
     return {};
   };
-  // An error after the first pass leaves e as a failed encode should: the listed values back.
+  // An error after the first pass leaves e accumulated (e + g), as it did before clearing in the
+  // pass: the listed values go back.
   const auto fail = [&](const Status& error) -> Status {
     if (restore_listed().ok()) (void)scratch.finish(stream);
     return error;
