@@ -25,8 +25,6 @@ using tile_order::kLanes;
 using tile_order::kRows;
 using tile_order::kTile;
 constexpr uint32_t kSelectThreads = tile_order::kThreads;
-constexpr int kPairItems = 16;  // per thread and round of the histogram: loads in flight
-constexpr uint64_t kPairsPerRound = kSelectThreads * kPairItems;
 
 using TileState = cub::ScanTileState<uint32_t>;
 
@@ -306,56 +304,6 @@ __device__ inline uint32_t source_index(const PairSource& source, uint64_t j) {
   return source.index ? source.index[j] : static_cast<uint32_t>(j);
 }
 
-// The pairs of a round of a kernel over pairs: this thread's kPairItems pairs from `base` on, its
-// j-th at base + j * kSelectThreads + threadIdx.x (index and value 0 past the end), all loaded
-// before any is used.
-__device__ inline void load_round(const PairSource& source, uint64_t base,
-                                  uint32_t (&index)[kPairItems], float (&value)[kPairItems]) {
-#pragma unroll
-  for (int j = 0; j < kPairItems; ++j) {
-    const uint64_t p = base + static_cast<uint64_t>(j) * kSelectThreads + threadIdx.x;
-    index[j] = p < source.count ? source_index(source, p) : 0;
-    value[j] = p < source.count ? source.value[p] : 0.0f;
-  }
-}
-
-__device__ inline bool in_round(const PairSource& source, uint64_t base, int j) {
-  return base + static_cast<uint64_t>(j) * kSelectThreads + threadIdx.x < source.count;
-}
-
-// The rounds of a block: grid-stride in rounds of kPairsPerRound pairs.
-__device__ inline uint64_t first_round() { return blockIdx.x * kPairsPerRound; }
-__device__ inline uint64_t round_stride() { return gridDim.x * kPairsPerRound; }
-
-// Calls visit(index, value) for every pair of `source`.
-template <typename Visit>
-__device__ inline void for_each_pair(const PairSource& source, Visit visit) {
-  for (uint64_t base = first_round(); base < source.count; base += round_stride()) {
-    uint32_t index[kPairItems];
-    float value[kPairItems];
-    load_round(source, base, index, value);
-#pragma unroll
-    for (int j = 0; j < kPairItems; ++j) {
-      if (in_round(source, base, j)) visit(index[j], value[j]);
-    }
-  }
-}
-
-__global__ void __launch_bounds__(kSelectThreads)
-    histogram_kernel(PairSource source, topk::KeyRange range, uint32_t* bins) {
-  __shared__ uint32_t local[topk::kSelectBins];
-  for (uint32_t b = threadIdx.x; b < topk::kSelectBins; b += kSelectThreads) local[b] = 0;
-  __syncthreads();
-  for_each_pair(source, [&](uint32_t index, float value) {
-    const uint64_t key = topk::order_key(value, index);
-    if (range.holds(key)) atomicAdd(&local[range.bin(key)], 1u);
-  });
-  __syncthreads();
-  for (uint32_t b = threadIdx.x; b < topk::kSelectBins; b += kSelectThreads) {
-    if (local[b] != 0) atomicAdd(&bins[b], local[b]);
-  }
-}
-
 // This thread's pairs of the tile from `first` on, in tile_order's slots (index and value 0 past
 // the end): 16-byte loads where the tile is full and the arrays aligned, all loads first.
 __device__ inline void load_tile(const PairSource& source, uint64_t first,
@@ -388,6 +336,32 @@ __device__ inline void load_tile(const PairSource& source, uint64_t first,
     const uint64_t p = first + tile_order::item_offset(threadIdx.x, slot);
     index[slot] = p < source.count ? source_index(source, p) : 0;
     value[slot] = p < source.count ? source.value[p] : 0.0f;
+  }
+}
+
+// The histogram of the order keys in `range`: tiles grid-stride (their order does not matter).
+__global__ void __launch_bounds__(kSelectThreads)
+    histogram_kernel(PairSource source, topk::KeyRange range, uint32_t* bins) {
+  __shared__ uint32_t local[topk::kSelectBins];
+  for (uint32_t b = threadIdx.x; b < topk::kSelectBins; b += kSelectThreads) local[b] = 0;
+  __syncthreads();
+  const uint64_t tiles = tile_order::tile_count(source.count);
+  for (uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const uint64_t first = tile * kTile;
+    uint32_t index[kItems];
+    float value[kItems];
+    load_tile(source, first, index, value);
+#pragma unroll
+    for (int slot = 0; slot < kItems; ++slot) {
+      const uint64_t key = topk::order_key(value[slot], index[slot]);
+      if (first + tile_order::item_offset(threadIdx.x, slot) < source.count && range.holds(key)) {
+        atomicAdd(&local[range.bin(key)], 1u);
+      }
+    }
+  }
+  __syncthreads();
+  for (uint32_t b = threadIdx.x; b < topk::kSelectBins; b += kSelectThreads) {
+    if (local[b] != 0) atomicAdd(&bins[b], local[b]);
   }
 }
 
@@ -450,7 +424,7 @@ Result<uint64_t> resident_blocks_of(Kernel kernel) {
   return resident;
 }
 
-// Blocks for a kernel over `count` items, `per_block` a round: at most what the GPU holds at once.
+// Blocks for a kernel over `count` items, `per_block` a tile: at most what the GPU holds at once.
 template <typename Kernel>
 Result<unsigned> resident_blocks(Kernel kernel, uint64_t count, uint64_t per_block) {
   auto resident = resident_blocks_of(kernel);
@@ -483,7 +457,7 @@ Status launch_topk_histogram(const PairSource& source, const topk::KeyRange& ran
       cudaMemsetAsync(bins, 0, topk::kSelectBins * sizeof(uint32_t), stream));
   if (source.count == 0) return {};
   // Each block adds its non-zero bins with one atomic each: no more blocks than run at once.
-  auto blocks = resident_blocks(histogram_kernel, source.count, kPairsPerRound);
+  auto blocks = resident_blocks(histogram_kernel, source.count, kTile);
   if (!blocks.ok()) return blocks.status();
   histogram_kernel<<<*blocks, kSelectThreads, 0, stream>>>(source, range, bins);
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
