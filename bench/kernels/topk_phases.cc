@@ -2,7 +2,6 @@
 
 #include <limits>
 
-#include "../cpu/topk_select.h"  // topk_count, topk_max_count: the codec's k
 #include "gpu_timer.h"
 #include "gradgate/kernels/cuda/device_stream.h"
 #include "scratch.h"
@@ -43,11 +42,7 @@ Result<TopkPhaseTimes> time_topk_phases(const kernels::CodecParams& params, cons
   if (!collect.ok()) return collect.status();
   times.collect_ms = *collect;
 
-  const size_t k = kernels::cpu::topk_count(params.density, n);
-  const size_t k_max =
-      params.select == kernels::TopkSelect::kExact ? k : kernels::cpu::topk_max_count(k);
-  const kernels::cuda::SelectionInput input{
-      grad, e, n, k, k_max, params.values != kernels::ValueType::kFp16};
+  const auto input = kernels::cuda::selection_input(params, grad, e, n);
   auto selection = median_ms(cuda, warmup, reps, [&]() -> Status {
     return kernels::cuda::select_topk_on_device(input, *state, **scratch, cuda).status();
   });

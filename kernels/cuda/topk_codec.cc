@@ -7,7 +7,6 @@
 #include <cstring>
 #include <string>
 
-#include "../cpu/topk_select.h"  // topk_count, topk_max_count: the CPU codec's k
 #include "codecs.h"
 #include "cuda_check.h"
 #include "cuda_codec.h"
@@ -45,8 +44,7 @@ class TopkCodec final : public CudaCodec {
     const size_t n = grad.size();
     auto state = state_of(*call->stream);
     if (!state.ok()) return state.status();
-    const size_t k = cpu::topk_count(params().density, n);
-    const SelectionInput input{grad.data(), call->residual, n, k, max_count(n), !fp16()};
+    const SelectionInput input = selection_input(params(), grad.data(), call->residual, n);
     auto selection = select_topk_on_device(input, **state, *call->scratch, call->cuda);
     if (!selection.ok()) return selection.status();
     call->stream->set_last_encode_passes(selection->passes);
@@ -68,17 +66,15 @@ class TopkCodec final : public CudaCodec {
  private:
   bool fp16() const { return params().values == ValueType::kFp16; }
   size_t value_bytes() const { return fp16() ? 2 : 4; }
-  size_t max_count(size_t n) const {
-    const size_t k = cpu::topk_count(params().density, n);
-    return params().select == TopkSelect::kExact ? k : cpu::topk_max_count(k);
-  }
+  size_t max_count(size_t n) const { return selection_input(params(), nullptr, nullptr, n).k_max; }
 
   // The stream's selection state, made on its first encode.
   Result<TopkDeviceState*> state_of(DeviceStream& stream) const {
     if (auto* state = dynamic_cast<TopkDeviceState*>(stream.codec_state())) return state;
-    const size_t n = stream.desc().elements;
-    const size_t k = cpu::topk_count(params().density, n);
-    auto made = TopkDeviceState::make(n, topk::candidate_capacity(n, k), max_count(n));
+    const SelectionInput sizes =
+        selection_input(params(), nullptr, nullptr, stream.desc().elements);
+    auto made =
+        TopkDeviceState::make(sizes.n, topk::candidate_capacity(sizes.n, sizes.k), sizes.k_max);
     if (!made.ok()) return made.status();
     TopkDeviceState* state = made->get();
     stream.set_codec_state(std::move(made).value());

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string>
 
+#include "../cpu/topk_select.h"  // topk_count, topk_max_count: the CPU codec's k
 #include "sparse_launch.h"
 #include "tile_order.h"
 
@@ -95,6 +96,12 @@ Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t elements, 
   state->memory_ = std::move(memory).value();
   state->bytes_ = total;
   return state;
+}
+
+SelectionInput selection_input(const CodecParams& params, const float* g, float* e, uint64_t n) {
+  const size_t k = cpu::topk_count(params.density, n);
+  const size_t k_max = params.select == TopkSelect::kExact ? k : cpu::topk_max_count(k);
+  return {g, e, n, k, k_max, params.values != ValueType::kFp16};
 }
 
 Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDeviceState& state,

@@ -24,6 +24,7 @@
 #include <memory>
 
 #include "device_memory.h"
+#include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/cuda/device_stream.h"
 #include "scratch.h"
 #include "topk_launch.h"
@@ -77,6 +78,10 @@ struct SelectionInput {
   size_t k_max;        // k for exact selection
   bool clear_in_pass;  // the frame carries the values exactly: e may be cleared as it is read
 };
+
+/// What a topk spec asks of the n elements at g (e: the residual, or nullptr): k and k_max as
+/// the CPU codec counts them, and clearing in the pass where the frame carries fp32 values.
+SelectionInput selection_input(const CodecParams& params, const float* g, float* e, uint64_t n);
 
 /// e += g, then selects; when the selection says residual_cleared, e is already 0 at the selected
 /// indices (a caller that sends nothing must put their values back). The tally of `scratch` is
