@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "codec_data.h"
 #include "codec_test_util.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
@@ -136,6 +137,17 @@ struct CodecPair {
     return out.download(*size);
   }
   std::vector<float> gpu_residual() { return cuda::residual_on_host(*gpu_stream).value(); }
+  /// One step of `grad` on both codecs (ctx.memory is set for each): the same frame byte for
+  /// byte, the same residual bit for bit. Call it in ASSERT_NO_FATAL_FAILURE.
+  void expect_same_step(std::span<const float> grad, const StepContext& ctx) {
+    auto cpu_frame = encode_cpu(grad, ctx);
+    auto gpu_frame = encode_gpu(grad, ctx);
+    ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
+    ASSERT_TRUE(gpu_frame.ok()) << gpu_frame.status().to_string();
+    ASSERT_TRUE(test_util::same_bytes(*cpu_frame, *gpu_frame)) << "step " << ctx.step;
+    ASSERT_TRUE(test_util::same_bits(cpu_stream->residual(), gpu_residual()))
+        << "step " << ctx.step;
+  }
   int gpu_passes() const {
     return static_cast<const cuda::DeviceStream&>(*gpu_stream).last_encode_passes();
   }

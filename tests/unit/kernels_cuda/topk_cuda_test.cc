@@ -49,16 +49,6 @@ std::vector<float> gradient(bool laplace, size_t n, uint64_t seed) {
   return out;
 }
 
-// One step of `grad` on both codecs: the same frame byte for byte, the same residual bit for bit.
-void expect_same_step(CodecPair& codecs, const std::vector<float>& grad, uint64_t step) {
-  auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, step));
-  auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
-  ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
-  ASSERT_TRUE(gpu_frame.ok()) << gpu_frame.status().to_string();
-  ASSERT_TRUE(same_bytes(*cpu_frame, *gpu_frame)) << "step " << step;
-  ASSERT_TRUE(same_bits(codecs.cpu_stream->residual(), codecs.gpu_residual())) << "step " << step;
-}
-
 class TopkExactTest : public cuda_test::GpuParamTest<SizeAndDensity> {
  protected:
   size_t n() const { return std::get<0>(GetParam()); }
@@ -72,7 +62,7 @@ TEST_P(TopkExactTest, FramesAndResidualsMatchTheCpuCodec) {
     CodecPair codecs(spec, n());
     for (uint64_t step = 0; step < 4; ++step) {
       const auto grad = make_finite_values(n(), 10 + step);
-      ASSERT_NO_FATAL_FAILURE(expect_same_step(codecs, grad, step));
+      ASSERT_NO_FATAL_FAILURE(codecs.expect_same_step(grad, context(MemoryKind::kHost, step)));
     }
   }
 }
@@ -120,7 +110,7 @@ TEST_F(TopkCudaTest, AWarmStepWhoseCandidatesOverflowTheListMatchesTheCpuCodec) 
       if (step == 3) {
         for (auto& v : grad) v += v < 0.0f ? -1.0f : 1.0f;
       }
-      ASSERT_NO_FATAL_FAILURE(expect_same_step(codecs, grad, step));
+      ASSERT_NO_FATAL_FAILURE(codecs.expect_same_step(grad, context(MemoryKind::kHost, step)));
       if (step == 3) {
         EXPECT_GT(codecs.gpu_passes(), 1) << "no rescan: the list did not overflow";
       }
@@ -140,7 +130,7 @@ TEST_F(TopkCudaTest, TiesThatNoThresholdSeparatesAreSelectedFromTheWholeArrayLik
     for (uint64_t step = 0; step < 3; ++step) {
       std::vector<float> grad(n, step % 2 ? -0.25f : 0.25f);
       for (size_t i = 7; i < n; i += 997) grad[i] = 2.0f;
-      ASSERT_NO_FATAL_FAILURE(expect_same_step(codecs, grad, step));
+      ASSERT_NO_FATAL_FAILURE(codecs.expect_same_step(grad, context(MemoryKind::kHost, step)));
     }
   }
 }
