@@ -55,6 +55,7 @@ class RepeatedMemberFinder {
  public:
   bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using Event = nlohmann::json::parse_event_t;
+    if (repeated_) return true;  // the first repeat is the one named
     switch (event) {
       case Event::object_start:
         levels_.push_back(Level{true});
@@ -64,8 +65,9 @@ class RepeatedMemberFinder {
         break;
       case Event::key: {
         Level& level = levels_.back();
-        level.key = parsed.get<std::string>();
-        if (!level.keys.insert(level.key).second && !repeated_) repeated_ = pointer();
+        const auto [name, fresh] = level.keys.insert(parsed.get_ref<const std::string&>());
+        level.key = &*name;
+        if (!fresh) repeated_ = pointer();
         break;
       }
       case Event::object_end:
@@ -86,8 +88,8 @@ class RepeatedMemberFinder {
   struct Level {
     bool object;
     std::set<std::string, std::less<>> keys{};
-    std::string key{};
-    std::size_t index = 0;  // of the element being parsed, in an array
+    const std::string* key = nullptr;  // the member being parsed, in an object: in `keys`
+    std::size_t index = 0;             // of the element being parsed, in an array
   };
 
   void element_done() {
@@ -97,7 +99,7 @@ class RepeatedMemberFinder {
   std::string pointer() const {
     std::string text;
     for (const Level& level : levels_) {
-      text += "/" + (level.object ? escape_pointer_token(level.key) : std::to_string(level.index));
+      text += "/" + (level.object ? escape_pointer_token(*level.key) : std::to_string(level.index));
     }
     return text;
   }
