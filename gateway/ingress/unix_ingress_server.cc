@@ -396,7 +396,7 @@ bool UnixIngressServer::declared(Session& session, uint64_t request_id,
                               key.status().to_string()});
   }
   auto [declared, first] = session.buffers.try_emplace(*key);
-  if (!first) mapped_bytes_ -= mapped_host_bytes(declared->second);
+  mapped_bytes_ -= mapped_host_bytes(declared->second);  // 0 for a new entry
   mapped_bytes_ += mapped_host_bytes(buffer);
   declared->second = std::move(buffer);  // unmaps a buffer it replaces, unless a step holds it
   if (!first) close_unused_allocations(session.cuda_allocations);
