@@ -73,16 +73,16 @@ if ((built && have_gpu)); then
     skip torch_topk "no dump"
   fi
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # The sanitizers slow every kernel by orders of magnitude: not the large sizes nor the 100-step
+  # loops.
+  large='*1048579*:*ErrorFeedbackInvariantHoldsOver100Steps*'
   # Shared-memory hazards of top-k's ordered compactions (block scan, look-back, tile broadcast):
   # its tests at the small sizes.
   run racecheck 90 "$out/racecheck.log" "$sanitizer" --tool racecheck --error-exitcode 1 \
-    "$cuda_tests_bin" \
-    '--gtest_filter=*Topk*-*1048579*:*ErrorFeedbackInvariantHoldsOver100Steps*:*ThresholdCountsStayInTheWindow*'
-  # Every test but the large sizes and the 100-step loops: memcheck slows every kernel by orders
-  # of magnitude. Last, so that it takes whatever time is left.
+    "$cuda_tests_bin" "--gtest_filter=*Topk*-$large:*ThresholdCountsStayInTheWindow*"
+  # Every test at the small sizes. Last, so that it takes whatever time is left.
   run memcheck 180 "$out/memcheck.log" "$sanitizer" --tool memcheck --error-exitcode 1 \
-    "$cuda_tests_bin" \
-    '--gtest_filter=-*1048579*:*ErrorFeedbackInvariantHoldsOver100Steps*:PowersgdGpuTest.ValuesMatchTheCpuCodecWithinTolerance'
+    "$cuda_tests_bin" "--gtest_filter=-$large:PowersgdGpuTest.ValuesMatchTheCpuCodecWithinTolerance"
 else
   for step in racecheck memcheck bench torch_topk; do skip "$step" "$( ((built)) && echo no GPU || echo no build)"; done
 fi

@@ -12,6 +12,9 @@ import sys
 
 from summarize import table
 
+# Nsight Compute's duration units; anything else is taken as nanoseconds.
+MICROSECONDS_PER_UNIT = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
+
 
 def short_name(name):
     """'void ns::<unnamed>::collect_kernel<1>(const float *, ...)' -> 'collect_kernel<1>'; a
@@ -34,7 +37,7 @@ def main():
     unit_at = header.index("Metric Unit")
     times = {}
     for row in rows:
-        scale = {"ns": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}.get(row[unit_at], 1e-3)
+        scale = MICROSECONDS_PER_UNIT.get(row[unit_at], 1e-3)
         value = float(row[value_at].replace(",", "")) * scale
         times.setdefault(short_name(row[name_at]), []).append(value)
     rows = [("kernel", "launches", "median us", "min us", "max us")]
