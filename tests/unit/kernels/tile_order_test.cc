@@ -24,12 +24,19 @@ std::vector<uint32_t> random_flags(double density, uint64_t seed) {
   return flags;
 }
 
-// The tile offset of each flagged item, placed at the rank the kernels give it: one exclusive
-// scan of the threads' packed counts, as the block scan computes it.
-std::vector<int64_t> placed_offsets(const std::vector<uint32_t>& flags, uint32_t& tile_total) {
+// The block's sum of the threads' packed counts.
+uint64_t aggregate_of(const std::vector<uint32_t>& flags) {
   uint64_t aggregate = 0;
   for (uint32_t f : flags) aggregate += row_counts(f);
-  tile_total = total(aggregate);
+  return aggregate;
+}
+
+// The tile offset of each flagged item, placed at the rank the kernels give it (one slot per
+// flagged item the packed counts hold): one exclusive scan of the threads' packed counts, as the
+// block scan computes it.
+std::vector<int64_t> placed_offsets(const std::vector<uint32_t>& flags) {
+  const uint64_t aggregate = aggregate_of(flags);
+  const uint32_t tile_total = total(aggregate);
   std::vector<int64_t> placed(tile_total, -1);
   uint64_t prefix = 0;
   for (uint32_t thread = 0; thread < kThreads; ++thread) {
@@ -75,9 +82,8 @@ TEST(TileOrder, RanksPlaceTheFlaggedItemsInIndexOrder) {
         }
       }
       std::sort(expected.begin(), expected.end());
-      uint32_t tile_total = 0;
-      const auto placed = placed_offsets(flags, tile_total);
-      EXPECT_EQ(tile_total, expected.size());
+      const auto placed = placed_offsets(flags);
+      EXPECT_EQ(placed.size(), expected.size());
       EXPECT_EQ(placed, expected);
     }
   }
@@ -85,8 +91,7 @@ TEST(TileOrder, RanksPlaceTheFlaggedItemsInIndexOrder) {
 
 TEST(TileOrder, AFullyFlaggedTileFitsThePackedCounts) {
   const std::vector<uint32_t> all(kThreads, (1u << kItems) - 1);
-  uint64_t aggregate = 0;
-  for (uint32_t f : all) aggregate += row_counts(f);
+  const uint64_t aggregate = aggregate_of(all);
   for (int row = 0; row < kRows; ++row) EXPECT_EQ(row_field(aggregate, row), kThreads * kLanes);
   EXPECT_EQ(total(aggregate), kTile);
   EXPECT_EQ(rank(aggregate - row_counts(all.back()), aggregate, all.back(), kItems - 1), kTile - 1);
