@@ -5,8 +5,10 @@ HookTrainingTest: 2 gateways x 2 DDP workers (local_workers=2) train 100 steps t
 gradgate.torch.allreduce_hook, once per codec; every rank must end with bit-identical parameters
 and a lower loss, through DDP's bucket rebuild after step 1, an fp16 bucket and uneven last
 batches (see hook_worker.py). ClientTest: the Client API and its errors with two gateways of one
-worker each. CudaDeviceTest: tensors in GPU memory (Client.declare_cuda and the hook's device
-path), skipped when torch.cuda is not available. PackageTest: the parts that need no gateway.
+worker each. HookStateTest: the hook's Futures on CPU buckets (they end after the hook returned,
+several buckets in flight, timeouts, non-finite steps). CudaDeviceTest: tensors in GPU memory
+(Client.declare_cuda and the hook's device path), skipped when torch.cuda is not available.
+PackageTest: the parts that need no gateway.
 
 The gateway binary and libgradgate come from GRADGATE_BINARY and GRADGATE_LIBRARY (defaults: the
 source tree's build/cli/gradgate and build/client/libgradgate.so); when either is missing the
@@ -396,18 +398,11 @@ except ValueError as error:
 
 
 def average_on_every_rank(states, index, grads):
-    """Runs HookState.allreduce_average of bucket `index` on every state at once (one thread each,
-    as the ranks of a job would), grads[i] being state i's bucket."""
-    threads = [
-        threading.Thread(target=state.allreduce_average, args=(index, g))
-        for state, g in zip(states, grads)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    for thread in threads:
-        assert not thread.is_alive(), "an all-reduce did not end within 60 s"
+    """Starts bucket `index` on every state (grads[i] being state i's bucket), as the ranks of a job
+    would, then waits for every Future (each fails by its state's timeout_ms)."""
+    futures = [state.start_average(index, g) for state, g in zip(states, grads)]
+    for future in futures:
+        future.wait()
 
 
 def gateway_status(workdir, rank):
@@ -432,6 +427,63 @@ class HookStateTest(TempDirTest):
         self.states = [gradgate_torch.HookState(s, 0, run_id=7) for s in cluster.sockets]
         for state in self.states:
             self.addCleanup(state.close)
+
+    def test_the_hook_returns_before_the_gateways_are_done(self):
+        import torch
+
+        grads = [torch.full((self.ELEMENTS,), float(rank + 1)) for rank in range(2)]
+        first = self.states[0].start_average(0, grads[0])
+        # Rank 1 has not started bucket 0, so no gateway can have summed it: a hook that waited
+        # for the gateways would not have returned.
+        self.assertFalse(first.done())
+        second = self.states[1].start_average(0, grads[1])
+        for future, g in zip((first, second), grads):
+            self.assertEqual(future.wait().data_ptr(), g.data_ptr())
+            self.assertEqual(g.tolist(), [1.5] * self.ELEMENTS)
+        for state in self.states:
+            self.assertEqual(state.allreduces, 1)
+
+    def test_buckets_in_flight_together_end_whatever_order_the_ranks_start_them_in(self):
+        import torch
+
+        buckets = range(3)
+        grads = [[torch.full((self.ELEMENTS,), float(10 * b + rank)) for b in buckets]
+                 for rank in range(2)]
+        first = [self.states[0].start_average(b, grads[0][b]) for b in buckets]
+        self.assertFalse(any(future.done() for future in first))
+        second = [self.states[1].start_average(b, grads[1][b]) for b in reversed(buckets)]
+        for future in first + second:
+            future.wait()
+        for rank in range(2):
+            for b in buckets:
+                self.assertEqual(grads[rank][b].tolist(), [10 * b + 0.5] * self.ELEMENTS)
+        for state in self.states:
+            self.assertEqual(state.allreduces, 3)
+
+    def test_an_all_reduce_past_its_timeout_fails_its_future_naming_the_bucket(self):
+        import torch
+
+        state = self.states[0]
+        state.timeout_ms = 200
+        grads = torch.ones(self.ELEMENTS)
+        future = state.start_average(4, grads)  # rank 1 never starts it
+        failed = r"bucket 4 \(4096 x torch.float32\) failed: timeout"
+        with self.assertRaisesRegex(RuntimeError, failed):
+            future.wait()
+        self.assertEqual(state.allreduces, 0)
+
+    def test_a_step_with_an_infinite_gradient_gives_nan_or_fails_as_each_rank_asks(self):
+        import torch
+
+        self.states[1].nonfinite = "raise"
+        grads = [torch.ones(self.ELEMENTS) for _ in self.states]
+        grads[0][5] = float("inf")
+        futures = [state.start_average(2, g) for state, g in zip(self.states, grads)]
+        self.assertTrue(torch.isnan(futures[0].wait()).all())
+        with self.assertRaisesRegex(RuntimeError, r"bucket 2 .*skipped: nonfinite_gradient"):
+            futures[1].wait()
+        self.assertEqual([state.nonfinite_allreduces for state in self.states], [1, 0])
+        self.assertEqual([state.allreduces for state in self.states], [0, 0])
 
     def test_an_fp16_bucket_whose_average_fits_stays_finite(self):
         import torch

@@ -8,31 +8,40 @@ For every bucket DDP hands over, the hook declares a gradgate tensor once per bu
 (index, element count, dtype), named "<prefix>.bucket<index>.<numel>.<dtype>": DDP rebuilds its
 buckets after the first step, and a new layout simply declares new names. It copies the bucket
 into the tensor's shared buffer (viewed as a torch tensor of the bucket's dtype: fp32, fp16 or
-bf16), all-reduces it through the node's gateway, waits, and copies the sum back divided by the
-job's world size: DDP expects the average. The returned Future is already complete.
+bf16) divided by the job's world size (DDP expects the average), starts its all-reduce through
+the node's gateway and returns a Future at once: backward goes on computing the next buckets'
+gradients while the gateways compress and exchange this one, as with DDP's own all-reduce. A
+waiter thread per HookState waits for the all-reduces in the order they started, copies each
+result back into its bucket and completes its Future; DDP waits for the Futures at the end of
+backward.
 
 A bucket in GPU memory (device_path="auto", the default) is declared over its own memory instead
-(Client.declare_cuda): per all-reduce the hook records the bucket's interprocess ready event on
-the current stream, the gateway waits for it, all-reduces the bucket in place, and the hook
-divides the sum where it lies. No copy to or from the host. DDP may reallocate a bucket: a new
+(Client.declare_cuda): per all-reduce the hook divides the bucket where it lies and records the
+bucket's interprocess ready event on the current stream; the gateway waits for it and
+all-reduces the bucket in place. No copy to or from the host. DDP may reallocate a bucket: a new
 address declares the layout again under its name, over the new memory (names do not depend on
 where a rank's allocator put a bucket, so every worker declares the same ones). If the gateway
-cannot map GPU memory
-(GG_REJECTED: built without CUDA, another GPU, ...), the hook warns once and copies every bucket
-through shared buffers from then on.
+cannot map GPU memory (GG_REJECTED: built without CUDA, another GPU, ...), the hook warns once
+and copies every bucket through shared buffers from then on. The waiter thread writes into a CUDA
+bucket (a copy back, NaN) on the stream the hook ran on, and waits for it before the Future
+completes.
 
-The hook runs synchronously in DDP's autograd thread. A failure (timeout, a peer that failed, a
-closed gateway, an unsupported dtype) raises RuntimeError with the library's message, which DDP
-surfaces from backward(). A step whose gradient holds NaN or infinite values on some node is
-skipped by every gateway; with nonfinite="propagate" (the default) the hook then fills the bucket
-with NaN on every rank, as DDP's own all-reduce would spread them, so that mixed-precision loss
-scaling (torch.cuda.amp.GradScaler) skips the step and lowers its scale as usual; with
-nonfinite="raise" it raises RuntimeError. HookState keeps running totals (raw and wire bytes, all-reduces, steps,
-seconds) for progress reports. torch is imported here only, so `import gradgate` works without it.
+A failure to start (an unsupported dtype, a refused declaration) raises RuntimeError in the hook;
+a failure of the all-reduce (timeout, a peer that failed, a closed gateway) completes the Future
+with a RuntimeError that names the bucket and carries the library's message. DDP surfaces either
+from backward(). A step whose gradient holds NaN or infinite values on some node is skipped by
+every gateway; with nonfinite="propagate" (the default) the hook then fills the bucket with NaN
+on every rank, as DDP's own all-reduce would spread them, so that mixed-precision loss scaling
+(torch.cuda.amp.GradScaler) skips the step and lowers its scale as usual; with nonfinite="raise"
+its Future fails with RuntimeError. HookState keeps running totals (raw and wire bytes,
+all-reduces, steps, seconds) for progress reports. torch is imported here only, so
+`import gradgate` works without it.
 """
 
 import ctypes
+import queue
 import secrets
+import threading
 import time
 import warnings
 
@@ -80,7 +89,8 @@ class HookState:
     """The hook's connection to the gateway, its declared buckets, and its running totals.
 
     socket_path, local_rank: the node's gateway and this process's worker index on the node.
-    timeout_ms: how long one bucket's all-reduce may take before the hook fails.
+    timeout_ms: how long one bucket's all-reduce may take, from the hook's call, before its
+        Future fails.
     name_prefix: prefixes tensor names (distinct per DDP model when a process has several).
     data_volume: samples this worker trains on, passed to the gateway for data-aware ratios.
     run_id: names this run of the job in every tensor name, so that nothing of an earlier, failed
@@ -96,7 +106,8 @@ class HookState:
         buffer. CPU buckets always use shared buffers.
     nonfinite: what a bucket becomes when a node's gradient held NaN or infinite values (the
         gateways skip that step): "propagate" fills it with NaN on every rank (loss scaling then
-        skips the step; counted in nonfinite_allreduces), "raise" raises RuntimeError.
+        skips the step; counted in nonfinite_allreduces), "raise" fails its Future with
+        RuntimeError.
     """
 
     def __init__(
@@ -140,6 +151,12 @@ class HookState:
         self.encode_seconds = 0.0
         self.communicate_seconds = 0.0
         self.decode_seconds = 0.0
+        # The all-reduces in flight, in the order they started, and the thread that ends them.
+        self._pending = queue.SimpleQueue()
+        self._waiter = threading.Thread(
+            target=self._wait_in_order, name="gradgate-hook-waiter", daemon=True
+        )
+        self._waiter.start()
 
     @property
     def declared(self):
@@ -164,38 +181,61 @@ class HookState:
             self._names.append(name)
         return self._buffers[key]
 
-    def allreduce_average(self, index, grads):
-        """Replaces the flat tensor `grads` with its average over the job's workers."""
-        start = time.perf_counter()
-        if grads.is_cuda:
-            info = self._allreduce_cuda(index, grads)
-        else:
-            info = self._allreduce_shared(index, grads)
+    def start_average(self, index, grads):
+        """Starts replacing the flat tensor `grads` (bucket `index`) with its average over the
+        job's workers and returns a torch Future without waiting for the gateways.
+
+        The state's waiter thread completes the Future with `grads` once the average is in it, or
+        with a RuntimeError that names the bucket: a failure, a timeout (timeout_ms from this
+        call), a skipped step under nonfinite="raise". Under nonfinite="propagate" a skipped
+        step completes it with `grads` filled with NaN. `grads` must not be touched until then.
+        A failure to start (unsupported dtype, a refused declaration) raises RuntimeError here.
+        """
+        pending = _Pending(self, index, grads)
+        try:
+            if grads.is_cuda:
+                pending.request = self._start_cuda(index, grads)
+            if pending.request is None:
+                pending.request, pending.copy_back = self._start_shared(index, grads)
+        except GradgateError as error:
+            raise pending.failure("failed", error) from error
+        self._pending.put(pending)
+        return pending.future
+
+    # Both paths divide before the gateways sum, as DDP's own hooks do: the sum of a 16-bit bucket
+    # then has the headroom of the average, not of a sum world_size times larger.
+    def _start_shared(self, index, grads):
+        """Starts the all-reduce of a copy of `grads` in the bucket's shared buffer; returns the
+        request and what copies the result back."""
+        tensor, view = self.shared_view(index, grads.numel(), grads.dtype)
+        view.copy_(grads).div_(self.world_size)
+        return tensor.allreduce(), lambda: grads.copy_(view)
+
+    def _start_cuda(self, index, grads):
+        """Starts the all-reduce of a CUDA bucket in place (the gateway writes the sum into it);
+        None when the bucket goes through host memory instead."""
+        declared = self._device_tensor((index, grads.numel(), grads.dtype), grads)
+        if declared is None:
+            return None
+        tensor, ready = declared
+        grads.div_(self.world_size)
+        ready.record(torch.cuda.current_stream(grads.device))
+        return tensor.allreduce()
+
+    def _wait_in_order(self):
+        """The waiter thread: completes the pending all-reduces in the order they started, until
+        close() queues None."""
+        while (pending := self._pending.get()) is not None:
+            pending.complete()
+
+    def _count(self, info, seconds):
         self.raw_bytes += info.raw_bytes
         self.wire_bytes += info.wire_bytes
         self.encode_seconds += info.encode_seconds
         self.communicate_seconds += info.communicate_seconds
         self.decode_seconds += info.decode_seconds
         self.allreduces += 1
-        self.seconds += time.perf_counter() - start
-
-    # Both paths divide before the gateways sum, as DDP's own hooks do: the sum of a 16-bit bucket
-    # then has the headroom of the average, not of a sum world_size times larger.
-    def _allreduce_shared(self, index, grads):
-        tensor, view = self.shared_view(index, grads.numel(), grads.dtype)
-        view.copy_(grads).div_(self.world_size)
-        info = tensor.allreduce().wait(self.timeout_ms)
-        grads.copy_(view)
-        return info
-
-    def _allreduce_cuda(self, index, grads):
-        declared = self._device_tensor((index, grads.numel(), grads.dtype), grads)
-        if declared is None:
-            return self._allreduce_shared(index, grads)
-        tensor, ready = declared
-        grads.div_(self.world_size)
-        ready.record(torch.cuda.current_stream(grads.device))
-        return tensor.allreduce().wait(self.timeout_ms)  # the gateway writes into the bucket
+        self.seconds += seconds
 
     def _device_tensor(self, layout, grads):
         """The gradgate tensor over this CUDA bucket and its ready event; None on the host path.
@@ -231,7 +271,11 @@ class HookState:
         return tensor, ready
 
     def close(self):
-        """Closes the connection (unless it was given to it); the hook must not run afterwards."""
+        """Waits for the all-reduces in flight (each at most until its timeout), then closes the
+        connection (unless it was given to it); the hook must not run afterwards."""
+        if self._waiter.is_alive():
+            self._pending.put(None)
+            self._waiter.join()
         self._buffers.clear()
         self._device_tensors.clear()
         if self._owns_client:
@@ -249,26 +293,63 @@ def _bucket_tensor(bucket):
     return bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
 
 
+class _Pending:
+    """One bucket's all-reduce in flight: its request, what ends it, and its Future."""
+
+    def __init__(self, state, index, grads):
+        self.state = state
+        self.index = index
+        self.grads = grads
+        self.request = None
+        self.copy_back = None  # the shared path's copy of the result into grads
+        self.future = torch.futures.Future()
+        self.started = time.perf_counter()
+        self.deadline = self.started + state.timeout_ms / 1000.0
+        # The stream the hook ran on: where the waiter thread's writes into a CUDA bucket go.
+        self.stream = torch.cuda.current_stream(grads.device) if grads.is_cuda else None
+
+    def failure(self, what, error):
+        return RuntimeError(
+            f"gradgate: all-reduce of bucket {self.index} ({self.grads.numel()} x "
+            f"{self.grads.dtype}) {what}: {error}"
+        )
+
+    def complete(self):
+        """Waits (until the deadline) and completes the Future; never raises."""
+        state = self.state
+        try:
+            left_ms = max(0, int((self.deadline - time.perf_counter()) * 1000))
+            try:
+                info = self.request.wait(left_ms)
+                if self.copy_back is not None:
+                    self._write(self.copy_back)
+                state._count(info, time.perf_counter() - self.started)
+            except NonFiniteGradientError as error:
+                if state.nonfinite == "raise":
+                    raise self.failure("skipped", error) from error
+                self._write(lambda: self.grads.fill_(float("nan")))
+                state.nonfinite_allreduces += 1
+        except GradgateError as error:
+            self.future.set_exception(self.failure("failed", error))
+        except Exception as error:  # noqa: BLE001 - any failure belongs to the Future
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(self.grads)
+
+    def _write(self, operation):
+        if self.stream is None:
+            operation()
+            return
+        with torch.cuda.stream(self.stream):
+            operation()
+        self.stream.synchronize()
+
+
 def allreduce_hook(state, bucket):
-    """DDP comm hook: the bucket's gradients averaged over all workers through gradgate."""
+    """DDP comm hook: the bucket's gradients averaged over all workers through gradgate. Returns
+    at once; backward goes on while the gateways work, and DDP waits for the Future at its end."""
     grads = _bucket_tensor(bucket)
-    try:
-        state.allreduce_average(bucket.index(), grads)
-    except NonFiniteGradientError as error:
-        if state.nonfinite == "raise":
-            raise RuntimeError(
-                f"gradgate: all-reduce of bucket {bucket.index()} ({grads.numel()} x "
-                f"{grads.dtype}) skipped: {error}"
-            ) from error
-        grads.fill_(float("nan"))
-        state.nonfinite_allreduces += 1
-    except GradgateError as error:
-        raise RuntimeError(
-            f"gradgate: all-reduce of bucket {bucket.index()} ({grads.numel()} x {grads.dtype}) "
-            f"failed: {error}"
-        ) from error
+    future = state.start_average(bucket.index(), grads)
     if not hasattr(bucket, "is_last") or bucket.is_last():
         state.steps += 1
-    future = torch.futures.Future()
-    future.set_result(grads)
     return future
