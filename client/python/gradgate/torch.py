@@ -44,6 +44,7 @@ import secrets
 import threading
 import time
 import warnings
+import weakref
 
 import torch
 
@@ -90,7 +91,7 @@ class HookState:
 
     socket_path, local_rank: the node's gateway and this process's worker index on the node.
     timeout_ms: how long one bucket's all-reduce may take, from the hook's call, before its
-        Future fails.
+        Future fails (negative: no limit).
     name_prefix: prefixes tensor names (distinct per DDP model when a process has several).
     data_volume: samples this worker trains on, passed to the gateway for data-aware ratios.
     run_id: names this run of the job in every tensor name, so that nothing of an earlier, failed
@@ -151,12 +152,16 @@ class HookState:
         self.encode_seconds = 0.0
         self.communicate_seconds = 0.0
         self.decode_seconds = 0.0
-        # The all-reduces in flight, in the order they started, and the thread that ends them.
+        # The all-reduces in flight, in the order they started, and the thread that ends them. It
+        # is stopped by close(), else when the state is collected or at the latest at exit, before
+        # the interpreter shuts down: a thread the interpreter stops inside torch's completion of
+        # a Future aborts the process.
         self._pending = queue.SimpleQueue()
-        self._waiter = threading.Thread(
-            target=self._wait_in_order, name="gradgate-hook-waiter", daemon=True
+        waiter = threading.Thread(
+            target=_wait_in_order, args=(self._pending,), name="gradgate-hook-waiter", daemon=True
         )
-        self._waiter.start()
+        waiter.start()
+        self._stop_waiter = weakref.finalize(self, _stop_waiter, self._pending, waiter)
 
     @property
     def declared(self):
@@ -222,12 +227,6 @@ class HookState:
         ready.record(torch.cuda.current_stream(grads.device))
         return tensor.allreduce()
 
-    def _wait_in_order(self):
-        """The waiter thread: completes the pending all-reduces in the order they started, until
-        close() queues None."""
-        while (pending := self._pending.get()) is not None:
-            pending.complete()
-
     def _count(self, info, seconds):
         self.raw_bytes += info.raw_bytes
         self.wire_bytes += info.wire_bytes
@@ -273,9 +272,7 @@ class HookState:
     def close(self):
         """Waits for the all-reduces in flight (each at most until its timeout), then closes the
         connection (unless it was given to it); the hook must not run afterwards."""
-        if self._waiter.is_alive():
-            self._pending.put(None)
-            self._waiter.join()
+        self._stop_waiter()
         self._buffers.clear()
         self._device_tensors.clear()
         if self._owns_client:
@@ -293,6 +290,21 @@ def _bucket_tensor(bucket):
     return bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
 
 
+def _wait_in_order(pending):
+    """The waiter thread: completes the all-reduces queued in `pending` in the order they started,
+    until None comes."""
+    while (item := pending.get()) is not None:
+        item.complete()
+
+
+def _stop_waiter(pending, waiter):
+    """Lets the waiter thread end the all-reduces queued before this call, then ends it (on the
+    waiter itself, where the state's last reference went, it ends after this call)."""
+    pending.put(None)
+    if threading.current_thread() is not waiter:
+        waiter.join()
+
+
 class _Pending:
     """One bucket's all-reduce in flight: its request, what ends it, and its Future."""
 
@@ -304,7 +316,8 @@ class _Pending:
         self.copy_back = None  # the shared path's copy of the result into grads
         self.future = torch.futures.Future()
         self.started = time.perf_counter()
-        self.deadline = self.started + state.timeout_ms / 1000.0
+        no_limit = state.timeout_ms < 0
+        self.deadline = None if no_limit else self.started + state.timeout_ms / 1000.0
         # The stream the hook ran on: where the waiter thread's writes into a CUDA bucket go.
         self.stream = torch.cuda.current_stream(grads.device) if grads.is_cuda else None
 
@@ -318,7 +331,9 @@ class _Pending:
         """Waits (until the deadline) and completes the Future; never raises."""
         state = self.state
         try:
-            left_ms = max(0, int((self.deadline - time.perf_counter()) * 1000))
+            left_ms = -1
+            if self.deadline is not None:
+                left_ms = max(0, int((self.deadline - time.perf_counter()) * 1000))
             try:
                 info = self.request.wait(left_ms)
                 if self.copy_back is not None:
