@@ -5,7 +5,9 @@ The model is built so that the hook meets what real training brings: several buc
 bucket_cap_mb), a bucket layout that changes when DDP rebuilds its buckets after the first step
 (layers registered in another order than they run), an fp16 bucket (an fp16 parameter next to
 fp32 ones) and an uneven last batch (a dataset size that the batch size does not divide). The
-data is a fixed random teacher, the same on every rank.
+data is a fixed random teacher, the same on every rank. With --device cuda the model, the data
+and so DDP's buckets live on GPU 0 (every rank of the test shares it), and the hook all-reduces
+the buckets in place.
 
 Writes a JSON result to --result: per-step losses, the sha256 of the final parameters, the hook's
 declared tensor names and the bucket layouts it saw per step.
@@ -64,7 +66,7 @@ def parameter_digest(model):
     digest = hashlib.sha256()
     for name, parameter in sorted(model.named_parameters()):
         digest.update(name.encode())
-        digest.update(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes())
+        digest.update(parameter.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -89,16 +91,24 @@ def main():
     p.add_argument("--rendezvous", type=Path, required=True)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--result", type=Path, required=True)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = p.parse_args()
 
     torch.set_num_threads(1)
     torch.manual_seed(1234 + args.rank)  # different initial weights: DDP must broadcast rank 0's
     local_rendezvous.init_process_group(args.rank, args.world_size, args.rendezvous)
-    x, y = teacher_data(seed=7)
+    device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    x, y = (t.to(device) for t in teacher_data(seed=7))
     sampler = DistributedSampler(
         range(len(x)), num_replicas=args.world_size, rank=args.rank, seed=3
     )
-    model = DistributedDataParallel(OutOfOrderNet(), bucket_cap_mb=0.25)
+    model = DistributedDataParallel(
+        OutOfOrderNet().to(device),
+        device_ids=[device.index] if device.type == "cuda" else None,
+        bucket_cap_mb=0.25,
+    )
     state = gradgate.torch.HookState(args.socket, args.local_rank, timeout_ms=30000)
     layouts = {}
     model.register_comm_hook(state, recording_hook(layouts))
@@ -107,7 +117,7 @@ def main():
     losses, batch_sizes, epoch = [], [], 0
     while len(losses) < args.steps:
         sampler.set_epoch(epoch)
-        for batch in torch.tensor(list(sampler)).split(BATCH):
+        for batch in torch.tensor(list(sampler), device=device).split(BATCH):
             if len(losses) == args.steps:
                 break
             optimizer.zero_grad()
@@ -127,6 +137,7 @@ def main():
         "declared": state.declared,
         "layouts": {str(step): layout for step, layout in layouts.items()},
         "hook_steps": state.steps,
+        "device_path": state.device_path,
         "raw_bytes": state.raw_bytes,
         "wire_bytes": state.wire_bytes,
     }

@@ -7,7 +7,8 @@ and a lower loss, through DDP's bucket rebuild after step 1, an fp16 bucket and 
 batches (see hook_worker.py). ClientTest: the Client API and its errors with two gateways of one
 worker each. HookStateTest: the hook's Futures on CPU buckets (they end after the hook returned,
 several buckets in flight, timeouts, non-finite steps). CudaDeviceTest: tensors in GPU memory
-(Client.declare_cuda and the hook's device path), skipped when torch.cuda is not available.
+(Client.declare_cuda, the hook's device path, DDP training on GPU 0 with its buckets summed in
+place), skipped when torch.cuda is not available.
 PackageTest: the parts that need no gateway.
 
 The gateway binary and libgradgate come from GRADGATE_BINARY and GRADGATE_LIBRARY (defaults: the
@@ -79,8 +80,9 @@ class TempDirTest(unittest.TestCase):
         return cluster.start()
 
 
-def run_workers(cluster, workdir):
-    """Runs one hook_worker.py per worker of the cluster; returns their results by rank."""
+def run_workers(cluster, workdir, options=()):
+    """Runs one hook_worker.py per worker of the cluster (`options` added to each command line);
+    returns their results by rank."""
     world = NODES * LOCAL_WORKERS
     commands = []
     for rank in range(world):
@@ -96,6 +98,7 @@ def run_workers(cluster, workdir):
                 f"--rendezvous={workdir}",
                 f"--steps={STEPS}",
                 f"--result={workdir / f'result{rank}.json'}",
+                *options,
             ]
         )
     run_processes(cluster, workdir, commands)
@@ -144,6 +147,19 @@ def worker_failure(workdir, rank, process):
     return f"worker {rank} exited with status {process.returncode}; its output ends with:\n{output}"
 
 
+def check_ranks_trained(test, results, label):
+    """Every rank of hook_worker.py ran STEPS steps through the hook, its loss fell, and all ended
+    with bit-identical parameters."""
+    digests = {r["digest"] for r in results}
+    test.assertEqual(len(digests), 1, f"{label}: ranks ended with different parameters")
+    for r in results:
+        test.assertEqual(r["world_size"], NODES * LOCAL_WORKERS)
+        test.assertEqual(len(r["losses"]), STEPS)
+        test.assertEqual(r["hook_steps"], STEPS)
+        first, last = r["losses"][:10], r["losses"][-10:]
+        test.assertLess(sum(last), 0.8 * sum(first), f"{label}: rank {r['rank']} loss did not fall")
+
+
 class HookTrainingTest(TempDirTest):
     # Each codec with the most wire bytes it may send per raw byte (of the node's fp32 sum).
     CODECS = {
@@ -169,16 +185,8 @@ class HookTrainingTest(TempDirTest):
         results = run_workers(cluster, workdir)
         cluster.stop()
 
-        digests = {r["digest"] for r in results}
-        self.assertEqual(len(digests), 1, f"{codec}: ranks ended with different parameters")
+        check_ranks_trained(self, results, codec)
         for r in results:
-            self.assertEqual(r["world_size"], NODES * LOCAL_WORKERS)
-            self.assertEqual(len(r["losses"]), STEPS)
-            self.assertEqual(r["hook_steps"], STEPS)
-            first, last = r["losses"][:10], r["losses"][-10:]
-            self.assertLess(
-                sum(last), 0.8 * sum(first), f"{codec}: rank {r['rank']} loss did not fall"
-            )
             self.assertGreater(r["wire_bytes"], 0)
             self.assertLess(r["wire_bytes"], max_wire_fraction * r["raw_bytes"], codec)
 
@@ -553,6 +561,16 @@ class CudaDeviceTest(TempDirTest):
             self.assertEqual(state.allreduces, 2)
             self.assertEqual(state.declared, [state.tensor_name(0, self.ELEMENTS, torch.float32)])
 
+    def test_ddp_trains_with_its_buckets_summed_in_gpu_memory(self):
+        workdir = self.make_workdir()
+        cluster = self.start_cluster(
+            workdir, nodes=NODES, local_workers=LOCAL_WORKERS, codec="topk:density=0.01"
+        )
+        results = run_workers(cluster, workdir, ["--device=cuda"])
+        check_ranks_trained(self, results, "cuda")
+        for r in results:
+            self.assertEqual(r["device_path"], "auto", f"rank {r['rank']}: GPU memory refused")
+            self.assertGreater(r["wire_bytes"], 0)
 
     def test_a_bucket_that_moves_keeps_its_name_and_is_summed_where_it_now_lies(self):
         import torch
