@@ -429,10 +429,10 @@ class HookStateTest(TempDirTest):
     def setUp(self):
         require_artifacts(self)
         workdir = self.make_workdir()
-        cluster = self.start_cluster(workdir, nodes=2, local_workers=1, codec="none")
+        self.cluster = self.start_cluster(workdir, nodes=2, local_workers=1, codec="none")
         import gradgate.torch as gradgate_torch
 
-        self.states = [gradgate_torch.HookState(s, 0, run_id=7) for s in cluster.sockets]
+        self.states = [gradgate_torch.HookState(s, 0, run_id=7) for s in self.cluster.sockets]
         for state in self.states:
             self.addCleanup(state.close)
 
@@ -479,6 +479,15 @@ class HookStateTest(TempDirTest):
         with self.assertRaisesRegex(RuntimeError, failed):
             future.wait()
         self.assertEqual(state.allreduces, 0)
+
+    def test_a_gateway_that_dies_fails_the_bucket_in_flight_without_waiting_for_its_timeout(self):
+        import torch
+
+        future = self.states[0].start_average(3, torch.ones(self.ELEMENTS))
+        self.cluster.gateways[0].process.kill()
+        failed = r"bucket 3 \(4096 x torch.float32\) failed: closed"
+        with self.assertRaisesRegex(RuntimeError, failed):
+            future.wait()
 
     def test_a_step_with_an_infinite_gradient_gives_nan_or_fails_as_each_rank_asks(self):
         import torch
