@@ -6,10 +6,10 @@ gradgate.torch.allreduce_hook, once per codec; every rank must end with bit-iden
 and a lower loss, through DDP's bucket rebuild after step 1, an fp16 bucket and uneven last
 batches (see hook_worker.py). ClientTest: the Client API and its errors with two gateways of one
 worker each. HookStateTest: the hook's Futures on CPU buckets (they end after the hook returned,
-several buckets in flight, timeouts, non-finite steps). CudaDeviceTest: tensors in GPU memory
-(Client.declare_cuda, the hook's device path, DDP training on GPU 0 with its buckets summed in
-place), skipped when torch.cuda is not available.
-PackageTest: the parts that need no gateway.
+several buckets in flight, timeouts, a gateway that dies, non-finite steps). CudaDeviceTest:
+tensors in GPU memory (Client.declare_cuda, the hook's device path, DDP training on GPU 0 with its
+buckets summed in place), skipped when torch.cuda is not available. PackageTest: the parts that
+need no gateway.
 
 The gateway binary and libgradgate come from GRADGATE_BINARY and GRADGATE_LIBRARY (defaults: the
 source tree's build/cli/gradgate and build/client/libgradgate.so); when either is missing the
