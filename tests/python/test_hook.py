@@ -289,14 +289,15 @@ class AutoHookTest(TempDirTest):
     def setUp(self):
         require_artifacts(self)
 
-    def run_plain(self, *script_args):
-        """Both ranks' results, each gateway's all-reduce count, and rank 0's output."""
+    def run_plain(self, *script_args, run_options=()):
+        """Both ranks' results, each gateway's all-reduce count, and rank 0's output
+        (`run_options` go to gradgate.run)."""
         workdir = self.make_workdir()
         cluster = self.start_cluster(workdir, nodes=2, local_workers=1, codec="fp16")
         commands, environments = [], []
         for rank in range(2):
             commands.append(
-                [sys.executable, "-m", "gradgate.run", str(PLAIN_SCRIPT),
+                [sys.executable, "-m", "gradgate.run", *run_options, str(PLAIN_SCRIPT),
                  f"--init-method=file://{workdir / 'rendezvous'}", f"--rank={rank}",
                  "--world-size=2", f"--steps={self.STEPS}",
                  f"--result={workdir / f'result{rank}.json'}", *script_args]
@@ -355,6 +356,17 @@ class AutoHookTest(TempDirTest):
             self.assertGreaterEqual(status["allreduce_errors"], 1)
             self.assertGreaterEqual(status["allreduces"], self.STEPS - 1)
 
+    def test_a_bucket_that_fails_fails_backward_with_its_reason(self):
+        # With --nonfinite raise the step with an infinite gradient fails: backward() raises the
+        # hook's RuntimeError (an error DDP's C++ side sees, not a value it cannot cast).
+        with self.assertRaises(AssertionError) as failed:
+            self.run_plain("--inf-step=7", run_options=("--nonfinite", "raise"))
+        self.assertRegex(
+            str(failed.exception),
+            r"RuntimeError: gradgate: all-reduce of bucket \d+ \(\d+ x torch\.float32\) skipped: "
+            r"nonfinite_gradient",
+        )
+
     def test_models_share_one_connection_and_a_late_hook_is_refused(self):
         workdir = self.make_workdir()
         cluster = self.start_cluster(workdir, nodes=1, local_workers=1, codec="none")
@@ -405,12 +417,21 @@ except ValueError as error:
         self.assertIn("LOCAL_RANK is not set", done.stderr)
 
 
+def wait_for(future, seconds=60):
+    """The value of a hook's Future (its error raised), failing if it has not ended in `seconds`."""
+    ended = threading.Event()
+    future.add_done_callback(lambda _: ended.set())
+    if not ended.wait(seconds):
+        raise AssertionError(f"a Future did not end within {seconds} s")
+    return future.wait()
+
+
 def average_on_every_rank(states, index, grads):
     """Starts bucket `index` on every state (grads[i] being state i's bucket), as the ranks of a job
-    would, then waits for every Future (each fails by its state's timeout_ms)."""
+    would, then waits for every Future."""
     futures = [state.start_average(index, g) for state, g in zip(states, grads)]
     for future in futures:
-        future.wait()
+        wait_for(future)
 
 
 def gateway_status(workdir, rank):
@@ -446,7 +467,7 @@ class HookStateTest(TempDirTest):
         self.assertFalse(first.done())
         second = self.states[1].start_average(0, grads[1])
         for future, g in zip((first, second), grads):
-            self.assertEqual(future.wait().data_ptr(), g.data_ptr())
+            self.assertEqual(wait_for(future).data_ptr(), g.data_ptr())
             self.assertEqual(g.tolist(), [1.5] * self.ELEMENTS)
         for state in self.states:
             self.assertEqual(state.allreduces, 1)
@@ -461,7 +482,7 @@ class HookStateTest(TempDirTest):
         self.assertFalse(any(future.done() for future in first))
         second = [self.states[1].start_average(b, grads[1][b]) for b in reversed(buckets)]
         for future in first + second:
-            future.wait()
+            wait_for(future)
         for rank in range(2):
             for b in buckets:
                 self.assertEqual(grads[rank][b].tolist(), [10 * b + 0.5] * self.ELEMENTS)
@@ -477,8 +498,69 @@ class HookStateTest(TempDirTest):
         future = state.start_average(4, grads)  # rank 1 never starts it
         failed = r"bucket 4 \(4096 x torch.float32\) failed: timeout"
         with self.assertRaisesRegex(RuntimeError, failed):
-            future.wait()
+            wait_for(future)
         self.assertEqual(state.allreduces, 0)
+
+    def test_a_bucket_whose_timed_out_all_reduce_still_runs_refuses_to_start_again(self):
+        import torch
+
+        state = self.states[0]
+        state.timeout_ms = 200
+        future = state.start_average(4, torch.ones(self.ELEMENTS))  # rank 1 never starts it
+        with self.assertRaisesRegex(RuntimeError, "failed: timeout"):
+            wait_for(future)
+        with self.assertRaisesRegex(RuntimeError, r"bucket 4 .* still runs in the gateway"):
+            state.start_average(4, torch.full((self.ELEMENTS,), 9.0))
+        # The buffer the gateway still reads holds the first step's share, untouched.
+        _, view = state.shared_view(4, self.ELEMENTS, torch.float32)
+        self.assertEqual(view.tolist(), [0.5] * self.ELEMENTS)
+
+    def test_a_step_whose_bucket_failed_writes_none_of_its_other_buckets_back(self):
+        import torch
+
+        self.states[0].timeout_ms = 300
+        mine = [torch.full((self.ELEMENTS,), 1.0), torch.full((self.ELEMENTS,), 2.0)]
+        first = self.states[0].start_average(0, mine[0], last=False)
+        second = self.states[0].start_average(1, mine[1])
+        # Rank 1 never starts bucket 0 (it times out on rank 0), but sums bucket 1 with rank 0.
+        other = self.states[1].start_average(1, torch.full((self.ELEMENTS,), 4.0))
+        self.assertEqual(wait_for(other).tolist(), [3.0] * self.ELEMENTS)
+        with self.assertRaisesRegex(RuntimeError, r"bucket 0 .* failed: timeout"):
+            wait_for(first)
+        with self.assertRaisesRegex(
+            RuntimeError, r"bucket 1 .* not written back: bucket 0 .* of the same step failed"
+        ):
+            wait_for(second)
+        self.assertEqual(mine[1].tolist(), [2.0] * self.ELEMENTS)
+        self.assertEqual([state.steps for state in self.states], [1, 1])
+
+    def test_a_closed_state_starts_nothing(self):
+        import torch
+
+        self.states[0].close()
+        with self.assertRaisesRegex(RuntimeError, "HookState is closed"):
+            self.states[0].start_average(0, torch.ones(self.ELEMENTS))
+
+    def test_a_state_that_is_let_go_ends_its_waiter_thread(self):
+        import gc
+
+        import torch
+
+        import gradgate.torch as gradgate_torch
+
+        def waiters():
+            return sum(t.name == "gradgate-hook-waiter" for t in threading.enumerate())
+
+        before = waiters()
+        states = [
+            gradgate_torch.HookState(socket, 0, run_id=8, client=owner.client)
+            for socket, owner in zip(self.cluster.sockets, self.states)
+        ]
+        average_on_every_rank(states, 0, [torch.ones(self.ELEMENTS) for _ in states])
+        self.assertEqual(waiters(), before + 2)
+        del states
+        gc.collect()
+        self.assertEqual(waiters(), before)
 
     def test_a_gateway_that_dies_fails_the_bucket_in_flight_without_waiting_for_its_timeout(self):
         import torch
@@ -487,7 +569,7 @@ class HookStateTest(TempDirTest):
         self.cluster.gateways[0].process.kill()
         failed = r"bucket 3 \(4096 x torch.float32\) failed: closed"
         with self.assertRaisesRegex(RuntimeError, failed):
-            future.wait()
+            wait_for(future)
 
     def test_a_step_with_an_infinite_gradient_gives_nan_or_fails_as_each_rank_asks(self):
         import torch
@@ -496,9 +578,9 @@ class HookStateTest(TempDirTest):
         grads = [torch.ones(self.ELEMENTS) for _ in self.states]
         grads[0][5] = float("inf")
         futures = [state.start_average(2, g) for state, g in zip(self.states, grads)]
-        self.assertTrue(torch.isnan(futures[0].wait()).all())
+        self.assertTrue(torch.isnan(wait_for(futures[0])).all())
         with self.assertRaisesRegex(RuntimeError, r"bucket 2 .*skipped: nonfinite_gradient"):
-            futures[1].wait()
+            wait_for(futures[1])
         self.assertEqual([state.nonfinite_allreduces for state in self.states], [1, 0])
         self.assertEqual([state.allreduces for state in self.states], [0, 0])
 

@@ -26,10 +26,11 @@ and copies every bucket through shared buffers from then on. The waiter thread w
 bucket (a copy back, NaN) on the stream the hook ran on, and waits for it before the Future
 completes.
 
-A failure to start (an unsupported dtype, a refused declaration) raises RuntimeError in the hook;
-a failure of the all-reduce (timeout, a peer that failed, a closed gateway) completes the Future
-with a RuntimeError that names the bucket and carries the library's message. DDP surfaces either
-from backward(). A step whose gradient holds NaN or infinite values on some node is skipped by
+A failure to start (an unsupported dtype, a refused declaration, a closed state, a bucket whose
+earlier all-reduce timed out and still runs) raises RuntimeError in the hook; a failure of the
+all-reduce (timeout, a peer that failed, a closed gateway) fails the Future with a RuntimeError
+that names the bucket and carries the library's message, and the step's later buckets are then
+not written back. DDP surfaces either from backward(). A step whose gradient holds NaN or infinite values on some node is skipped by
 every gateway; with nonfinite="propagate" (the default) the hook then fills the bucket with NaN
 on every rank, as DDP's own all-reduce would spread them, so that mixed-precision loss scaling
 (torch.cuda.amp.GradScaler) skips the step and lowers its scale as usual; with nonfinite="raise"
@@ -49,7 +50,7 @@ import weakref
 import torch
 
 from .client import Client
-from .errors import GradgateError, NonFiniteGradientError, RejectedError
+from .errors import GradgateError, NonFiniteGradientError, RejectedError, WaitTimeoutError
 
 DEVICE_PATHS = ("auto", "host")
 NONFINITE_MODES = ("propagate", "raise")
@@ -157,6 +158,8 @@ class HookState:
         # the interpreter shuts down: a thread the interpreter stops inside torch's completion of
         # a Future aborts the process.
         self._pending = queue.SimpleQueue()
+        self._latest = {}  # (index, numel, dtype) -> the _Pending of the bucket's latest all-reduce
+        self._failed = None  # (step, bucket) of the latest failed all-reduce, for its step's others
         waiter = threading.Thread(
             target=_wait_in_order, args=(self._pending,), name="gradgate-hook-waiter", daemon=True
         )
@@ -186,17 +189,31 @@ class HookState:
             self._names.append(name)
         return self._buffers[key]
 
-    def start_average(self, index, grads):
+    def start_average(self, index, grads, last=True):
         """Starts replacing the flat tensor `grads` (bucket `index`) with its average over the
-        job's workers and returns a torch Future without waiting for the gateways.
+        job's workers and returns a torch Future without waiting for the gateways. `last`: the
+        step's last bucket (the next call starts a new step).
 
         The state's waiter thread completes the Future with `grads` once the average is in it, or
-        with a RuntimeError that names the bucket: a failure, a timeout (timeout_ms from this
-        call), a skipped step under nonfinite="raise". Under nonfinite="propagate" a skipped
-        step completes it with `grads` filled with NaN. `grads` must not be touched until then.
-        A failure to start (unsupported dtype, a refused declaration) raises RuntimeError here.
+        fails it with a RuntimeError that names the bucket: a failure, a timeout (timeout_ms from
+        this call), a skipped step under nonfinite="raise", or, once a bucket of a step failed,
+        the step's later buckets, which are then not written back. Under nonfinite="propagate" a
+        skipped step completes it with `grads` filled with NaN. `grads` must not be touched until
+        the Future is done. Raises RuntimeError here when the all-reduce cannot start: an
+        unsupported dtype, a refused declaration, a closed state, or this bucket's all-reduce of
+        an earlier step still running in the gateway (it timed out: its buffer is not free).
         """
-        pending = _Pending(self, index, grads)
+        if not self._stop_waiter.alive:
+            raise RuntimeError("gradgate: the HookState is closed: no all-reduce can start")
+        layout = (index, grads.numel(), grads.dtype)
+        pending = _Pending(self, index, grads, self.steps)
+        previous = self._latest.get(layout)
+        if previous is not None and not previous.buffer_free():
+            raise RuntimeError(
+                f"gradgate: all-reduce of {pending.what} cannot start: that of an earlier step "
+                "timed out and still runs in the gateway, which owns the bucket's buffer until it "
+                "ends (close the HookState and restart the job)"
+            )
         try:
             if grads.is_cuda:
                 pending.request = self._start_cuda(index, grads)
@@ -204,8 +221,13 @@ class HookState:
                 pending.request, pending.copy_back = self._start_shared(index, grads)
         except GradgateError as error:
             raise pending.failure("failed", error) from error
+        self._latest[layout] = pending
         self._pending.put(pending)
-        return pending.future
+        if last:
+            self.steps += 1
+        # A failure set with set_exception is a value to DDP's C++ side; raising it in a callback
+        # makes it an error there, which backward() raises.
+        return pending.future.then(_result)
 
     # Both paths divide before the gateways sum, as DDP's own hooks do: the sum of a 16-bit bucket
     # then has the headroom of the average, not of a sum world_size times larger.
@@ -293,8 +315,12 @@ def _bucket_tensor(bucket):
 def _wait_in_order(pending):
     """The waiter thread: completes the all-reduces queued in `pending` in the order they started,
     until None comes."""
-    while (item := pending.get()) is not None:
+    while True:
+        item = pending.get()
+        if item is None:
+            return
         item.complete()
+        del item  # the state may go while the thread waits for the next one
 
 
 def _stop_waiter(pending, waiter):
@@ -305,16 +331,25 @@ def _stop_waiter(pending, waiter):
         waiter.join()
 
 
-class _Pending:
-    """One bucket's all-reduce in flight: its request, what ends it, and its Future."""
+def _result(future):
+    """The value of a completed Future, or its exception raised."""
+    return future.value()
 
-    def __init__(self, state, index, grads):
+
+class _Pending:
+    """One bucket's all-reduce in flight: its request, what ends it, and its Future. Once ended,
+    it keeps only what start_average asks of it."""
+
+    def __init__(self, state, index, grads, step):
         self.state = state
-        self.index = index
+        self.step = step
+        self.what = f"bucket {index} ({grads.numel()} x {grads.dtype})"
         self.grads = grads
         self.request = None
         self.copy_back = None  # the shared path's copy of the result into grads
         self.future = torch.futures.Future()
+        self.ended = threading.Event()  # the wait for the request is over
+        self.still_running = False  # it ended by timeout: the request still runs in the gateway
         self.started = time.perf_counter()
         no_limit = state.timeout_ms < 0
         self.deadline = None if no_limit else self.started + state.timeout_ms / 1000.0
@@ -322,36 +357,53 @@ class _Pending:
         self.stream = torch.cuda.current_stream(grads.device) if grads.is_cuda else None
 
     def failure(self, what, error):
-        return RuntimeError(
-            f"gradgate: all-reduce of bucket {self.index} ({self.grads.numel()} x "
-            f"{self.grads.dtype}) {what}: {error}"
-        )
+        return RuntimeError(f"gradgate: all-reduce of {self.what} {what}: {error}")
+
+    def buffer_free(self):
+        """Waits until the waiter is done with this all-reduce (each wait before it is bounded by
+        its own deadline); True unless its request still runs in the gateway."""
+        self.ended.wait()
+        return not self.still_running
 
     def complete(self):
         """Waits (until the deadline) and completes the Future; never raises."""
         state = self.state
         try:
-            left_ms = -1
-            if self.deadline is not None:
-                left_ms = max(0, int((self.deadline - time.perf_counter()) * 1000))
             try:
-                info = self.request.wait(left_ms)
-                if self.copy_back is not None:
-                    self._write(self.copy_back)
-                state._count(info, time.perf_counter() - self.started)
+                info = self.request.wait(self._left_ms())
             except NonFiniteGradientError as error:
                 if state.nonfinite == "raise":
                     raise self.failure("skipped", error) from error
                 self._write(lambda: self.grads.fill_(float("nan")))
                 state.nonfinite_allreduces += 1
+            else:
+                if self.copy_back is not None:
+                    self._write(self.copy_back)
+                state._count(info, time.perf_counter() - self.started)
+        except WaitTimeoutError as error:
+            self.still_running = True
+            self._end(self.failure("failed", error))
         except GradgateError as error:
-            self.future.set_exception(self.failure("failed", error))
+            self._end(self.failure("failed", error))
         except Exception as error:  # noqa: BLE001 - any failure belongs to the Future
-            self.future.set_exception(error)
+            self._end(error)
         else:
-            self.future.set_result(self.grads)
+            self._end(None)
+
+    def _left_ms(self):
+        if self.deadline is None:
+            return -1
+        return max(0, int((self.deadline - time.perf_counter()) * 1000))
 
     def _write(self, operation):
+        """Runs `operation`, a write into the bucket, unless a bucket of this step failed (the
+        step is lost, and the bucket may already hold the next step's gradients)."""
+        failed = self.state._failed
+        if failed is not None and failed[0] == self.step:
+            raise RuntimeError(
+                f"gradgate: all-reduce of {self.what} not written back: {failed[1]} of the same "
+                "step failed"
+            )
         if self.stream is None:
             operation()
             return
@@ -359,12 +411,21 @@ class _Pending:
             operation()
         self.stream.synchronize()
 
+    def _end(self, error):
+        """Completes the Future (with `error`, else with the bucket) and lets go of the state."""
+        state, grads = self.state, self.grads
+        if error is not None and (state._failed is None or state._failed[0] != self.step):
+            state._failed = (self.step, self.what)
+        self.state = self.grads = self.request = self.copy_back = self.stream = None
+        self.ended.set()
+        if error is None:
+            self.future.set_result(grads)
+        else:
+            self.future.set_exception(error)
+
 
 def allreduce_hook(state, bucket):
     """DDP comm hook: the bucket's gradients averaged over all workers through gradgate. Returns
     at once; backward goes on while the gateways work, and DDP waits for the Future at its end."""
-    grads = _bucket_tensor(bucket)
-    future = state.start_average(bucket.index(), grads)
-    if not hasattr(bucket, "is_last") or bucket.is_last():
-        state.steps += 1
-    return future
+    last = not hasattr(bucket, "is_last") or bucket.is_last()
+    return state.start_average(bucket.index(), _bucket_tensor(bucket), last)
