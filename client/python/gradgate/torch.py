@@ -29,10 +29,12 @@ completes.
 A failure to start (an unsupported dtype, a refused declaration, a closed state, a bucket whose
 earlier all-reduce timed out and still runs) raises RuntimeError in the hook; a failure of the
 all-reduce (timeout, a peer that failed, a closed gateway) fails the Future with a RuntimeError
-that names the bucket and carries the library's message, and the step's later buckets are then
-not written back. DDP surfaces either from backward(). A step whose gradient holds NaN or infinite values on some node is skipped by
-every gateway; with nonfinite="propagate" (the default) the hook then fills the bucket with NaN
-on every rank, as DDP's own all-reduce would spread them, so that mixed-precision loss scaling
+that names the bucket and carries the library's message. A step with a failed bucket fails as a
+whole once all its all-reduces have ended, none of its buckets written back, so nothing of it
+lands in a bucket after backward() raised. DDP surfaces either failure from backward(). A step
+whose gradient holds NaN or infinite values on some node is skipped by every gateway; with
+nonfinite="propagate" (the default) the hook then fills the bucket with NaN on every rank, as
+DDP's own all-reduce would spread them, so that mixed-precision loss scaling
 (torch.cuda.amp.GradScaler) skips the step and lowers its scale as usual; with nonfinite="raise"
 its Future fails with RuntimeError. HookState keeps running totals (raw and wire bytes,
 all-reduces, steps, seconds) for progress reports. torch is imported here only, so
@@ -158,8 +160,8 @@ class HookState:
         # the interpreter shuts down: a thread the interpreter stops inside torch's completion of
         # a Future aborts the process.
         self._pending = queue.SimpleQueue()
+        self._starting = threading.Lock()
         self._latest = {}  # (index, numel, dtype) -> the _Pending of the bucket's latest all-reduce
-        self._failed = None  # (step, bucket) of the latest failed all-reduce, for its step's others
         waiter = threading.Thread(
             target=_wait_in_order, args=(self._pending,), name="gradgate-hook-waiter", daemon=True
         )
@@ -196,35 +198,41 @@ class HookState:
 
         The state's waiter thread completes the Future with `grads` once the average is in it, or
         fails it with a RuntimeError that names the bucket: a failure, a timeout (timeout_ms from
-        this call), a skipped step under nonfinite="raise", or, once a bucket of a step failed,
-        the step's later buckets, which are then not written back. Under nonfinite="propagate" a
-        skipped step completes it with `grads` filled with NaN. `grads` must not be touched until
-        the Future is done. Raises RuntimeError here when the all-reduce cannot start: an
-        unsupported dtype, a refused declaration, a closed state, or this bucket's all-reduce of
-        an earlier step still running in the gateway (it timed out: its buffer is not free).
+        this call), a skipped step under nonfinite="raise". A step with a failed bucket is ended
+        as a whole once all its buckets' all-reduces have ended: all its Futures fail and none of
+        its buckets is written back. Under nonfinite="propagate" a skipped step completes it with
+        `grads` filled with NaN. `grads` must not be touched until the Future is done. Raises
+        RuntimeError here (and the step ends) when the all-reduce cannot start: an unsupported
+        dtype, a refused declaration, a closed state, or this bucket's all-reduce of an earlier
+        step still running in the gateway (it timed out: its buffer is not free).
         """
-        if not self._stop_waiter.alive:
-            raise RuntimeError("gradgate: the HookState is closed: no all-reduce can start")
-        layout = (index, grads.numel(), grads.dtype)
-        pending = _Pending(self, index, grads, self.steps)
-        previous = self._latest.get(layout)
-        if previous is not None and not previous.buffer_free():
-            raise RuntimeError(
-                f"gradgate: all-reduce of {pending.what} cannot start: that of an earlier step "
-                "timed out and still runs in the gateway, which owns the bucket's buffer until it "
-                "ends (close the HookState and restart the job)"
-            )
+        pending = _Pending(self, index, grads, self.steps, last)
+        started = False
         try:
-            if grads.is_cuda:
-                pending.request = self._start_cuda(index, grads)
-            if pending.request is None:
-                pending.request, pending.copy_back = self._start_shared(index, grads)
-        except GradgateError as error:
-            raise pending.failure("failed", error) from error
-        self._latest[layout] = pending
-        self._pending.put(pending)
-        if last:
-            self.steps += 1
+            with self._starting:  # close() waits for a start under way
+                if not self._stop_waiter.alive:
+                    raise RuntimeError("gradgate: the HookState is closed: no all-reduce can start")
+                layout = (index, grads.numel(), grads.dtype)
+                previous = self._latest.get(layout)
+                if previous is not None and not previous.buffer_free():
+                    raise RuntimeError(
+                        f"gradgate: all-reduce of {pending.what} cannot start: that of an earlier "
+                        "step timed out and still runs in the gateway, which owns the bucket's "
+                        "buffer until it ends (close the HookState and restart the job)"
+                    )
+                try:
+                    if grads.is_cuda:
+                        pending.request = self._start_cuda(index, grads)
+                    if pending.request is None:
+                        pending.request, pending.copy_back = self._start_shared(index, grads)
+                except GradgateError as error:
+                    raise pending.failure("failed", error) from error
+                self._latest[layout] = pending
+                self._pending.put(pending)
+                started = True
+        finally:
+            if last or not started:  # backward raises a failed start: its step is over
+                self.steps += 1
         # A failure set with set_exception is a value to DDP's C++ side; raising it in a callback
         # makes it an error there, which backward() raises.
         return pending.future.then(_result)
@@ -294,7 +302,8 @@ class HookState:
     def close(self):
         """Waits for the all-reduces in flight (each at most until its timeout), then closes the
         connection (unless it was given to it); the hook must not run afterwards."""
-        self._stop_waiter()
+        with self._starting:
+            self._stop_waiter()
         self._buffers.clear()
         self._device_tensors.clear()
         if self._owns_client:
@@ -313,14 +322,41 @@ def _bucket_tensor(bucket):
 
 
 def _wait_in_order(pending):
-    """The waiter thread: completes the all-reduces queued in `pending` in the order they started,
-    until None comes."""
+    """The waiter thread: ends the all-reduces queued in `pending` in the order they started,
+    until None comes. A step with a failed bucket is ended as a whole, once its last bucket (or
+    the next step's first) has come and every all-reduce of it has ended: then none of them can
+    still land in a bucket after backward() raised."""
+    failed_step = []  # the ended all-reduces of the current step, once one of them failed
     while True:
         item = pending.get()
         if item is None:
-            return
-        item.complete()
+            break
+        if failed_step and item.step != failed_step[0].step:
+            _drop(failed_step)
+            failed_step = []
+        item.wait()
+        if item.error is not None or failed_step:
+            failed_step.append(item)
+            if item.last:
+                _drop(failed_step)
+                failed_step = []
+        else:
+            item.finish()
         del item  # the state may go while the thread waits for the next one
+    _drop(failed_step)
+
+
+def _drop(items):
+    """Fails the Futures of a failed step's all-reduces (the first of them failed), writing none
+    of them back."""
+    for item in items:
+        item.end(
+            item.error
+            or RuntimeError(
+                f"gradgate: all-reduce of {item.what} dropped: {items[0].what} of the same step "
+                "failed"
+            )
+        )
 
 
 def _stop_waiter(pending, waiter):
@@ -337,18 +373,22 @@ def _result(future):
 
 
 class _Pending:
-    """One bucket's all-reduce in flight: its request, what ends it, and its Future. Once ended,
+    """One bucket's all-reduce in flight: its request, its outcome, and its Future. Once ended,
     it keeps only what start_average asks of it."""
 
-    def __init__(self, state, index, grads, step):
+    def __init__(self, state, index, grads, step, last):
         self.state = state
         self.step = step
+        self.last = last
         self.what = f"bucket {index} ({grads.numel()} x {grads.dtype})"
         self.grads = grads
         self.request = None
         self.copy_back = None  # the shared path's copy of the result into grads
         self.future = torch.futures.Future()
-        self.ended = threading.Event()  # the wait for the request is over
+        self.info = None  # the outcome of wait(): the all-reduce's info,
+        self.nonfinite = False  # or a skipped step (nonfinite="propagate"),
+        self.error = None  # or the failure
+        self.waited = threading.Event()  # the wait for the request is over
         self.still_running = False  # it ended by timeout: the request still runs in the gateway
         self.started = time.perf_counter()
         no_limit = state.timeout_ms < 0
@@ -360,50 +400,51 @@ class _Pending:
         return RuntimeError(f"gradgate: all-reduce of {self.what} {what}: {error}")
 
     def buffer_free(self):
-        """Waits until the waiter is done with this all-reduce (each wait before it is bounded by
-        its own deadline); True unless its request still runs in the gateway."""
-        self.ended.wait()
+        """Waits until the waiter's wait for this all-reduce is over (each wait before it is
+        bounded by its own deadline); True unless its request still runs in the gateway."""
+        self.waited.wait()
         return not self.still_running
 
-    def complete(self):
-        """Waits (until the deadline) and completes the Future; never raises."""
+    def wait(self):
+        """Waits for the request until the deadline and keeps its outcome; never raises."""
+        try:
+            left_ms = -1
+            if self.deadline is not None:
+                left_ms = max(0, int((self.deadline - time.perf_counter()) * 1000))
+            self.info = self.request.wait(left_ms)
+        except NonFiniteGradientError as error:
+            if self.state.nonfinite == "raise":
+                self.error = self.failure("skipped", error)
+            else:
+                self.nonfinite = True
+        except WaitTimeoutError as error:
+            self.still_running = True
+            self.error = self.failure("failed", error)
+        except GradgateError as error:
+            self.error = self.failure("failed", error)
+        except Exception as error:  # noqa: BLE001 - any failure belongs to the Future
+            self.error = error
+        finally:
+            self.waited.set()
+
+    def finish(self):
+        """Writes the outcome of a step that did not fail into the bucket (the sum, or NaN),
+        counts it and completes the Future; never raises."""
         state = self.state
         try:
-            try:
-                info = self.request.wait(self._left_ms())
-            except NonFiniteGradientError as error:
-                if state.nonfinite == "raise":
-                    raise self.failure("skipped", error) from error
+            if self.nonfinite:
                 self._write(lambda: self.grads.fill_(float("nan")))
                 state.nonfinite_allreduces += 1
             else:
                 if self.copy_back is not None:
                     self._write(self.copy_back)
-                state._count(info, time.perf_counter() - self.started)
-        except WaitTimeoutError as error:
-            self.still_running = True
-            self._end(self.failure("failed", error))
-        except GradgateError as error:
-            self._end(self.failure("failed", error))
+                state._count(self.info, time.perf_counter() - self.started)
         except Exception as error:  # noqa: BLE001 - any failure belongs to the Future
-            self._end(error)
+            self.end(error)
         else:
-            self._end(None)
-
-    def _left_ms(self):
-        if self.deadline is None:
-            return -1
-        return max(0, int((self.deadline - time.perf_counter()) * 1000))
+            self.end(None)
 
     def _write(self, operation):
-        """Runs `operation`, a write into the bucket, unless a bucket of this step failed (the
-        step is lost, and the bucket may already hold the next step's gradients)."""
-        failed = self.state._failed
-        if failed is not None and failed[0] == self.step:
-            raise RuntimeError(
-                f"gradgate: all-reduce of {self.what} not written back: {failed[1]} of the same "
-                "step failed"
-            )
         if self.stream is None:
             operation()
             return
@@ -411,13 +452,10 @@ class _Pending:
             operation()
         self.stream.synchronize()
 
-    def _end(self, error):
+    def end(self, error):
         """Completes the Future (with `error`, else with the bucket) and lets go of the state."""
-        state, grads = self.state, self.grads
-        if error is not None and (state._failed is None or state._failed[0] != self.step):
-            state._failed = (self.step, self.what)
+        grads = self.grads
         self.state = self.grads = self.request = self.copy_back = self.stream = None
-        self.ended.set()
         if error is None:
             self.future.set_result(grads)
         else:
