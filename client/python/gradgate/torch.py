@@ -207,35 +207,40 @@ class HookState:
         step still running in the gateway (it timed out: its buffer is not free).
         """
         pending = _Pending(self, index, grads, self.steps, last)
-        started = False
         try:
             with self._starting:  # close() waits for a start under way
-                if not self._stop_waiter.alive:
-                    raise RuntimeError("gradgate: the HookState is closed: no all-reduce can start")
-                layout = (index, grads.numel(), grads.dtype)
-                previous = self._latest.get(layout)
-                if previous is not None and not previous.buffer_free():
-                    raise RuntimeError(
-                        f"gradgate: all-reduce of {pending.what} cannot start: that of an earlier "
-                        "step timed out and still runs in the gateway, which owns the bucket's "
-                        "buffer until it ends (close the HookState and restart the job)"
-                    )
-                try:
-                    if grads.is_cuda:
-                        pending.request = self._start_cuda(index, grads)
-                    if pending.request is None:
-                        pending.request, pending.copy_back = self._start_shared(index, grads)
-                except GradgateError as error:
-                    raise pending.failure("failed", error) from error
-                self._latest[layout] = pending
-                self._pending.put(pending)
-                started = True
-        finally:
-            if last or not started:  # backward raises a failed start: its step is over
-                self.steps += 1
+                self._start(pending, index, grads)
+        except BaseException:
+            self.steps += 1  # backward raises a failed start: its step is over
+            raise
+        if last:
+            self.steps += 1
         # A failure set with set_exception is a value to DDP's C++ side; raising it in a callback
         # makes it an error there, which backward() raises.
         return pending.future.then(_result)
+
+    def _start(self, pending, index, grads):
+        """Starts `pending`'s all-reduce and queues it for the waiter; raises RuntimeError when it
+        cannot start."""
+        if not self._stop_waiter.alive:
+            raise RuntimeError("gradgate: the HookState is closed: no all-reduce can start")
+        layout = (index, grads.numel(), grads.dtype)
+        previous = self._latest.get(layout)
+        if previous is not None and not previous.buffer_free():
+            raise RuntimeError(
+                f"gradgate: all-reduce of {pending.what} cannot start: that of an earlier step "
+                "timed out and still runs in the gateway, which owns the bucket's buffer until it "
+                "ends (close the HookState and restart the job)"
+            )
+        try:
+            if grads.is_cuda:
+                pending.request = self._start_cuda(index, grads)
+            if pending.request is None:
+                pending.request, pending.copy_back = self._start_shared(index, grads)
+        except GradgateError as error:
+            raise pending.failure("failed", error) from error
+        self._latest[layout] = pending
+        self._pending.put(pending)
 
     # Both paths divide before the gateways sum, as DDP's own hooks do: the sum of a 16-bit bucket
     # then has the headroom of the average, not of a sum world_size times larger.
