@@ -1,10 +1,13 @@
-// gg_connect, gg_job, gg_close: the lifetime of a connection to the gateway.
+// gg_connect, gg_connect_wait, gg_job, gg_close: the lifetime of a connection to the gateway.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
+#include <thread>
 
 #include "client_state.h"
 #include "error.h"
@@ -14,7 +17,17 @@ namespace proto = gradgate::ingress_protocol;
 using gradgate::client_impl::fail;
 using gradgate::client_impl::quoted;
 
-extern "C" gg_status gg_connect(const char* socket_path, uint32_t local_rank, gg_client** out) {
+namespace {
+
+// Whether a failed connect(2) means that the gateway is not there yet: no socket file, or one
+// that nobody listens on (a gateway starting, or restarting after it stopped).
+bool gateway_not_there_yet(int error) { return error == ENOENT || error == ECONNREFUSED; }
+
+// One attempt of gg_connect. `worth_retrying` tells gg_connect_wait whether another attempt may
+// succeed: the gateway is not there yet, or the rank is still in use.
+gg_status connect_once(const char* socket_path, uint32_t local_rank, gg_client** out,
+                       bool& worth_retrying) {
+  worth_retrying = false;
   const std::string what = "gg_connect(" + quoted(socket_path) + ")";
   if (out == nullptr) return fail(GG_INVALID_ARGUMENT, what + ": null output pointer");
   *out = nullptr;
@@ -34,6 +47,7 @@ extern "C" gg_status gg_connect(const char* socket_path, uint32_t local_rank, gg
   if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
     const int error = errno;
     close(fd);
+    worth_retrying = gateway_not_there_yet(error);
     return fail(GG_CONNECT_FAILED, what + ": connect: " + std::strerror(error));
   }
 
@@ -60,11 +74,43 @@ extern "C" gg_status gg_connect(const char* socket_path, uint32_t local_rank, gg
   if (status != GG_OK) {
     const std::string message = gg_last_error();
     gradgate::client_impl::destroy(client);
+    worth_retrying = status == GG_RANK_IN_USE;
     return fail(status, message);
   }
   client->job = reply->job;
   *out = client;
   return GG_OK;
+}
+
+}  // namespace
+
+extern "C" gg_status gg_connect(const char* socket_path, uint32_t local_rank, gg_client** out) {
+  bool worth_retrying = false;
+  return connect_once(socket_path, local_rank, out, worth_retrying);
+}
+
+extern "C" gg_status gg_connect_wait(const char* socket_path, uint32_t local_rank,
+                                     uint32_t timeout_ms, gg_client** out) {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kFirstPause = std::chrono::milliseconds(10);
+  constexpr auto kLongestPause = std::chrono::milliseconds(1000);
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  auto pause = std::chrono::duration_cast<Clock::duration>(kFirstPause);
+  for (int attempts = 1;; ++attempts) {
+    bool worth_retrying = false;
+    const gg_status status = connect_once(socket_path, local_rank, out, worth_retrying);
+    const auto now = Clock::now();
+    if (status == GG_OK || !worth_retrying) return status;
+    if (now >= deadline) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
+      return fail(status, std::string(gg_last_error()) + " (still so after " +
+                              std::to_string(attempts) + " attempts over " +
+                              std::to_string(waited.count()) + " ms)");
+    }
+    std::this_thread::sleep_for(std::min(pause, deadline - now));
+    pause = std::min<Clock::duration>(2 * pause, kLongestPause);
+  }
 }
 
 extern "C" gg_status gg_job(const gg_client* client, gg_job_info* out) {

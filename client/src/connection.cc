@@ -84,7 +84,7 @@ std::string apply_packet(gg_client& client, const proto::ReceivedPacket& packet)
     }
     case proto::MessageType::kAllreduceDone: {
       const auto m = proto::decode_body<proto::AllreduceDone>(packet.bytes);
-      if (!m || m->status > GG_NONFINITE_GRADIENT) return body_error();
+      if (!m || m->status > GG_RANK_IN_USE) return body_error();
       if (auto reply = take_pending(client, header->request_id)) {
         reply->info = {m->step,           m->raw_bytes,           m->wire_bytes,
                        m->encode_seconds, m->communicate_seconds, m->decode_seconds};
@@ -94,7 +94,7 @@ std::string apply_packet(gg_client& client, const proto::ReceivedPacket& packet)
     }
     case proto::MessageType::kError: {
       const auto m = proto::decode_body<proto::Error>(packet.bytes);
-      if (!m || m->status > GG_NONFINITE_GRADIENT || m->status == GG_OK) return body_error();
+      if (!m || m->status > GG_RANK_IN_USE || m->status == GG_OK) return body_error();
       if (auto reply = take_pending(client, header->request_id)) {
         complete(*reply, static_cast<gg_status>(m->status), m->message);
       } else {

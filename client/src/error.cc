@@ -50,6 +50,8 @@ extern "C" const char* gg_status_name(gg_status status) {
       return "internal";
     case GG_NONFINITE_GRADIENT:
       return "nonfinite_gradient";
+    case GG_RANK_IN_USE:
+      return "rank_in_use";
   }
   return "unknown";
 }

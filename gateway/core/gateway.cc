@@ -162,7 +162,7 @@ Result<JobInfo> Gateway::on_worker_joined(uint32_t local_rank) {
                                                    " local workers (job.local_workers)");
   }
   if (connected_[local_rank]) {
-    return Status(ErrorCode::kInvalidArgument,
+    return Status(ErrorCode::kUnavailable,
                   "local rank " + std::to_string(local_rank) + " is already connected");
   }
   connected_[local_rank] = true;

@@ -71,8 +71,9 @@ class IngressHandler {
  public:
   virtual ~IngressHandler() = default;
 
-  /// A worker introduces itself. An error (unknown or already connected local rank) is sent back
-  /// and the session closed.
+  /// A worker introduces itself. An error is sent back and the session closed: kUnavailable when
+  /// another session holds the local rank (the worker gets GG_RANK_IN_USE and may try again once
+  /// that session has left), any other code for a rank that can never join (out of range).
   virtual Result<JobInfo> on_worker_joined(uint32_t local_rank) = 0;
   /// A worker declares a tensor with its mapped buffer. Returns the key the worker then uses. A
   /// worker may declare a tensor again with another buffer of the same size (its memory moved):
@@ -95,6 +96,8 @@ struct IngressStats {
   uint64_t protocol_errors = 0;  // malformed messages: the session is closed
   /// Connections closed at once because the gateway was out of file descriptors.
   uint64_t connections_refused = 0;
+  /// HELLOs refused: a local rank beyond the node's workers, or one another session holds.
+  uint64_t workers_refused = 0;
   uint64_t mapped_bytes = 0;   // gauge: shared memory mapped now
   uint64_t cuda_mappings = 0;  // gauge: workers' GPU allocations open through CUDA IPC now
 };

@@ -10,6 +10,9 @@
 //   kMalformedFrame, kChecksumMismatch          -> GG_PEER_FAILED
 //   kInternal                                   -> GG_INTERNAL
 //   kNonFiniteGradient (on every node of the job) -> GG_NONFINITE_GRADIENT
+//
+// One exception, made by the ingress server: a HELLO refused with kUnavailable (the local rank is
+// held by another connection) is GG_RANK_IN_USE, which gg_connect_wait waits out.
 #pragma once
 
 #include <cstdint>

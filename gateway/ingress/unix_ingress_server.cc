@@ -113,6 +113,7 @@ class UnixIngressServer final : public IngressServer {
   std::atomic<uint64_t> sessions_closed_{0};
   std::atomic<uint64_t> protocol_errors_{0};
   std::atomic<uint64_t> connections_refused_{0};
+  std::atomic<uint64_t> workers_refused_{0};
   std::atomic<uint64_t> mapped_bytes_{0};
   // Shared with the open allocations, which count themselves and may outlive the server.
   std::shared_ptr<std::atomic<uint64_t>> cuda_mappings_ =
@@ -161,6 +162,7 @@ IngressStats UnixIngressServer::stats() const {
   s.sessions_closed = sessions_closed_.load();
   s.protocol_errors = protocol_errors_.load();
   s.connections_refused = connections_refused_.load();
+  s.workers_refused = workers_refused_.load();
   s.mapped_bytes = mapped_bytes_.load();
   s.cuda_mappings = cuda_mappings_->load();
   return s;
@@ -313,9 +315,12 @@ bool UnixIngressServer::on_hello(Session& session, uint64_t request_id,
   if (!job.ok()) {
     spdlog::warn("ingress session {}: worker {} refused: {}", session.id, hello->local_rank,
                  job.status().to_string());
+    ++workers_refused_;  // counted before the worker can see the refusal
+    const gg_status status = job.status().code() == ErrorCode::kUnavailable
+                                 ? GG_RANK_IN_USE
+                                 : to_client_status(job.status().code());
     reply(session, request_id,
-          proto::Error{static_cast<uint8_t>(to_client_status(job.status().code())),
-                       job.status().to_string()});
+          proto::Error{static_cast<uint8_t>(status), job.status().to_string()});
     return false;
   }
   session.joined = true;

@@ -255,6 +255,8 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
           last_protocol_errors_);
   advance(errors_.Add({{"kind", "refused_connection"}}), now.ingress.connections_refused,
           last_connections_refused_);
+  advance(errors_.Add({{"kind", "refused_worker"}}), now.ingress.workers_refused,
+          last_workers_refused_);
 }
 
 }  // namespace gradgate::gateway

@@ -99,7 +99,7 @@ class GatewayMetrics {
   uint64_t last_messages_sent_ = 0, last_messages_received_ = 0;
   double last_poll_cpu_seconds_ = 0.0;
   uint64_t last_rejected_ = 0, last_foreign_ = 0, last_refused_ = 0;
-  uint64_t last_protocol_errors_ = 0, last_connections_refused_ = 0;
+  uint64_t last_protocol_errors_ = 0, last_connections_refused_ = 0, last_workers_refused_ = 0;
   // Raw and wire bytes at the last refresh: the achieved ratio is over the interval since.
   uint64_t last_raw_ = 0, last_wire_ = 0;
 };

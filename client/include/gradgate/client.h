@@ -32,10 +32,13 @@ typedef enum gg_status {
   GG_RESOURCE_EXHAUSTED = 7, /* the gateway's memory cap or limits refuse the tensor */
   GG_REJECTED = 8,           /* the gateway refused the request (see the message) */
   GG_INTERNAL = 9,
-  GG_NONFINITE_GRADIENT = 10 /* a node's sum of this step holds NaN or infinite values: the step
-                                is skipped on every node (the buffer's values are unspecified)
-                                and the tensor goes on at its next step; mixed-precision loss
-                                scaling skips such a step too */
+  GG_NONFINITE_GRADIENT = 10, /* a node's sum of this step holds NaN or infinite values: the step
+                                 is skipped on every node (the buffer's values are unspecified)
+                                 and the tensor goes on at its next step; mixed-precision loss
+                                 scaling skips such a step too */
+  GG_RANK_IN_USE = 11         /* another connection holds this local rank: a worker that has not
+                                 left yet (a restarted one waits with gg_connect_wait), or two
+                                 workers given the same rank */
 } gg_status;
 
 typedef enum gg_dtype { GG_FP32 = 0, GG_FP16 = 1, GG_BF16 = 2 } gg_dtype;
@@ -67,8 +70,16 @@ const char* gg_last_error(void);
 /* A stable name for a status ("ok", "timeout", ...). */
 const char* gg_status_name(gg_status status);
 
-/* Connects as worker `local_rank` (0 .. local_workers - 1) of this node. */
+/* Connects as worker `local_rank` (0 .. local_workers - 1) of this node, in one attempt. */
 gg_status gg_connect(const char* socket_path, uint32_t local_rank, gg_client** out);
+/* gg_connect, tried again for up to `timeout_ms` while the gateway is not there yet (no socket,
+ * or nobody listening on it: a gateway that starts or restarts) or the rank is still held by a
+ * connection that has not been closed (GG_RANK_IN_USE: a restarted worker whose predecessor the
+ * gateway has not seen leave), waiting 10 ms after the first attempt and twice as long after each
+ * next one, up to 1 s. Any other failure returns at once. When the time is up, the last failure
+ * is returned, its message saying how many attempts were made over how long. */
+gg_status gg_connect_wait(const char* socket_path, uint32_t local_rank, uint32_t timeout_ms,
+                          gg_client** out);
 /* The job as the gateway sees it. */
 gg_status gg_job(const gg_client* client, gg_job_info* out);
 /* Closes the connection; tensors and requests of the client become invalid and are freed. */

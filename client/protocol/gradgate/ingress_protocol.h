@@ -46,7 +46,8 @@ namespace gradgate::ingress_protocol {
 inline constexpr uint32_t kMagic = 0x50494747;  // "GGIP" in little-endian byte order
 // 2: a step can end with GG_NONFINITE_GRADIENT (10), which a client of version 1 would take for a
 // malformed reply.
-inline constexpr uint16_t kVersion = 2;
+// 3: a HELLO can be refused with GG_RANK_IN_USE (11), for the same reason.
+inline constexpr uint16_t kVersion = 3;
 inline constexpr size_t kHeaderBytes = 16;
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kMaxTextBytes = 512;

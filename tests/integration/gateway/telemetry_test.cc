@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "common/http/client.h"
+#include "gradgate/client.h"
 #include "gradgate/config.h"
 #include "job.h"
 
@@ -129,6 +130,18 @@ TEST(GatewayTelemetry, AMalformedMessageFromAWorkerIsCounted) {
       metrics_once(job.admin_port(0), [&](const std::string& m) { return sample(m, series) == 1; });
   EXPECT_EQ(sample(text, series), 1.0) << text;
   EXPECT_EQ(sample(text, "gradgate_errors_total{kind=\"refused_connection\"}"), 0.0) << text;
+}
+
+// A worker that the gateway cannot take (its rank beyond job.local_workers) is counted too.
+TEST(GatewayTelemetry, ARefusedWorkerIsCounted) {
+  bench::LocalJob job(job_options(1, 1, "none"));
+  gg_client* client = nullptr;
+  ASSERT_EQ(gg_connect(job.socket(0).c_str(), 3, &client), GG_REJECTED) << gg_last_error();
+  const std::string series = "gradgate_errors_total{kind=\"refused_worker\"}";
+  const std::string text =
+      metrics_once(job.admin_port(0), [&](const std::string& m) { return sample(m, series) == 1; });
+  EXPECT_EQ(sample(text, series), 1.0) << text;
+  EXPECT_EQ(sample(text, "gradgate_errors_total{kind=\"worker_protocol_error\"}"), 0.0) << text;
 }
 
 TEST(GatewayTelemetry, AnUnreachableControllerIsFailStaticAndAllreducesGoOn) {

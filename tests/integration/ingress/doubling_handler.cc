@@ -30,7 +30,7 @@ Result<JobInfo> DoublingHandler::on_worker_joined(uint32_t local_rank) {
                   "local rank " + std::to_string(local_rank) + " is not below 4");
   }
   if (!connected.insert(local_rank).second) {
-    return Status(ErrorCode::kInvalidArgument,
+    return Status(ErrorCode::kUnavailable,
                   "local rank " + std::to_string(local_rank) + " is already connected");
   }
   cv_.notify_all();

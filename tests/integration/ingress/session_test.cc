@@ -46,7 +46,7 @@ TEST_F(IngressTest, HandlerRefusalReachesTheClient) {
 
   gg_client* first = connect(1);
   ASSERT_NE(first, nullptr);
-  EXPECT_EQ(gg_connect(socket_path_.c_str(), 1, &client), GG_REJECTED);
+  EXPECT_EQ(gg_connect(socket_path_.c_str(), 1, &client), GG_RANK_IN_USE);
   EXPECT_NE(std::string(gg_last_error()).find("already connected"), std::string::npos);
   ASSERT_EQ(gg_close(first), GG_OK);
 }

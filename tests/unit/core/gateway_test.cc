@@ -78,6 +78,10 @@ TEST(GatewayCore, WorkerThatRejoinsMidStepIsNotGivenThatStepsResult) {
   gateway.on_allreduce(0, *key, first0.callback());
   gateway.on_allreduce(1, *key, first1.callback());  // step 0 runs, waiting for gateway 1
 
+  // While its connection is held, worker 1's rank is in use (a restarted worker may wait), and a
+  // rank beyond the node's workers can never join.
+  EXPECT_EQ(gateway.on_worker_joined(1).status().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(gateway.on_worker_joined(2).status().code(), ErrorCode::kInvalidArgument);
   gateway.on_worker_left(1);  // worker 1 dies mid-step and comes back
   ASSERT_TRUE(gateway.on_worker_joined(1).ok());
   ASSERT_TRUE(gateway.on_declare(1, spec, buffer_of(rejoined)).ok());
