@@ -105,9 +105,10 @@ def run_workers(cluster, workdir, options=()):
     return [json.loads((workdir / f"result{r}.json").read_text()) for r in range(world)]
 
 
-def run_processes(cluster, workdir, commands, environments=None):
+def run_processes(cluster, workdir, commands, environments=None, when_started=None):
     """Runs the commands at once (output in workdir/worker<i>.err) until each exits 0; fails on
-    the first that does not, on a gateway that exits, or after WORKER_DEADLINE_S."""
+    the first that does not, on a gateway that exits, or after WORKER_DEADLINE_S.
+    `when_started(processes)` is called once they are all started."""
     processes = []
     try:
         for rank, command in enumerate(commands):
@@ -123,6 +124,8 @@ def run_processes(cluster, workdir, commands, environments=None):
                 )
             )
             stderr.close()
+        if when_started is not None:
+            when_started(processes)
         deadline = time.monotonic() + WORKER_DEADLINE_S
         while any(p.poll() is None for p in processes):
             failed = [r for r, p in enumerate(processes) if p.poll() not in (None, 0)]
@@ -140,6 +143,18 @@ def run_processes(cluster, workdir, commands, environments=None):
             if process.poll() is None:
                 os.killpg(process.pid, 9)
                 process.wait(timeout=30)
+
+
+def wait_for_output(workdir, processes, text):
+    """Waits (up to WORKER_DEADLINE_S) until every process wrote `text` to its output, or one
+    exited (run_processes then reports it)."""
+    deadline = time.monotonic() + WORKER_DEADLINE_S
+    for rank, process in enumerate(processes):
+        output = workdir / f"worker{rank}.err"
+        while text not in output.read_text(errors="replace") and process.poll() is None:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"worker {rank} did not write {text!r} in time")
+            time.sleep(POLL_S)
 
 
 def worker_failure(workdir, rank, process):
@@ -248,6 +263,22 @@ class ClientTest(TempDirTest):
         self.assertEqual(caught.exception.status, "connect_failed")
         self.assertTrue(caught.exception.message)
 
+    def test_connect_waits_up_to_its_timeout_and_says_so(self):
+        missing = str(Path(self.cluster.workdir) / "absent.sock")
+        started = time.monotonic()
+        with self.assertLogs("gradgate", "WARNING") as logged:
+            with self.assertRaisesRegex(gradgate.ConnectFailedError, "absent.sock.*attempts over"):
+                gradgate.Client(missing, 0, connect_timeout_ms=300)
+        self.assertGreaterEqual(time.monotonic() - started, 0.3)
+        self.assertRegex(logged.output[0], "absent.sock.*trying again for up to 300 ms")
+
+    def test_a_rank_held_by_a_connection_is_in_use(self):
+        with self.assertRaises(gradgate.RankInUseError) as caught:
+            gradgate.Client(self.cluster.sockets[0], 0)
+        self.assertIsInstance(caught.exception, gradgate.RejectedError)
+        self.assertEqual(caught.exception.status, "rank_in_use")
+        self.assertIn("local rank 0 is already connected", caught.exception.message)
+
     def test_bad_declarations_raise_invalid_argument(self):
         with self.assertRaises(gradgate.InvalidArgumentError):
             self.clients[0].declare("client.zero", 0, "fp32")
@@ -289,11 +320,21 @@ class AutoHookTest(TempDirTest):
     def setUp(self):
         require_artifacts(self)
 
-    def run_plain(self, *script_args, run_options=()):
+    def run_plain(self, *script_args, run_options=(), gateways_first=True):
         """Both ranks' results, each gateway's all-reduce count, and rank 0's output
-        (`run_options` go to gradgate.run)."""
+        (`run_options` go to gradgate.run). With gateways_first False the gateways start once
+        both scripts wait for them."""
         workdir = self.make_workdir()
-        cluster = self.start_cluster(workdir, nodes=2, local_workers=1, codec="fp16")
+        cluster = LocalCluster(GATEWAY_BINARY, workdir=workdir, log_level="warn", nodes=2,
+                               local_workers=1, codec="fp16")
+        self.addCleanup(cluster.stop)
+        when_started = None
+        if gateways_first:
+            cluster.start()
+        else:
+            def when_started(processes):
+                wait_for_output(workdir, processes, "trying again for up to")
+                cluster.start()
         commands, environments = [], []
         for rank in range(2):
             commands.append(
@@ -304,9 +345,9 @@ class AutoHookTest(TempDirTest):
             )
             environments.append(
                 dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"), LOCAL_RANK="0",
-                     GRADGATE_SOCKET=cluster.sockets[rank])
+                     GRADGATE_SOCKET=str(cluster.socket_path(rank)))
             )
-        run_processes(cluster, workdir, commands, environments)
+        run_processes(cluster, workdir, commands, environments, when_started)
         statuses = [gateway_status(workdir, rank) for rank in range(2)]
         results = [json.loads((workdir / f"result{r}.json").read_text()) for r in range(2)]
         return results, statuses, (workdir / "worker0.err").read_text()
@@ -335,6 +376,13 @@ class AutoHookTest(TempDirTest):
         for status in statuses:
             self.assertGreaterEqual(status["allreduces"], self.STEPS)
         self.assertIn(f"gradgate: ddp: {self.STEPS} steps", output)
+
+    def test_a_script_started_before_its_gateways_waits_for_them(self):
+        results, statuses, output = self.run_plain(gateways_first=False)
+        self.assertIn("No such file or directory; trying again for up to 60000 ms", output)
+        self.assertEqual(results[0]["digest"], results[1]["digest"])
+        for status in statuses:
+            self.assertGreaterEqual(status["allreduces"], self.STEPS)
 
     def test_a_script_with_its_own_hook_keeps_it(self):
         results, statuses, output = self.run_plain("--own-hook")

@@ -58,7 +58,9 @@ class CudaBuffer(ctypes.Structure):
 
 
 GG_OK = 0
+GG_CONNECT_FAILED = 2
 GG_TIMEOUT = 4
+GG_RANK_IN_USE = 11
 
 # Opaque handles: gg_client*, gg_tensor*, gg_request*.
 ClientHandle = ctypes.c_void_p
@@ -69,6 +71,10 @@ _PROTOTYPES = {
     "gg_last_error": (ctypes.c_char_p, []),
     "gg_status_name": (ctypes.c_char_p, [ctypes.c_int]),
     "gg_connect": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ClientHandle)]),
+    "gg_connect_wait": (
+        ctypes.c_int,
+        [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(ClientHandle)],
+    ),
     "gg_job": (ctypes.c_int, [ClientHandle, ctypes.POINTER(JobInfo)]),
     "gg_close": (ctypes.c_int, [ClientHandle]),
     "gg_declare": (

@@ -44,7 +44,8 @@ def install(socket_path=None, local_rank=None, **state_options):
 
     socket_path, local_rank: the gateway and this worker's index on the node (defaults from the
     environment, above). state_options go to every model's gradgate.torch.HookState (timeout_ms,
-    device_path, data_volume, nonfinite; not name_prefix or client, which install() sets itself).
+    connect_timeout_ms, device_path, data_volume, nonfinite; not name_prefix or client, which
+    install() sets itself).
     Calling it again replaces the options for later models.
     """
     global _options
@@ -121,12 +122,13 @@ def _attach(model, register):
     import torch
 
     from . import torch as gradgate_torch
-    from .client import Client
+    from .client import HOOK_CONNECT_TIMEOUT_MS, Client
 
     options = dict(_options)
     socket_path, local_rank = options.pop("socket_path"), options.pop("local_rank")
+    connect_timeout_ms = options.pop("connect_timeout_ms", HOOK_CONNECT_TIMEOUT_MS)
     if _client is None:
-        _client = Client(socket_path, local_rank)
+        _client = Client(socket_path, local_rank, connect_timeout_ms=connect_timeout_ms)
     # The state broadcasts its run id as it is made; over NCCL that goes through the current CUDA
     # device, which must be the model's, as for DDP's own broadcasts, also where the script never
     # called torch.cuda.set_device (every rank of a node would then use GPU 0).

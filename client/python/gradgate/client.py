@@ -17,6 +17,7 @@ all-reduce in flight.
 
 import ctypes
 import enum
+import logging
 from dataclasses import dataclass
 
 from . import _native, errors
@@ -147,14 +148,35 @@ def _check(code):
         )
 
 
-class Client:
-    """A connection to the gateway of this node as worker `local_rank`."""
+_log = logging.getLogger("gradgate")
+# How long the DDP hook (HookState, python -m gradgate.run) waits for its gateway by default.
+HOOK_CONNECT_TIMEOUT_MS = 60000
+_MAX_TIMEOUT_MS = 2**32 - 1  # gg_connect_wait's timeout is a uint32_t
 
-    def __init__(self, socket_path, local_rank):
+
+class Client:
+    """A connection to the gateway of this node as worker `local_rank`.
+
+    connect_timeout_ms: how long to wait for a gateway that is not there yet (no socket, or none
+    listening: it starts or restarts) or for the rank to be free (its previous worker has not
+    left yet), with a warning on the "gradgate" logger when waiting starts; 0: one attempt."""
+
+    def __init__(self, socket_path, local_rank, connect_timeout_ms=0):
         self._lib = _native.library()
         handle = _native.ClientHandle()
         path = str(socket_path).encode()
-        _check(self._lib.gg_connect(path, int(local_rank), ctypes.byref(handle)))
+        status = self._lib.gg_connect(path, int(local_rank), ctypes.byref(handle))
+        waits = status in (_native.GG_CONNECT_FAILED, _native.GG_RANK_IN_USE)
+        if waits and connect_timeout_ms > 0:
+            _log.warning(
+                "gradgate: %s; trying again for up to %d ms",
+                self._lib.gg_last_error().decode(errors="replace"), connect_timeout_ms,
+            )
+            status = self._lib.gg_connect_wait(
+                path, int(local_rank), min(int(connect_timeout_ms), _MAX_TIMEOUT_MS),
+                ctypes.byref(handle),
+            )
+        _check(status)
         self._handle = handle
         self.socket_path = str(socket_path)
         self.local_rank = int(local_rank)

@@ -112,6 +112,10 @@ class LocalCluster:
     def ports(self):
         return [gateway.port for gateway in self.gateways]
 
+    def socket_path(self, rank):
+        """Where gateway `rank`'s socket is (known before the gateway starts)."""
+        return self.workdir / f"gg{rank}.sock"
+
     def config(self, rank):
         """The config of gateway `rank`: ports of the gateways started so far, 0 for the rest."""
         ports = self.ports + [0] * (self.nodes - len(self.gateways))
@@ -122,7 +126,7 @@ class LocalCluster:
                 "node_rank": rank,
                 "local_workers": self.local_workers,
             },
-            "ingress": {"socket": str(self.workdir / f"gg{rank}.sock")},
+            "ingress": {"socket": str(self.socket_path(rank))},
             "compression": {
                 "codec": self.codec,
                 "collective": "auto",

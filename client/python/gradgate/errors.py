@@ -52,6 +52,13 @@ class RejectedError(GradgateError):
     status = "rejected"
 
 
+class RankInUseError(RejectedError):
+    """Another connection holds this local rank: a worker that has not left yet (connecting with
+    a connect_timeout_ms waits it out), or two workers given the same rank."""
+
+    status = "rank_in_use"
+
+
 class InternalError(GradgateError):
     status = "internal"
 
@@ -75,6 +82,7 @@ BY_STATUS = {
     8: RejectedError,
     9: InternalError,
     10: NonFiniteGradientError,
+    11: RankInUseError,
 }
 
 

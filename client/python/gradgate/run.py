@@ -6,7 +6,8 @@
 
 OPTIONS come before the script: --socket PATH (default: GRADGATE_SOCKET, else
 /run/gradgate/gg.sock), --local-rank N (default: LOCAL_RANK, which torchrun sets), --timeout-ms
-N, --device-path auto|host, --nonfinite propagate|raise (HookState's options). The script then
+N, --connect-timeout-ms N, --device-path auto|host, --nonfinite propagate|raise (HookState's
+options). The script then
 runs as `python SCRIPT ARGS...` would run it (sys.argv, __main__, its directory first on
 sys.path), and every DistributedDataParallel model it makes uses gradgate's comm hook
 (gradgate/autohook.py). Exit status 2 for a bad command line.
@@ -18,9 +19,11 @@ import runpy
 import sys
 
 from . import autohook
+from .client import HOOK_CONNECT_TIMEOUT_MS
 
 # Options of ours that take a value (the rest of the command line is the script's).
-_VALUED = ("--socket", "--local-rank", "--timeout-ms", "--device-path", "--nonfinite")
+_VALUED = ("--socket", "--local-rank", "--timeout-ms", "--connect-timeout-ms", "--device-path",
+           "--nonfinite")
 
 
 def _parser():
@@ -36,6 +39,9 @@ def _parser():
                         help="this process's worker index on the node (default: $LOCAL_RANK)")
     parser.add_argument("--timeout-ms", type=int, default=60000,
                         help="how long one bucket's all-reduce may take (default: 60000)")
+    parser.add_argument("--connect-timeout-ms", type=int, default=HOOK_CONNECT_TIMEOUT_MS,
+                        help="how long to wait for the node's gateway to be there (default: "
+                        f"{HOOK_CONNECT_TIMEOUT_MS})")
     parser.add_argument("--device-path", choices=("auto", "host"), default="auto",
                         help="auto: CUDA buckets stay in GPU memory; host: copied through "
                         "shared memory (default: auto)")
@@ -68,6 +74,7 @@ def main(argv=None):
             options.socket,
             options.local_rank,
             timeout_ms=options.timeout_ms,
+            connect_timeout_ms=options.connect_timeout_ms,
             device_path=options.device_path,
             nonfinite=options.nonfinite,
         )

@@ -51,7 +51,7 @@ import weakref
 
 import torch
 
-from .client import Client
+from .client import HOOK_CONNECT_TIMEOUT_MS, Client
 from .errors import GradgateError, NonFiniteGradientError, RejectedError, WaitTimeoutError
 
 DEVICE_PATHS = ("auto", "host")
@@ -105,6 +105,10 @@ class HookState:
     client: a gradgate.Client to share (a process with several DDP models connects once: the
         gateway takes one connection per local rank); by default the HookState connects and
         closes its own.
+    connect_timeout_ms: how long connecting waits for a gateway that is not there yet (a pod
+        that starts before its node's gateway, a gateway that restarts) or for this local rank
+        to be free (a restarted worker whose predecessor the gateway has not seen leave); 0: one
+        attempt.
     device_path: "auto" declares CUDA buckets over their GPU memory (falling back to shared
         buffers for good when the gateway refuses); "host" copies every bucket through a shared
         buffer. CPU buckets always use shared buffers.
@@ -117,6 +121,7 @@ class HookState:
     def __init__(
         self, socket_path, local_rank, timeout_ms=60000, name_prefix="ddp", data_volume=0,
         run_id=None, device_path="auto", nonfinite="propagate", process_group=None, client=None,
+        connect_timeout_ms=HOOK_CONNECT_TIMEOUT_MS,
     ):
         if device_path not in DEVICE_PATHS:
             raise ValueError(f"device_path {device_path!r}: use one of {', '.join(DEVICE_PATHS)}")
@@ -126,7 +131,9 @@ class HookState:
         self.nonfinite = nonfinite
         self.run_id = _agreed_run_id(process_group) if run_id is None else int(run_id)
         self._owns_client = client is None
-        self.client = Client(socket_path, local_rank) if client is None else client
+        if client is None:
+            client = Client(socket_path, local_rank, connect_timeout_ms=connect_timeout_ms)
+        self.client = client
         self.world_size = self.client.job.world_size
         group_size = _group_size(process_group)
         if group_size not in (None, self.world_size):
