@@ -101,10 +101,11 @@ std::pair<uint64_t, std::shared_ptr<Reply>> add_pending(gg_client& client);
 /// the reason; "" on success.
 std::string send_to_gateway(gg_client& client, std::span<const std::byte> packet, int pass_fd);
 
-/// Sends a control request and waits for its reply up to kControlTimeoutMs. Returns GG_OK with
-/// the reply filled, or the failure with its message prefixed by `what`, as the thread's error.
+/// Sends a control request and waits for its reply up to `timeout_ms`. Returns GG_OK with the
+/// reply filled, or the failure with its message prefixed by `what`, as the thread's error.
 gg_status round_trip(gg_client& client, uint64_t request_id, const std::shared_ptr<Reply>& reply,
-                     std::span<const std::byte> packet, int pass_fd, const std::string& what);
+                     std::span<const std::byte> packet, int pass_fd, int timeout_ms,
+                     const std::string& what);
 
 /// Receives the gateway's replies until the connection ends; runs on client.reader.
 void read_replies(gg_client* client);

@@ -1,9 +1,11 @@
 // gg_connect, gg_connect_wait, gg_job, gg_close: the lifetime of a connection to the gateway.
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -19,14 +21,41 @@ using gradgate::client_impl::quoted;
 
 namespace {
 
-// Whether a failed connect(2) means that the gateway is not there yet: no socket file, or one
-// that nobody listens on (a gateway starting, or restarting after it stopped).
-bool gateway_not_there_yet(int error) { return error == ENOENT || error == ECONNREFUSED; }
+using gradgate::client_impl::kControlTimeoutMs;
 
-// One attempt of gg_connect. `worth_retrying` tells gg_connect_wait whether another attempt may
-// succeed: the gateway is not there yet, or the rank is still in use.
-gg_status connect_once(const char* socket_path, uint32_t local_rank, gg_client** out,
-                       bool& worth_retrying) {
+// Whether a failed connect(2) means that the gateway is not there yet, or not ready: no socket
+// file, or one that nobody listens on (a gateway starting, or restarting after it stopped), a
+// full listen queue (a gateway that is not accepting for the moment), a signal.
+bool gateway_not_there_yet(int error) {
+  return error == ENOENT || error == ECONNREFUSED || error == EAGAIN || error == EINTR;
+}
+
+// Connects without blocking: a gateway whose listen queue is full answers EAGAIN at once instead
+// of holding the caller. The socket is blocking again on success (the reader thread blocks on
+// it). Returns the socket, or -errno.
+int connect_socket(const sockaddr_un& address) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -errno;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    // A Unix socket connects at once or not at once: EINPROGRESS is taken as not ready.
+    const int error = errno == EINPROGRESS ? EAGAIN : errno;
+    close(fd);
+    return -error;
+  }
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int error = errno;
+    close(fd);
+    return -error;
+  }
+  return fd;
+}
+
+// One attempt of gg_connect, its HELLO answered within `hello_timeout_ms`. `worth_retrying`
+// tells gg_connect_wait whether another attempt may succeed: the gateway is not there yet or
+// closed the connection before answering (it was stopping), or the rank is still in use.
+gg_status connect_once(const char* socket_path, uint32_t local_rank, int hello_timeout_ms,
+                       gg_client** out, bool& worth_retrying) {
   worth_retrying = false;
   const std::string what = "gg_connect(" + quoted(socket_path) + ")";
   if (out == nullptr) return fail(GG_INVALID_ARGUMENT, what + ": null output pointer");
@@ -42,15 +71,11 @@ gg_status connect_once(const char* socket_path, uint32_t local_rank, gg_client**
   }
   std::strcpy(address.sun_path, socket_path);
 
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return fail(GG_CONNECT_FAILED, what + ": socket: " + std::strerror(errno));
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    const int error = errno;
-    close(fd);
-    worth_retrying = gateway_not_there_yet(error);
-    return fail(GG_CONNECT_FAILED, what + ": connect: " + std::strerror(error));
+  const int fd = connect_socket(address);
+  if (fd < 0) {
+    worth_retrying = gateway_not_there_yet(-fd);
+    return fail(GG_CONNECT_FAILED, what + ": connect: " + std::strerror(-fd));
   }
-
   auto* client = new gg_client;
   client->socket_path = socket_path;
   client->local_rank = local_rank;
@@ -69,12 +94,12 @@ gg_status connect_once(const char* socket_path, uint32_t local_rank, gg_client**
     std::tie(id, reply) = gradgate::client_impl::add_pending(*client);
   }
   const auto packet = proto::encode(id, proto::Hello{local_rank});
-  const gg_status status =
-      gradgate::client_impl::round_trip(*client, id, reply, packet, -1, what + ": hello");
+  const gg_status status = gradgate::client_impl::round_trip(*client, id, reply, packet, -1,
+                                                             hello_timeout_ms, what + ": hello");
   if (status != GG_OK) {
     const std::string message = gg_last_error();
     gradgate::client_impl::destroy(client);
-    worth_retrying = status == GG_RANK_IN_USE;
+    worth_retrying = status == GG_RANK_IN_USE || status == GG_CLOSED;
     return fail(status, message);
   }
   client->job = reply->job;
@@ -86,27 +111,33 @@ gg_status connect_once(const char* socket_path, uint32_t local_rank, gg_client**
 
 extern "C" gg_status gg_connect(const char* socket_path, uint32_t local_rank, gg_client** out) {
   bool worth_retrying = false;
-  return connect_once(socket_path, local_rank, out, worth_retrying);
+  return connect_once(socket_path, local_rank, kControlTimeoutMs, out, worth_retrying);
 }
 
 extern "C" gg_status gg_connect_wait(const char* socket_path, uint32_t local_rank,
                                      uint32_t timeout_ms, gg_client** out) {
   using Clock = std::chrono::steady_clock;
-  constexpr auto kFirstPause = std::chrono::milliseconds(10);
-  constexpr auto kLongestPause = std::chrono::milliseconds(1000);
+  using std::chrono::milliseconds;
+  constexpr auto kFirstPause = milliseconds(10);
+  constexpr auto kLongestPause = milliseconds(1000);
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = start + milliseconds(timeout_ms);
   auto pause = std::chrono::duration_cast<Clock::duration>(kFirstPause);
   for (int attempts = 1;; ++attempts) {
+    // The HELLO waits for the time left (at least 1 ms), never beyond a control request's time.
+    const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+    const int hello_timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 1, kControlTimeoutMs));
     bool worth_retrying = false;
-    const gg_status status = connect_once(socket_path, local_rank, out, worth_retrying);
+    const gg_status status =
+        connect_once(socket_path, local_rank, hello_timeout_ms, out, worth_retrying);
     const auto now = Clock::now();
     if (status == GG_OK || !worth_retrying) return status;
     if (now >= deadline) {
-      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
-      return fail(status, std::string(gg_last_error()) + " (still so after " +
-                              std::to_string(attempts) + " attempts over " +
-                              std::to_string(waited.count()) + " ms)");
+      const auto waited = std::chrono::duration_cast<milliseconds>(now - start);
+      return fail(GG_TIMEOUT, "gg_connect_wait(" + quoted(socket_path) + "): no connection after " +
+                                  std::to_string(attempts) + " attempts over " +
+                                  std::to_string(waited.count()) + " ms; the last failed with " +
+                                  gg_status_name(status) + ": " + gg_last_error());
     }
     std::this_thread::sleep_for(std::min(pause, deadline - now));
     pause = std::min<Clock::duration>(2 * pause, kLongestPause);

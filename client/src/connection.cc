@@ -84,7 +84,7 @@ std::string apply_packet(gg_client& client, const proto::ReceivedPacket& packet)
     }
     case proto::MessageType::kAllreduceDone: {
       const auto m = proto::decode_body<proto::AllreduceDone>(packet.bytes);
-      if (!m || m->status > GG_RANK_IN_USE) return body_error();
+      if (!m || m->status > GG_NONFINITE_GRADIENT) return body_error();
       if (auto reply = take_pending(client, header->request_id)) {
         reply->info = {m->step,           m->raw_bytes,           m->wire_bytes,
                        m->encode_seconds, m->communicate_seconds, m->decode_seconds};
@@ -127,17 +127,18 @@ std::string send_to_gateway(gg_client& client, std::span<const std::byte> packet
 }
 
 gg_status round_trip(gg_client& client, uint64_t request_id, const std::shared_ptr<Reply>& reply,
-                     std::span<const std::byte> packet, int pass_fd, const std::string& what) {
+                     std::span<const std::byte> packet, int pass_fd, int timeout_ms,
+                     const std::string& what) {
   if (const std::string reason = send_to_gateway(client, packet, pass_fd); !reason.empty()) {
     return fail(GG_CLOSED, what + ": " + reason);
   }
   std::unique_lock lock(client.mu);
-  const bool done = client.cv.wait_for(lock, std::chrono::milliseconds(kControlTimeoutMs),
+  const bool done = client.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                                        [&] { return reply->done || client.closing; });
   if (!done) {
     client.pending.erase(request_id);
-    return fail(GG_TIMEOUT, what + ": no reply from the gateway within " +
-                                std::to_string(kControlTimeoutMs) + " ms");
+    return fail(GG_TIMEOUT,
+                what + ": no reply from the gateway within " + std::to_string(timeout_ms) + " ms");
   }
   if (!reply->done) return fail(GG_CLOSED, what + ": the client is closing");
   if (reply->status != GG_OK) {

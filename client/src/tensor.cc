@@ -141,7 +141,8 @@ gg_status declare(gg_client& client, const std::string& what, const proto::Decla
   }
   const auto packet =
       device ? proto::encode(id, proto::DeclareCuda{spec, *device}) : proto::encode(id, spec);
-  const gg_status status = round_trip(client, id, reply, packet, buffer->fd, what);
+  const gg_status status =
+      round_trip(client, id, reply, packet, buffer->fd, kControlTimeoutMs, what);
   if (status != GG_OK) return status;
   buffer->key = reply->key;
   {

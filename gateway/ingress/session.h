@@ -8,6 +8,7 @@
 
 #include "gateway/ingress/cuda_buffers.h"
 #include "gateway/ingress/ingress.h"
+#include "gradgate/ingress_protocol.h"
 
 namespace gradgate::gateway {
 
@@ -16,6 +17,8 @@ struct Session {
   int fd = -1;
   bool joined = false;  // HELLO was accepted: on_worker_left is owed when the session ends
   uint32_t local_rank = 0;
+  /// The client's protocol version, from its messages: replies are written in it.
+  uint16_t version = ingress_protocol::kVersion;
   /// By the key the handler gave: the buffer of each tensor it declared, host or GPU; declaring
   /// a tensor again (DDP reallocates its buckets) replaces it.
   std::map<uint32_t, WorkerBuffer> buffers;

@@ -283,11 +283,13 @@ bool UnixIngressServer::handle(Session& session, proto::ReceivedPacket& packet) 
                           "a message of " + std::to_string(packet.bytes.size()) +
                               " bytes without the protocol's header");
   }
-  if (header->version != proto::kVersion) {
+  if (header->version < proto::kOldestVersion || header->version > proto::kVersion) {
     return protocol_error(session, header->request_id,
                           "protocol version " + std::to_string(header->version) +
-                              ", the gateway speaks " + std::to_string(proto::kVersion));
+                              ", the gateway speaks " + std::to_string(proto::kOldestVersion) +
+                              " to " + std::to_string(proto::kVersion));
   }
+  session.version = header->version;
   switch (header->type) {
     case proto::MessageType::kHello:
       return on_hello(session, header->request_id, packet);
@@ -316,9 +318,11 @@ bool UnixIngressServer::on_hello(Session& session, uint64_t request_id,
     spdlog::warn("ingress session {}: worker {} refused: {}", session.id, hello->local_rank,
                  job.status().to_string());
     ++workers_refused_;  // counted before the worker can see the refusal
-    const gg_status status = job.status().code() == ErrorCode::kUnavailable
-                                 ? GG_RANK_IN_USE
-                                 : to_client_status(job.status().code());
+    // A client older than GG_RANK_IN_USE gets the refusal it knows.
+    const bool in_use = job.status().code() == ErrorCode::kUnavailable;
+    const gg_status status = !in_use ? to_client_status(job.status().code())
+                             : session.version >= proto::kFirstVersionWithRankInUse ? GG_RANK_IN_USE
+                                                                                    : GG_REJECTED;
     reply(session, request_id,
           proto::Error{static_cast<uint8_t>(status), job.status().to_string()});
     return false;
@@ -454,7 +458,7 @@ void UnixIngressServer::deliver(Completion& completion) {
 
 template <typename Message>
 bool UnixIngressServer::reply(Session& session, uint64_t request_id, const Message& message) {
-  const auto packet = proto::encode(request_id, message);
+  const auto packet = proto::encode(request_id, message, session.version);
   const int error = proto::send_packet(session.fd, packet, -1, MSG_DONTWAIT);
   if (error == 0) return true;
   spdlog::warn("ingress session {} (rank {}): send: {}", session.id, session.local_rank,

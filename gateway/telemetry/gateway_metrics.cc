@@ -37,7 +37,8 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                   .Name("gradgate_errors_total")
                   .Help("Errors by kind: failed all-reduces by error code, rejected and foreign "
                         "transport messages, messages the mailbox refused, malformed messages "
-                        "from workers, worker connections refused for lack of file descriptors")
+                        "from workers, worker connections refused for lack of file descriptors, "
+                        "workers refused at connect")
                   .Register(*registry_)),
       encode_seconds_(
           BuildHistogram()

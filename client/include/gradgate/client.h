@@ -70,14 +70,16 @@ const char* gg_last_error(void);
 /* A stable name for a status ("ok", "timeout", ...). */
 const char* gg_status_name(gg_status status);
 
-/* Connects as worker `local_rank` (0 .. local_workers - 1) of this node, in one attempt. */
+/* Connects as worker `local_rank` (0 .. local_workers - 1) of this node, in one attempt: never
+ * blocks on a gateway that does not accept (GG_CONNECT_FAILED at once) and waits at most 30 s for
+ * its answer (GG_TIMEOUT). */
 gg_status gg_connect(const char* socket_path, uint32_t local_rank, gg_client** out);
 /* gg_connect, tried again for up to `timeout_ms` while the gateway is not there yet (no socket,
- * or nobody listening on it: a gateway that starts or restarts) or the rank is still held by a
- * connection that has not been closed (GG_RANK_IN_USE: a restarted worker whose predecessor the
- * gateway has not seen leave), waiting 10 ms after the first attempt and twice as long after each
- * next one, up to 1 s. Any other failure returns at once. When the time is up, the last failure
- * is returned, its message saying how many attempts were made over how long. */
+ * nobody listening on it, or not accepting now: a gateway that starts or restarts), closes the
+ * connection before answering (it is stopping), or answers GG_RANK_IN_USE (a restarted worker
+ * whose predecessor the gateway has not seen leave); waiting 10 ms after the first attempt and
+ * twice as long after each next one, up to 1 s. Any other failure returns at once. When the time
+ * is up: GG_TIMEOUT, its message naming the attempts made and the last failure. */
 gg_status gg_connect_wait(const char* socket_path, uint32_t local_rank, uint32_t timeout_ms,
                           gg_client** out);
 /* The job as the gateway sees it. */

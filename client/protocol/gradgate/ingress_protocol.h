@@ -47,7 +47,12 @@ inline constexpr uint32_t kMagic = 0x50494747;  // "GGIP" in little-endian byte 
 // 2: a step can end with GG_NONFINITE_GRADIENT (10), which a client of version 1 would take for a
 // malformed reply.
 // 3: a HELLO can be refused with GG_RANK_IN_USE (11), for the same reason.
+// A gateway serves clients of versions kOldestVersion..kVersion and answers each in its own
+// version (to a client of version 2, a rank in use is GG_REJECTED), so workers may be upgraded
+// after their gateways.
 inline constexpr uint16_t kVersion = 3;
+inline constexpr uint16_t kOldestVersion = 2;
+inline constexpr uint16_t kFirstVersionWithRankInUse = 3;
 inline constexpr size_t kHeaderBytes = 16;
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kMaxTextBytes = 512;
@@ -275,12 +280,14 @@ inline bool read_body(Reader& r, Error& m) {
   return r.get(m.status) && r.get_text(m.message, kMaxTextBytes);
 }
 
-/// One message, header included, ready for send.
+/// One message, header included, ready for send; `version` is the reader's (the gateway answers
+/// a client in the client's version).
 template <typename Message>
-std::vector<std::byte> encode(uint64_t request_id, const Message& message) {
+std::vector<std::byte> encode(uint64_t request_id, const Message& message,
+                              uint16_t version = kVersion) {
   Writer w;
   w.put(kMagic);
-  w.put(kVersion);
+  w.put(version);
   w.put(static_cast<uint16_t>(Message::kType));
   w.put(request_id);
   write_body(w, message);

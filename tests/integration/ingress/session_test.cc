@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "ingress_fixture.h"
+#include "raw_connection.h"
 
 namespace gradgate::gateway::testing {
 namespace {
@@ -49,6 +50,31 @@ TEST_F(IngressTest, HandlerRefusalReachesTheClient) {
   EXPECT_EQ(gg_connect(socket_path_.c_str(), 1, &client), GG_RANK_IN_USE);
   EXPECT_NE(std::string(gg_last_error()).find("already connected"), std::string::npos);
   ASSERT_EQ(gg_close(first), GG_OK);
+}
+
+// A worker whose library is one protocol version older is served in its version, and a rank in
+// use reaches it as the refusal it knows.
+TEST_F(IngressTest, AWorkerOfTheOlderProtocolVersionIsAnsweredInIt) {
+  namespace proto = gradgate::ingress_protocol;
+  auto reply_to_hello = [&](RawConnection& raw, uint32_t local_rank) {
+    EXPECT_TRUE(raw.send(proto::encode(1, proto::Hello{local_rank}, proto::kOldestVersion)));
+    return raw.receive().value_or(std::vector<std::byte>{});
+  };
+  RawConnection old_worker(socket_path_);
+  const auto joined = reply_to_hello(old_worker, 0);
+  const auto joined_header = proto::decode_header(joined);
+  ASSERT_TRUE(joined_header.has_value());
+  EXPECT_EQ(joined_header->version, proto::kOldestVersion);
+  EXPECT_EQ(joined_header->type, proto::MessageType::kHelloOk);
+
+  RawConnection second_old_worker(socket_path_);
+  const auto refused = reply_to_hello(second_old_worker, 0);
+  const auto refused_header = proto::decode_header(refused);
+  ASSERT_TRUE(refused_header.has_value());
+  EXPECT_EQ(refused_header->version, proto::kOldestVersion);
+  ASSERT_EQ(refused_header->type, proto::MessageType::kError);
+  EXPECT_EQ(proto::decode_body<proto::Error>(refused)->status, GG_REJECTED);
+  EXPECT_EQ(server_->stats().protocol_errors, 0u);
 }
 
 TEST_F(IngressTest, NoGatewayIsConnectFailed) {
