@@ -267,17 +267,44 @@ class ClientTest(TempDirTest):
         missing = str(Path(self.cluster.workdir) / "absent.sock")
         started = time.monotonic()
         with self.assertLogs("gradgate", "WARNING") as logged:
-            with self.assertRaisesRegex(gradgate.ConnectFailedError, "absent.sock.*attempts over"):
-                gradgate.Client(missing, 0, connect_timeout_ms=300)
-        self.assertGreaterEqual(time.monotonic() - started, 0.3)
-        self.assertRegex(logged.output[0], "absent.sock.*trying again for up to 300 ms")
+            with self.assertRaisesRegex(
+                gradgate.WaitTimeoutError, "absent.sock.*attempts over.*No such file"
+            ):
+                gradgate.Client(missing, 0, connect_timeout_ms=1500)
+        self.assertGreaterEqual(time.monotonic() - started, 1.5)
+        self.assertRegex(logged.output[0], "absent.sock.*trying again for up to 1500 ms")
 
-    def test_a_rank_held_by_a_connection_is_in_use(self):
-        with self.assertRaises(gradgate.RankInUseError) as caught:
-            gradgate.Client(self.cluster.sockets[0], 0)
-        self.assertIsInstance(caught.exception, gradgate.RejectedError)
-        self.assertEqual(caught.exception.status, "rank_in_use")
-        self.assertIn("local rank 0 is already connected", caught.exception.message)
+    def test_a_failure_that_waiting_cannot_cure_fails_at_once_and_quietly(self):
+        # A socket path below a plain file (ENOTDIR): no gateway can ever listen there.
+        plain_file = Path(self.cluster.workdir) / "plain-file"
+        plain_file.write_text("")
+        started = time.monotonic()
+        with self.assertNoLogs("gradgate", "WARNING"):
+            with self.assertRaisesRegex(gradgate.ConnectFailedError, "Not a directory"):
+                gradgate.Client(str(plain_file / "gg.sock"), 0, connect_timeout_ms=20000)
+        self.assertLess(time.monotonic() - started, 10)
+
+    def test_a_rank_held_by_another_process_is_in_use(self):
+        worker = subprocess.run(
+            [sys.executable, "-c", "import sys, gradgate\n"
+             "try:\n    gradgate.Client(sys.argv[1], 0)\n"
+             "except gradgate.RankInUseError as error:\n"
+             "    print(isinstance(error, gradgate.RejectedError), error)\n",
+             self.cluster.sockets[0]],
+            capture_output=True, text=True, timeout=60,
+            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python")),
+        )
+        self.assertIn("True rank_in_use: ", worker.stdout, worker.stderr)
+        self.assertIn("local rank 0 is already connected", worker.stdout)
+
+    def test_a_rank_this_process_holds_is_refused_without_waiting(self):
+        started = time.monotonic()
+        with self.assertRaisesRegex(gradgate.RankInUseError, "share that Client"):
+            gradgate.Client(self.cluster.sockets[0], 0, connect_timeout_ms=20000)
+        self.assertLess(time.monotonic() - started, 10)
+        # Once this process's client is closed, the rank can be taken again.
+        self.clients[0].close()
+        gradgate.Client(self.cluster.sockets[0], 0, connect_timeout_ms=20000).close()
 
     def test_bad_declarations_raise_invalid_argument(self):
         with self.assertRaises(gradgate.InvalidArgumentError):

@@ -18,6 +18,8 @@ all-reduce in flight.
 import ctypes
 import enum
 import logging
+import os
+import threading
 from dataclasses import dataclass
 
 from . import _native, errors
@@ -152,6 +154,51 @@ _log = logging.getLogger("gradgate")
 # How long the DDP hook (HookState, python -m gradgate.run) waits for its gateway by default.
 HOOK_CONNECT_TIMEOUT_MS = 60000
 _MAX_TIMEOUT_MS = 2**32 - 1  # gg_connect_wait's timeout is a uint32_t
+# A connect still waiting after this long says so on the "gradgate" logger.
+_WAIT_NOTICE_S = 0.2
+# (socket path, local rank) of this process's open clients: a second one could only wait for the
+# first to close.
+_ranks_held = set()
+_ranks_lock = threading.Lock()
+
+
+def _hold_rank(socket_path, local_rank):
+    """The key of a rank this process takes on a socket; RankInUseError if it holds it already."""
+    key = (os.path.realpath(socket_path), local_rank)
+    with _ranks_lock:
+        if key in _ranks_held:
+            raise errors.RankInUseError(
+                f"this process is already connected to {socket_path} as local rank {local_rank}:"
+                " share that Client (HookState(client=...)) instead of connecting again"
+            )
+        _ranks_held.add(key)
+    return key
+
+
+def _release_rank(key):
+    with _ranks_lock:
+        _ranks_held.discard(key)
+
+
+def _connect(lib, path, local_rank, timeout_ms, handle):
+    """gg_connect; on a failure that waiting may cure, gg_connect_wait for up to `timeout_ms`,
+    with one warning (the first failure) if it is still waiting after _WAIT_NOTICE_S."""
+    status = lib.gg_connect(path, local_rank, ctypes.byref(handle))
+    if timeout_ms <= 0 or status not in (_native.GG_CONNECT_FAILED, _native.GG_RANK_IN_USE):
+        return status
+    first_failure = lib.gg_last_error().decode(errors="replace")
+    notice = threading.Timer(
+        _WAIT_NOTICE_S, _log.warning,
+        ("gradgate: %s; trying again for up to %d ms", first_failure, timeout_ms),
+    )
+    notice.daemon = True
+    notice.start()
+    try:
+        return lib.gg_connect_wait(
+            path, local_rank, min(timeout_ms, _MAX_TIMEOUT_MS), ctypes.byref(handle)
+        )
+    finally:
+        notice.cancel()
 
 
 class Client:
@@ -159,24 +206,19 @@ class Client:
 
     connect_timeout_ms: how long to wait for a gateway that is not there yet (no socket, or none
     listening: it starts or restarts) or for the rank to be free (its previous worker has not
-    left yet), with a warning on the "gradgate" logger when waiting starts; 0: one attempt."""
+    left yet), with a warning on the "gradgate" logger once it has waited a moment; 0: one
+    attempt."""
 
     def __init__(self, socket_path, local_rank, connect_timeout_ms=0):
         self._lib = _native.library()
         handle = _native.ClientHandle()
         path = str(socket_path).encode()
-        status = self._lib.gg_connect(path, int(local_rank), ctypes.byref(handle))
-        waits = status in (_native.GG_CONNECT_FAILED, _native.GG_RANK_IN_USE)
-        if waits and connect_timeout_ms > 0:
-            _log.warning(
-                "gradgate: %s; trying again for up to %d ms",
-                self._lib.gg_last_error().decode(errors="replace"), connect_timeout_ms,
-            )
-            status = self._lib.gg_connect_wait(
-                path, int(local_rank), min(int(connect_timeout_ms), _MAX_TIMEOUT_MS),
-                ctypes.byref(handle),
-            )
-        _check(status)
+        self._rank_key = _hold_rank(str(socket_path), int(local_rank))
+        try:
+            _check(_connect(self._lib, path, int(local_rank), int(connect_timeout_ms), handle))
+        except BaseException:
+            _release_rank(self._rank_key)
+            raise
         self._handle = handle
         self.socket_path = str(socket_path)
         self.local_rank = int(local_rank)
@@ -270,6 +312,7 @@ class Client:
         """Closes the connection (idempotent); its tensors and requests become invalid."""
         if self._handle is not None:
             handle, self._handle = self._handle, None
+            _release_rank(self._rank_key)
             _check(self._lib.gg_close(handle))
 
     def __enter__(self):

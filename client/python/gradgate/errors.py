@@ -31,7 +31,8 @@ class ProtocolError(GradgateError):
 
 
 class WaitTimeoutError(GradgateError, TimeoutError):
-    """The wait ended before the all-reduce did; the request still runs and can be waited on."""
+    """The wait ended before the all-reduce did (the request still runs and can be waited on),
+    or, at connect, no connection came within the time given."""
 
     status = "timeout"
 
