@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -101,6 +102,8 @@ class UnixIngressServer final : public IngressServer {
   int spare_fd_ = -1;
   std::chrono::steady_clock::time_point accept_paused_until_{};
   LogThrottle refused_log_;  // the server thread's only
+  // Refused HELLOs by local rank: a restarted worker waiting for its rank tries every second.
+  LogThrottle refused_worker_log_{std::chrono::seconds(10)};  // the server thread's only
   std::thread thread_;
   std::mutex lifecycle_mu_;
   bool running_ = false;
@@ -315,11 +318,16 @@ bool UnixIngressServer::on_hello(Session& session, uint64_t request_id,
   if (session.joined) return protocol_error(session, request_id, "a second HELLO");
   const Result<JobInfo> job = handler_->on_worker_joined(hello->local_rank);
   if (!job.ok()) {
-    spdlog::warn("ingress session {}: worker {} refused: {}", session.id, hello->local_rank,
-                 job.status().to_string());
+    const bool in_use = job.status().code() == ErrorCode::kUnavailable;
+    // One line per rank in use (those are the node's ranks) and one for all the others, every
+    // 10 s at most.
+    const uint64_t log_key = in_use ? hello->local_rank : UINT64_MAX;
+    if (auto suppressed = refused_worker_log_.admit(log_key)) {
+      spdlog::warn("ingress session {}: worker {} refused: {} ({} more since the last line)",
+                   session.id, hello->local_rank, job.status().to_string(), *suppressed);
+    }
     ++workers_refused_;  // counted before the worker can see the refusal
     // A client older than GG_RANK_IN_USE gets the refusal it knows.
-    const bool in_use = job.status().code() == ErrorCode::kUnavailable;
     const gg_status status = !in_use ? to_client_status(job.status().code())
                              : session.version >= proto::kFirstVersionWithRankInUse ? GG_RANK_IN_USE
                                                                                     : GG_REJECTED;
