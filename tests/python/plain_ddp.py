@@ -2,8 +2,10 @@
 """An ordinary DDP training script that knows nothing of gradgate, for test_hook.py's
 AutoHookTest: gradgate.run must send its gradients through the gateways without a change to it.
 
-Trains a small MLP on a fixed random teacher over gloo (file:// rendezvous) and writes a JSON
-result to --result: the losses, the steps skipped and the sha256 of the final parameters.
+Trains a small MLP on a fixed random teacher over gloo and writes a JSON result to --result
+(where "{rank}" becomes the rank): the losses, the steps skipped and the sha256 of the final
+parameters. The rendezvous, rank and world size default to torchrun's (env://, RANK,
+WORLD_SIZE).
 --own-hook registers a comm hook of the script's own. --inf-step N makes rank 0's loss infinite
 at step N; like mixed-precision loss scaling (GradScaler), every rank skips the optimizer step
 whose gradients are not all finite.
@@ -12,7 +14,7 @@ whose gradients are not all finite.
 import argparse
 import hashlib
 import json
-from pathlib import Path
+import os
 
 import torch
 import torch.distributed as dist
@@ -33,13 +35,13 @@ def averaging_hook(world_size, bucket):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--init-method", required=True)
-    p.add_argument("--rank", type=int, required=True)
-    p.add_argument("--world-size", type=int, required=True)
+    p.add_argument("--init-method", default="env://")
+    p.add_argument("--rank", type=int, default=os.environ.get("RANK"))
+    p.add_argument("--world-size", type=int, default=os.environ.get("WORLD_SIZE"))
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--own-hook", action="store_true")
     p.add_argument("--inf-step", type=int, default=-1)
-    p.add_argument("--result", type=Path, required=True)
+    p.add_argument("--result", required=True)
     args = p.parse_args()
 
     torch.set_num_threads(1)
@@ -70,8 +72,8 @@ def main():
     digest = hashlib.sha256()
     for parameter in model.module.parameters():
         digest.update(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes())
-    args.result.write_text(
-        json.dumps({"losses": losses, "skipped": skipped, "digest": digest.hexdigest()}))
+    with open(args.result.format(rank=args.rank), "w") as result:
+        json.dump({"losses": losses, "skipped": skipped, "digest": digest.hexdigest()}, result)
     # No dist.destroy_process_group(): with PyTorch 1.13 over gloo it hangs now and then after
     # comm hooks that use gloo, gradgate or not.
 

@@ -340,7 +340,8 @@ class ClientTest(TempDirTest):
 class AutoHookTest(TempDirTest):
     """An ordinary DDP script (plain_ddp.py), unchanged, run by `python -m gradgate.run` on two
     gateways of one worker each: its gradients go through the gateways, unless it registers a
-    comm hook of its own."""
+    comm hook of its own; started before its gateways, it waits for them; under torchrun it
+    survives a gateway that crashes and comes back."""
 
     STEPS = 40
 
@@ -410,6 +411,47 @@ class AutoHookTest(TempDirTest):
         self.assertEqual(results[0]["digest"], results[1]["digest"])
         for status in statuses:
             self.assertGreaterEqual(status["allreduces"], self.STEPS)
+
+    def test_a_job_under_torchrun_comes_back_after_its_gateway_restarts(self):
+        # One node of two workers under torchrun, allowed one restart. The gateway is killed
+        # mid-training and started again: the failed step ends both workers, torchrun starts
+        # them again, and they wait for the gateway and train to the end.
+        steps = 3000
+        workdir = self.make_workdir()
+        cluster = self.start_cluster(workdir, nodes=1, local_workers=2, codec="fp16")
+        # --redirects and --tee: torchrun of PyTorch 1.13 under Python 3.11 cannot read their
+        # default "0" (Std.from_str finds no member); 2 sends the workers' stderr to files and
+        # on to torchrun's.
+        command = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            "--max_restarts=1", "--monitor_interval=0.2", "--redirects=2", "--tee=2",
+            "-m", "gradgate.run",
+            str(PLAIN_SCRIPT), f"--steps={steps}", f"--result={workdir}/result{{rank}}.json",
+        ]
+        environment = dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"),
+                           GRADGATE_SOCKET=cluster.sockets[0])
+
+        def restart_gateway_mid_training(processes):
+            deadline = time.monotonic() + WORKER_DEADLINE_S
+            while gateway_status(workdir, 0)["allreduces"] < 20:
+                self.assertIsNone(processes[0].poll(), "torchrun ended before 20 all-reduces")
+                self.assertLess(time.monotonic(), deadline, "no 20 all-reduces in time")
+                time.sleep(POLL_S)
+            cluster.restart(0)
+
+        run_processes(cluster, workdir, [command], [environment], restart_gateway_mid_training)
+        # The first run failed on the lost gateway...
+        output = (workdir / "worker0.err").read_text()
+        self.assertIn('connection to the gateway at "', output)
+        results = [json.loads((workdir / f"result{r}.json").read_text()) for r in range(2)]
+        self.assertEqual(results[0]["digest"], results[1]["digest"])
+        self.assertEqual(len(results[0]["losses"]), steps)
+        # ... and the second, which the restarted gateway carried, trained to the end (on one
+        # node, so nothing went to other gateways).
+        self.assertIn(f"ddp: {steps} steps, {steps} all-reduces", output)
+        self.assertIn(f"{steps} all-reduces, 113.7 MB of gradients, none sent to other gateways",
+                      output)
+        self.assertGreaterEqual(gateway_status(workdir, 0)["allreduces"], steps)
 
     def test_a_script_with_its_own_hook_keeps_it(self):
         results, statuses, output = self.run_plain("--own-hook")

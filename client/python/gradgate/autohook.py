@@ -159,12 +159,13 @@ def _cuda_device_of(model):
 
 def _report(state, prefix):
     """One line per model on local rank 0 at exit: what gradgate did for it."""
-    ratio = state.raw_bytes / state.wire_bytes if state.wire_bytes else float("nan")
+    # A job of one node sends nothing to other gateways.
+    sent = (f" sent as {state.wire_bytes / 1e6:.1f} MB ({state.raw_bytes / state.wire_bytes:.1f}x "
+            "less)" if state.wire_bytes else ", none sent to other gateways")
     skipped = (f", {state.nonfinite_allreduces} all-reduces skipped for NaN or infinite gradients"
                if state.nonfinite_allreduces else "")
     print(
         f"gradgate: {prefix}: {state.steps} steps, {state.allreduces} all-reduces, "
-        f"{state.raw_bytes / 1e6:.1f} MB of gradients sent as {state.wire_bytes / 1e6:.1f} MB "
-        f"({ratio:.1f}x less){skipped}",
+        f"{state.raw_bytes / 1e6:.1f} MB of gradients{sent}{skipped}",
         file=sys.stderr,
     )

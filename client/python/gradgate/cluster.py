@@ -146,19 +146,34 @@ class LocalCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
             for rank in range(self.nodes):
-                self._start_one(rank)
+                gateway = self._launch(rank, log_mode="wb")
+                self.gateways.append(gateway)
+                self._await_ready(gateway)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _start_one(self, rank):
+    def restart(self, rank):
+        """Kills gateway `rank` (SIGKILL, as a crash would end it) and starts it again with the
+        same port and socket; waits until it is ready. Its log goes on in the same file."""
+        gateway = self.gateways[rank]
+        _signal_group(gateway.process, signal.SIGKILL)
+        gateway.process.wait(timeout=self.stop_grace_s)
+        self._ready_path(rank).unlink(missing_ok=True)
+        restarted = self._launch(rank, log_mode="ab")
+        self.gateways[rank] = restarted
+        self._await_ready(restarted)
+
+    def _ready_path(self, rank):
+        return self.workdir / f"gateway{rank}.ready.json"
+
+    def _launch(self, rank, log_mode):
         config_path = self.workdir / f"gateway{rank}.yaml"
-        ready_path = self.workdir / f"gateway{rank}.ready.json"
         log_path = self.workdir / f"gateway{rank}.log"
         # JSON is YAML: the config needs no YAML writer.
         config_path.write_text(json.dumps(self.config(rank), indent=2) + "\n")
-        with open(log_path, "wb") as log:
+        with open(log_path, log_mode) as log:
             process = subprocess.Popen(
                 [
                     str(self.binary),
@@ -166,16 +181,17 @@ class LocalCluster:
                     "-c",
                     str(config_path),
                     "--ready-file",
-                    str(ready_path),
+                    str(self._ready_path(rank)),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        gateway = Gateway(rank, process, config_path, log_path)
-        self.gateways.append(gateway)
-        ready = self._wait_ready(gateway, ready_path)
+        return Gateway(rank, process, config_path, log_path)
+
+    def _await_ready(self, gateway):
+        ready = self._wait_ready(gateway, self._ready_path(gateway.rank))
         gateway.port = int(ready["port"])
         gateway.socket = ready["socket"]
 
