@@ -27,6 +27,18 @@ Status failure(const beast::error_code& ec, const std::string& what, const Clien
   return Status(code, what + " " + where + ": " + ec.message());
 }
 
+// Runs one asynchronous operation, started by `start(handler)`, to its end; its error. The
+// stream's deadline covers only asynchronous operations (Beast ignores it for synchronous ones),
+// so every step goes this way.
+template <typename Start>
+beast::error_code run_bounded(asio::io_context& io, Start start) {
+  beast::error_code error;
+  start([&error](const beast::error_code& result, auto&&) { error = result; });
+  io.restart();
+  io.run();
+  return error;
+}
+
 }  // namespace
 
 Result<ClientResponse> send_request(const ClientOptions& options, verb method,
@@ -38,7 +50,7 @@ Result<ClientResponse> send_request(const ClientOptions& options, verb method,
   const auto addresses = resolver.resolve(options.host, std::to_string(options.port), ec);
   if (ec) return failure(ec, "resolving", options);
   stream.expires_after(options.timeout);  // one deadline for the whole exchange
-  stream.connect(addresses, ec);
+  ec = run_bounded(io, [&](auto done) { stream.async_connect(addresses, done); });
   if (ec) return failure(ec, "connecting to", options);
 
   beast::http::request<beast::http::string_body> request(method, target, 11);
@@ -52,13 +64,13 @@ Result<ClientResponse> send_request(const ClientOptions& options, verb method,
     request.body() = body;
   }
   request.prepare_payload();
-  beast::http::write(stream, request, ec);
+  ec = run_bounded(io, [&](auto done) { beast::http::async_write(stream, request, done); });
   if (ec) return failure(ec, "sending to", options);
 
   beast::flat_buffer buffer;
   beast::http::response_parser<beast::http::string_body> parser;
   parser.body_limit(options.max_body_bytes);
-  beast::http::read(stream, buffer, parser, ec);
+  ec = run_bounded(io, [&](auto done) { beast::http::async_read(stream, buffer, parser, done); });
   if (ec) return failure(ec, "reading the answer of", options);
   stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);  // the answer is in
 

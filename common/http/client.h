@@ -1,6 +1,7 @@
 // A small synchronous HTTP/1.1 client for our own REST APIs (a gateway talking to the
-// controller): one request per connection, every step bounded by one deadline, JSON bodies,
-// an optional bearer token. Not for the open internet: no TLS, no redirects, no proxies.
+// controller): one request per connection, connect, send and receive under one deadline (the
+// name lookup is bounded by the system's resolver), JSON bodies, an optional bearer token. Not
+// for the open internet: no TLS, no redirects, no proxies.
 #pragma once
 
 #include <chrono>
