@@ -11,8 +11,9 @@
 namespace gradgate::gateway {
 namespace {
 
-/// Combines every gateway's frame of `chunk` (by rank) into the result, or for a round that is not
-/// the last, the sum of them into the chunk's stream.
+/// Combines every gateway's frame of `chunk` (by rank) into the result. A summable codec of several
+/// rounds absorbs the sum of every round into the chunk's stream (the last round's too: it carries
+/// state into the next step, as powersgd's Q) and decodes the last one.
 Status combine(Operation& operation, int round, size_t chunk, const std::vector<Message>& frames) {
   const kernels::Codec& codec = operation.codec();
   if (!codec.summable()) {
@@ -29,7 +30,8 @@ Status combine(Operation& operation, int round, size_t chunk, const std::vector<
     if (!next.ok()) return next.status();
     sum = std::make_shared<const MessageBytes>(std::move(next->bytes));
   }
-  if (round + 1 < codec.rounds()) return operation.absorb(round, frame_of(sum), chunk);
+  if (codec.rounds() > 1) GRADGATE_RETURN_IF_ERROR(operation.absorb(round, frame_of(sum), chunk));
+  if (round + 1 < codec.rounds()) return {};
   return operation.decode_chunk(frame_of(sum), chunk);
 }
 
