@@ -41,7 +41,7 @@ Status run_aggregator(Operation& operation) {
   }
   operation.report().union_elements = static_cast<uint64_t>(
       std::count_if(sum.begin(), sum.end(), [](float v) { return v != 0.0f; }));
-  auto aggregate = operation.encode(0, rank, *operation.streams().owner_stream, sum);
+  auto aggregate = operation.encode_owned_sum(rank, sum);
   if (!aggregate.ok()) return aggregate.status();
   const Message mine =
       operation.stamp(std::move(aggregate).value(), MessageKind::kAggregateOut, 0, rank);

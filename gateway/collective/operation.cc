@@ -135,12 +135,21 @@ Result<kernels::FrameView> Operation::codec_view(const kernels::FrameView& view,
       std::span<const std::byte>(*device_in, frame.size()).subspan(kernels::kFrameHeaderBytes)};
 }
 
-Result<Mail> Operation::encode(int round, size_t chunk, kernels::Stream& stream,
-                               std::span<const float> values) {
+Result<Mail> Operation::encode(int round, size_t chunk) {
   Stopwatch watch(report_.encode_seconds);
+  kernels::Stream& stream = *streams().streams[chunk];
   return make_frame(stream, [&](std::span<std::byte> out) {
-    return codec().encode(round, step_of(chunk), values, stream, out);
+    return codec().encode(round, step_of(chunk), chunk_data(chunk), stream, out);
   });
+}
+
+Result<Mail> Operation::encode_owned_sum(size_t chunk, std::span<const float> sum) {
+  Stopwatch watch(report_.encode_seconds);
+  kernels::StepContext step = step_of(chunk);
+  step.agreed_scale = 0.0f;  // the codec takes the sum's own scale
+  kernels::Stream& stream = *streams().owner_stream;
+  return make_frame(
+      stream, [&](std::span<std::byte> out) { return codec().encode(0, step, sum, stream, out); });
 }
 
 Result<Mail> Operation::encode_add(int round, size_t chunk, std::span<const std::byte> other) {

@@ -33,13 +33,13 @@ class Operation {
   /// For codecs that need it: agrees with every gateway on the scale of each chunk (the max of
   /// every gateway's local_scale), one small message to each peer.
   Status agree_scales();
-  /// Encodes `round` of `values` (chunk `chunk`'s place in the tensor) with `stream`.
-  Result<Mail> encode(int round, size_t chunk, kernels::Stream& stream,
-                      std::span<const float> values);
-  /// Encodes `round` of this gateway's data of chunk `chunk` with the chunk's stream.
-  Result<Mail> encode(int round, size_t chunk) {
-    return encode(round, chunk, *streams().streams[chunk], chunk_data(chunk));
-  }
+  /// Encodes `round` of this gateway's data of chunk `chunk` with the chunk's stream (at the
+  /// agreed scale, for codecs that need one).
+  Result<Mail> encode(int round, size_t chunk);
+  /// Aggregator: encodes `sum`, every gateway's data of chunk `chunk` (which this gateway owns)
+  /// added up, with the owner's stream and at the sum's own scale: an agreed scale bounds each
+  /// gateway's values, not their sum.
+  Result<Mail> encode_owned_sum(size_t chunk, std::span<const float> sum);
   /// The header of `frame` checked to belong to this operation's stream of `chunk`. Frames are
   /// checksummed once, when they arrive (receive_frame); the ones this gateway made are trusted.
   Result<kernels::FrameView> parse(std::span<const std::byte> frame, size_t chunk) const;

@@ -257,6 +257,39 @@ TEST(AllreduceTest, SingleGatewayReturnsItsInput) {
   EXPECT_EQ(data, std::vector<float>(100, 1.5f));
 }
 
+// Aggregator mode with a codec that quantises against a scale: the owner re-compresses a sum of
+// every gateway's values, which can reach nodes x the agreed scale (the largest single value).
+// Aligned gradients must come back summed, not clipped at that scale (the rest in the owner's
+// residual).
+TEST(AllreduceTest, AggregatorKeepsTheSumOfAlignedGradientsAboveTheAgreedScale) {
+  constexpr uint32_t kNodes = 3;
+  constexpr size_t kElements = 3000;
+  Cluster cluster(kNodes, std::chrono::milliseconds(20000));
+  ASSERT_TRUE(cluster.wait_connected());
+  auto codec = make_codec("qsgd:bits=8,workers=4");
+  kernels::TensorDesc desc{.job_id = 42, .tensor_id = 78, .elements = kElements};
+  std::vector<TensorStreams> streams;
+  for (uint32_t rank = 0; rank < kNodes; ++rank) {
+    auto made = make_tensor_streams(*codec, desc, Algorithm::kAggregator, kNodes, rank);
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    streams.push_back(std::move(made).value());
+  }
+  std::vector<float> gradient(kElements);
+  for (size_t i = 0; i < kElements; ++i) gradient[i] = 1.0f + static_cast<float>(i) / kElements;
+  std::vector<std::vector<float>> data(kNodes, gradient);
+  cluster.on_every_node([&](uint32_t rank) {
+    AllreduceOp op{78, 0, 0, data[rank], codec.get(), &streams[rank]};
+    const auto report = cluster.node(rank).engine->allreduce(op);
+    EXPECT_TRUE(report.ok()) << report.status().to_string();
+  });
+  double mean_error = 0.0;
+  for (size_t i = 0; i < kElements; ++i) mean_error += data[0][i] - kNodes * gradient[i];
+  mean_error /= kElements;
+  // Stochastic rounding is unbiased: the mean error is a small fraction of a level; clipped at
+  // the agreed scale (2) the sums (3 to 6) would lose 2.5 on average.
+  EXPECT_LT(std::abs(mean_error), 0.05) << "first element " << data[0][0];
+}
+
 // Aggregator mode: the union of the workers' top-k indices, summed over `steps` steps after the
 // first (when there is no last aggregate to aim at yet). Each node's gradient is a component all
 // nodes share plus as much noise of its own, as data-parallel gradients are.
