@@ -119,7 +119,10 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
   const auto address = root.string("address");
   const auto admin = root.optional_string("admin");
   const auto step = root.integer("step", {.min = 0});
-  const auto policy_version = root.integer("policy_version", {.min = 0});
+  // Versions are 32-bit on the gateways.
+  const auto policy_version = root.integer("policy_version", {.min = 0, .max = UINT32_MAX});
+  const auto received_policy_version =
+      root.optional_integer("received_policy_version", {.min = 0, .max = UINT32_MAX});
   const auto fail_static = root.optional_boolean("fail_static");
   if (job_id && nodes && node && address && step && policy_version) {
     report.job_id = *job_id;
@@ -131,6 +134,7 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
     report.admin = admin.value_or("");
     report.step = static_cast<uint64_t>(*step);
     report.policy_version = static_cast<uint64_t>(*policy_version);
+    report.received_policy_version = static_cast<uint64_t>(received_policy_version.value_or(0));
     report.fail_static = fail_static.value_or(false);
   }
   read_links(root, report);

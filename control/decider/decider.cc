@@ -41,8 +41,15 @@ Result<std::optional<PolicyVersion>> Decider::decide(const JobState& job,
   if (current.version > 0 && now - current.made < schedule_.min_interval) {
     return std::optional<PolicyVersion>();
   }
+  // Gateways that hold versions of a controller that ran before this one: the first version
+  // waits for every node's report, so that it is numbered above all they hold (a number one of
+  // them already holds with other codecs would be ignored by it and taken by the others).
+  const uint64_t known = JobRegistry::max_known_version(job);
+  if (current.version == 0 && known > 0 && job.members.size() < job.nodes) {
+    return std::optional<PolicyVersion>();
+  }
   return std::optional<PolicyVersion>(PolicyVersion{
-      .version = std::max(current.version, JobRegistry::max_applied_version(job)) + 1,
+      .version = std::max(current.version, known) + 1,
       .effective_step = JobRegistry::max_step(job) + lead_steps(job),
       .policy = std::string(policy_->name()),
       .default_codec = settings_.default_codec,

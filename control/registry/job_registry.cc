@@ -64,10 +64,10 @@ uint64_t JobRegistry::max_step(const JobState& job) {
   return step;
 }
 
-uint64_t JobRegistry::max_applied_version(const JobState& job) {
+uint64_t JobRegistry::max_known_version(const JobState& job) {
   uint64_t version = 0;
   for (const auto& [index, node] : job.members) {
-    version = std::max(version, node.report.policy_version);
+    version = std::max({version, node.report.policy_version, node.report.received_policy_version});
   }
   return version;
 }

@@ -52,9 +52,9 @@ class JobRegistry {
   }
   /// The largest step reported by the job's nodes.
   static uint64_t max_step(const JobState& job);
-  /// The largest policy version the job's nodes apply (they may know versions of a controller
-  /// that ran before this one).
-  static uint64_t max_applied_version(const JobState& job);
+  /// The largest policy version the job's nodes apply or hold (they may know versions of a
+  /// controller that ran before this one).
+  static uint64_t max_known_version(const JobState& job);
 
   /// Removes the jobs none of whose nodes reported within `silence` before `now`; returns their
   /// ids.

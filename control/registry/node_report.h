@@ -41,7 +41,9 @@ struct NodeReport {
   std::string admin;            // admin HTTP host:port, may be empty
   uint64_t step = 0;            // steps done (the largest over the node's tensors)
   uint64_t policy_version = 0;  // the version the node applies
-  bool fail_static = false;     // the node lost the controller and keeps its last policy
+  /// The newest version the node holds (received; it applies it from its effective step on).
+  uint64_t received_policy_version = 0;
+  bool fail_static = false;  // the node lost the controller and keeps its last policy
   std::vector<LinkReport> links;
   std::vector<WorkerReport> workers;
   std::vector<TensorSample> tensors;

@@ -73,6 +73,7 @@ nlohmann::json NodeReport::take(const Gateway& gateway, const GatewaySnapshot& n
   step_at_last_report_ = step;
   last_report_ = at;
   nlohmann::json report = registration(identity_, step, now.core.applied_policy_version);
+  report["received_policy_version"] = now.core.policy_version;
   report["fail_static"] = now.fail_static;
   report["links"] = std::move(links);
   report["workers"] = std::move(workers);

@@ -181,13 +181,20 @@ TEST_F(DecisionTest, PutPolicyStoresTheSettingsAndRedecidesEveryJob) {
   }
 }
 
-TEST_F(DecisionTest, NumberingContinuesAboveTheVersionsGatewaysApply) {
-  // Gateways that outlived a controller restart report the version they apply.
+TEST_F(DecisionTest, AfterARestartNumberingWaitsForEveryNodeAndGoesAboveWhatTheyHold) {
+  // Gateways that outlived a controller restart: both apply version 7, and node 1 has already
+  // received 9, which takes effect later. A version 8 made on node 0's report alone would be
+  // ignored by node 1 (it holds newer) and taken by node 0.
   TestClient client = connect();
-  nlohmann::json applying = with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond));
-  applying["policy_version"] = 7;
-  EXPECT_EQ(post_report(client, applying)["policy_version"], 8);
-  EXPECT_EQ(get(client, "/v1/policy?job_id=1")["version"], 8);
+  nlohmann::json first = with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond));
+  first["policy_version"] = 7;
+  first["received_policy_version"] = 7;
+  EXPECT_EQ(post_report(client, first)["policy_version"], 0);
+  nlohmann::json second = with_link(report(1, 1, 2, 10), 0, k50MbitPerSecond);
+  second["policy_version"] = 7;
+  second["received_policy_version"] = 9;
+  EXPECT_EQ(post_report(client, second)["policy_version"], 10);
+  EXPECT_EQ(get(client, "/v1/policy?job_id=1")["version"], 10);
 }
 
 }  // namespace
