@@ -18,15 +18,20 @@ using http::NumberRange;
 
 constexpr int64_t kMaxLocalRank = std::numeric_limits<uint32_t>::max();
 constexpr int64_t kMaxElements = std::numeric_limits<uint32_t>::max();
-constexpr NumberRange kPositive{.min = 0, .exclusive_min = true};
 constexpr NumberRange kNonNegative{.min = 0};
+// Rates and data volumes are summed over a job's nodes and workers: bounded far above any real
+// value (1e14 bytes per second, 1e15 samples), so that no sum overflows to infinity.
+constexpr NumberRange kRate{.min = 0, .exclusive_min = true, .max = 1e14};
+constexpr NumberRange kVolume{.min = 0, .max = 1e15};
+// Steps are compared and added to (lead steps): bounded to what a double holds exactly.
+constexpr int64_t kMaxStep = int64_t{1} << 53;
 
 void read_links(const JsonObject& root, NodeReport& report) {
   std::set<uint32_t> peers;
   for (const JsonObject& link :
        root.optional_objects("links").value_or(std::vector<JsonObject>{})) {
     const auto peer = link.integer("peer", {.min = 0, .max = kMaxJobNodes});
-    const auto goodput = link.number("goodput_bytes_per_second", kPositive);
+    const auto goodput = link.number("goodput_bytes_per_second", kRate);
     const auto rtt = link.number("rtt_seconds", kNonNegative);
     const auto age = link.number("age_seconds", kNonNegative);
     if (!peer || !goodput || !rtt || !age) continue;
@@ -46,7 +51,7 @@ void read_workers(const JsonObject& root, NodeReport& report) {
   for (const JsonObject& worker :
        root.optional_objects("workers").value_or(std::vector<JsonObject>{})) {
     const auto local_rank = worker.integer("local_rank", {.min = 0, .max = kMaxLocalRank});
-    const auto volume = worker.number("data_volume", kNonNegative);
+    const auto volume = worker.number("data_volume", kVolume);
     if (local_rank && volume) {
       report.workers.push_back({static_cast<uint32_t>(*local_rank), *volume});
     }
@@ -64,14 +69,14 @@ void read_tensors(const JsonObject& root, NodeReport& report) {
     if (!name || !elements) continue;
     if (name->empty()) tensor.reject("name", "must not be empty");
     if (!names.insert(*name).second) tensor.reject("name", "appears twice");
-    const int64_t shape_rows = rows.value_or(0);
-    const int64_t shape_cols = cols.value_or(0);
-    if ((shape_rows != 0 || shape_cols != 0) && shape_rows * shape_cols != *elements) {
+    const auto shape_rows = static_cast<uint64_t>(rows.value_or(0));
+    const auto shape_cols = static_cast<uint64_t>(cols.value_or(0));
+    // Both below 2^32: their product fits in 64 bits.
+    if ((shape_rows != 0 || shape_cols != 0) &&
+        shape_rows * shape_cols != static_cast<uint64_t>(*elements)) {
       tensor.reject("rows", "rows * cols must equal elements (or both be 0)");
     }
-    report.tensors.push_back({*name, static_cast<uint64_t>(*elements),
-                              static_cast<uint64_t>(shape_rows),
-                              static_cast<uint64_t>(shape_cols)});
+    report.tensors.push_back({*name, static_cast<uint64_t>(*elements), shape_rows, shape_cols});
   }
 }
 
@@ -80,8 +85,8 @@ void read_codec_speeds(const JsonObject& root, NodeReport& report) {
   for (const JsonObject& speed :
        root.optional_objects("codec_speeds").value_or(std::vector<JsonObject>{})) {
     const auto codec = speed.string("codec");
-    const auto encode = speed.number("encode_bytes_per_second", kPositive);
-    const auto decode = speed.number("decode_bytes_per_second", kPositive);
+    const auto encode = speed.number("encode_bytes_per_second", kRate);
+    const auto decode = speed.number("decode_bytes_per_second", kRate);
     if (!codec || !encode || !decode) continue;
     if (!kernels::codec_from_name(*codec).ok()) {
       speed.reject("codec",
@@ -118,7 +123,7 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
   const auto node = root.integer("node", {.min = 0, .max = kMaxJobNodes});
   const auto address = root.string("address");
   const auto admin = root.optional_string("admin");
-  const auto step = root.integer("step", {.min = 0});
+  const auto step = root.integer("step", {.min = 0, .max = kMaxStep});
   // Versions are 32-bit on the gateways.
   const auto policy_version = root.integer("policy_version", {.min = 0, .max = UINT32_MAX});
   const auto received_policy_version =

@@ -65,6 +65,8 @@ inline std::vector<ApiCase> api_cases() {
       {{"codec", "zip"}, {"encode_bytes_per_second", 1e9}, {"decode_bytes_per_second", 1e9}}};
   nlohmann::json no_address = node;
   no_address.erase("address");
+  nlohmann::json huge_volume = node;  // two of them would sum to infinity
+  huge_volume["workers"] = {{{"local_rank", 0}, {"data_volume", 1e308}}};
   const std::string settings = R"({"policy":"bandwidth","target_communicate_seconds":0.05})";
   const std::string budget = R"({"traffic_budget":0.02})";
   const std::string claim = R"({"name":"node-a","nodes":3})";
@@ -91,11 +93,15 @@ inline std::vector<ApiCase> api_cases() {
        R"({"job_id": 42, "step": 1e400})", status::bad_request, ""},
       {"ReportNodeOutOfRange", verb::post, "/v1/nodes", "/v1/nodes", with(node, "node", 2),
        status::unprocessable_entity, "/node"},
+      {"ReportStepBeyondADoublesIntegers", verb::post, "/v1/nodes", "/v1/nodes",
+       with(node, "step", 9007199254740993u), status::unprocessable_entity, "/step"},
       {"ReportVersionBeyond32Bits", verb::post, "/v1/nodes", "/v1/nodes",
        with(node, "received_policy_version", 4294967296u), status::unprocessable_entity,
        "/received_policy_version"},
       {"ReportZeroGoodput", verb::post, "/v1/nodes", "/v1/nodes", bad_link.dump(),
        status::unprocessable_entity, "/links/0/goodput_bytes_per_second"},
+      {"ReportHugeDataVolume", verb::post, "/v1/nodes", "/v1/nodes", huge_volume.dump(),
+       status::unprocessable_entity, "/workers/0/data_volume"},
       {"ReportUnknownCodec", verb::post, "/v1/nodes", "/v1/nodes", unknown_codec.dump(),
        status::unprocessable_entity, "/codec_speeds/0/codec"},
       {"ReportUnknownMember", verb::post, "/v1/nodes", "/v1/nodes", with(node, "colour", "red"),
