@@ -164,6 +164,28 @@ Status Mailbox::wait_peer_up(uint32_t rank, Clock::time_point deadline) {
   return {};
 }
 
+Status Mailbox::wait_to_send(uint32_t rank, uint32_t tensor_id, uint64_t seq, uint64_t down_count,
+                             Clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  std::optional<Status> ended;
+  changed_.wait_until(lock, deadline, [&] {
+    if (shut_down_) {
+      ended = Status(ErrorCode::kAborted, "the gateway is shutting down");
+    } else if (auto abort = aborts_.find({tensor_id, seq}); abort != aborts_.end()) {
+      ended = status_of(abort->second);
+    } else if (rank < down_counts_.size() && down_counts_[rank] != down_count) {
+      ended = Status(ErrorCode::kUnavailable,
+                     "gateway " + std::to_string(rank) + " disconnected during the step");
+    } else if (rank < up_.size() && up_[rank]) {
+      ended = Status();
+    }
+    return ended.has_value();
+  });
+  if (ended) return *ended;
+  return Status(ErrorCode::kTimeout,
+                "gateway " + std::to_string(rank) + " is not connected (timed out waiting)");
+}
+
 void Mailbox::finish(uint32_t tensor_id, uint64_t seq) {
   std::lock_guard lock(mutex_);
   auto& up_to = finished_up_to_[tensor_id];

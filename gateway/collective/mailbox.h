@@ -87,6 +87,11 @@ class Mailbox {
   std::optional<Status> peer_abort(uint32_t tensor_id, uint64_t seq) const;
   /// Waits until `rank` is connected (kTimeout, kAborted at shutdown).
   Status wait_peer_up(uint32_t rank, Clock::time_point deadline);
+  /// Before the operation (tensor, seq) sends to `rank`: waits until `rank` is connected, and
+  /// ends the wait as take() would when a peer aborted the operation or `rank` went down after
+  /// `down_count` was read (kUnavailable), instead of waiting out the deadline for a lost peer.
+  Status wait_to_send(uint32_t rank, uint32_t tensor_id, uint64_t seq, uint64_t down_count,
+                      Clock::time_point deadline);
 
   /// The operation (tensor, seq) is over: drops what is filed for it and earlier sequence numbers,
   /// and drops later arrivals for them.

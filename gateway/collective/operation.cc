@@ -251,7 +251,8 @@ Message Operation::stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t c
 }
 
 Status Operation::send(uint32_t to, const Message& message) {
-  GRADGATE_RETURN_IF_ERROR(mailbox_.wait_peer_up(to, deadline_));
+  GRADGATE_RETURN_IF_ERROR(
+      mailbox_.wait_to_send(to, op_.tensor_id, op_.seq, down_counts_[to], deadline_));
   Status sent = transport_.send(to, message);
   if (!sent.ok()) {
     const auto kind = parse_envelope(*message);

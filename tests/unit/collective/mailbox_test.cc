@@ -128,6 +128,32 @@ TEST(Mailbox, LostSenderAndShutdownEndTheWait) {
   stopper.join();
 }
 
+// A send to a peer that is not connected waits for it, but not for a peer lost during the step
+// nor for an operation another peer aborted: those end the wait at once, as they end take().
+TEST(Mailbox, ASendWaitEndsWithTheStepNotAtTheDeadline) {
+  Mailbox mailbox(3, 1 << 20, std::chrono::seconds(60));
+  const auto later = Clock::now() + std::chrono::seconds(30);
+  mailbox.set_peer_up(1, true);
+  mailbox.set_peer_up(2, true);
+  EXPECT_TRUE(mailbox.wait_to_send(1, 3, 8, mailbox.down_count(1), later).ok());
+
+  // Peer 2 goes down after the operation started (its count was read before).
+  const uint64_t before = mailbox.down_count(2);
+  mailbox.set_peer_up(2, false);
+  EXPECT_EQ(mailbox.wait_to_send(2, 3, 8, before, later).code(), ErrorCode::kUnavailable);
+
+  // Peer 2 is down since before the operation (its count is current): only peer 1's abort of
+  // the operation ends the wait.
+  std::thread aborter([&] {
+    (void)mailbox.deliver(1, make_message({MessageKind::kAbort, 0, 3, 0, 8}, {}));
+  });
+  const auto start = Clock::now();
+  EXPECT_EQ(mailbox.wait_to_send(2, 3, 8, mailbox.down_count(2), later).code(),
+            ErrorCode::kAborted);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  aborter.join();
+}
+
 TEST(Mailbox, KnowsTheNewestPolicyAPeerRanATensorUnder) {
   Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
   const auto under = [](uint32_t version, uint64_t seq) {
