@@ -67,11 +67,15 @@ class NamespacedCluster(LocalCluster):
             }
         return config
 
-    def _start_one(self, rank):
+    def _launch(self, rank, log_mode):
         self.binary = self.launchers[rank]
-        super()._start_one(rank)
-        ready = json.loads((Path(self.workdir) / f"gateway{rank}.ready.json").read_text())
-        self.admin_urls.append(f"http://{self.hosts[rank].address}:{ready['admin_port']}/metrics")
+        return super()._launch(rank, log_mode)
+
+    def _await_ready(self, gateway):
+        super()._await_ready(gateway)
+        ready = json.loads(self._ready_path(gateway.rank).read_text())
+        self.admin_urls.append(
+            f"http://{self.hosts[gateway.rank].address}:{ready['admin_port']}/metrics")
 
 
 class Controller:
