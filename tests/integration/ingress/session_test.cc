@@ -56,24 +56,21 @@ TEST_F(IngressTest, HandlerRefusalReachesTheClient) {
 // use reaches it as the refusal it knows.
 TEST_F(IngressTest, AWorkerOfTheOlderProtocolVersionIsAnsweredInIt) {
   namespace proto = gradgate::ingress_protocol;
-  auto reply_to_hello = [&](RawConnection& raw, uint32_t local_rank) {
-    EXPECT_TRUE(raw.send(proto::encode(1, proto::Hello{local_rank}, proto::kOldestVersion)));
-    return raw.receive().value_or(std::vector<std::byte>{});
+  // The reply to a HELLO in the older version, checked to be written in it and of `type`.
+  auto reply_to_hello = [&](RawConnection& raw, proto::MessageType type) {
+    EXPECT_TRUE(raw.send(proto::encode(1, proto::Hello{0}, proto::kOldestVersion)));
+    const auto reply = raw.receive().value_or(std::vector<std::byte>{});
+    const auto header = proto::decode_header(reply);
+    EXPECT_TRUE(header && header->version == proto::kOldestVersion && header->type == type);
+    return reply;
   };
   RawConnection old_worker(socket_path_);
-  const auto joined = reply_to_hello(old_worker, 0);
-  const auto joined_header = proto::decode_header(joined);
-  ASSERT_TRUE(joined_header.has_value());
-  EXPECT_EQ(joined_header->version, proto::kOldestVersion);
-  EXPECT_EQ(joined_header->type, proto::MessageType::kHelloOk);
-
+  reply_to_hello(old_worker, proto::MessageType::kHelloOk);
   RawConnection second_old_worker(socket_path_);
-  const auto refused = reply_to_hello(second_old_worker, 0);
-  const auto refused_header = proto::decode_header(refused);
-  ASSERT_TRUE(refused_header.has_value());
-  EXPECT_EQ(refused_header->version, proto::kOldestVersion);
-  ASSERT_EQ(refused_header->type, proto::MessageType::kError);
-  EXPECT_EQ(proto::decode_body<proto::Error>(refused)->status, GG_REJECTED);
+  const auto refused = reply_to_hello(second_old_worker, proto::MessageType::kError);
+  const auto error = proto::decode_body<proto::Error>(refused);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->status, GG_REJECTED);
   EXPECT_EQ(server_->stats().protocol_errors, 0u);
 }
 
