@@ -1,6 +1,7 @@
 #include "gateway/collective/collective_engine.h"
 
 #include <algorithm>
+#include <exception>
 #include <string>
 
 #include "gateway/collective/operation.h"
@@ -35,18 +36,22 @@ Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
   Status status;
   {
     Stopwatch watch(total_seconds);
-    switch (op.streams->algorithm) {
-      case Algorithm::kLocal:
-        break;
-      case Algorithm::kRing:
-        status = run_ring(operation);
-        break;
-      case Algorithm::kAllGather:
-        status = run_all_gather(operation);
-        break;
-      case Algorithm::kAggregator:
-        status = run_aggregator(operation);
-        break;
+    try {
+      switch (op.streams->algorithm) {
+        case Algorithm::kLocal:
+          break;
+        case Algorithm::kRing:
+          status = run_ring(operation);
+          break;
+        case Algorithm::kAllGather:
+          status = run_all_gather(operation);
+          break;
+        case Algorithm::kAggregator:
+          status = run_aggregator(operation);
+          break;
+      }
+    } catch (const std::exception& error) {  // bad_alloc of a frame or a sum: the failure path
+      status = Status(ErrorCode::kResourceExhausted, std::string("all-reduce: ") + error.what());
     }
   }
   if (!status.ok()) {

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <new>
 
 #include "cluster.h"
 #include "gateway/collective/envelope.h"
@@ -99,6 +101,51 @@ TEST(CollectiveFaults, AStepSkippedForANonFiniteGradientIsFollowedByAGoodOne) {
     ASSERT_TRUE(results[rank].ok()) << results[rank].to_string();
     for (const float value : job.data[rank]) ASSERT_EQ(value, 2.0f);
   }
+}
+
+// A codec that runs out of memory encoding on gateway 0 (its ctx.worker), as any allocation of a
+// frame or sum may: otherwise the codec `inner`.
+class OutOfMemoryOnGatewayZero final : public kernels::Codec {
+ public:
+  explicit OutOfMemoryOnGatewayZero(std::unique_ptr<kernels::Codec> inner)
+      : inner_(std::move(inner)) {}
+  kernels::CodecId id() const override { return inner_->id(); }
+  std::string spec() const override { return inner_->spec(); }
+  bool summable() const override { return inner_->summable(); }
+  Result<std::unique_ptr<kernels::Stream>> make_stream(
+      const kernels::TensorDesc& desc) const override {
+    return inner_->make_stream(desc);
+  }
+  size_t max_frame_bytes(const kernels::TensorDesc& desc) const override {
+    return inner_->max_frame_bytes(desc);
+  }
+  Result<size_t> encode(int round, const kernels::StepContext& ctx, std::span<const float> grad,
+                        kernels::Stream& stream, std::span<std::byte> out) const override {
+    if (ctx.worker == 0) throw std::bad_alloc();
+    return inner_->encode(round, ctx, grad, stream, out);
+  }
+  Status decode_accumulate(const kernels::FrameView& frame, const kernels::Stream* stream,
+                           std::span<float> acc) const override {
+    return inner_->decode_accumulate(frame, stream, acc);
+  }
+
+ private:
+  std::unique_ptr<kernels::Codec> inner_;
+};
+
+// An exception inside the collective is a failed step like any other: an error on its gateway,
+// and an abort that ends the peer's wait at once.
+TEST(CollectiveFaults, OutOfMemoryFailsTheStepAndAbortsThePeerAtOnce) {
+  TwoGateways job(std::chrono::milliseconds(20000), "topk:density=0.1");
+  ASSERT_TRUE(job.cluster.wait_connected());
+  job.codec = std::make_unique<OutOfMemoryOnGatewayZero>(std::move(job.codec));
+  std::vector<Status> results(2);
+  const auto start = Clock::now();
+  job.cluster.on_every_node([&](uint32_t rank) { results[rank] = job.run(rank).status(); });
+  EXPECT_LT(Seconds(Clock::now() - start).count(), 10.0) << "waited for the timeout";
+  EXPECT_EQ(results[0].code(), ErrorCode::kResourceExhausted) << results[0].to_string();
+  EXPECT_EQ(results[1].code(), ErrorCode::kAborted) << results[1].to_string();
+  EXPECT_NE(results[1].message().find("gateway 0"), std::string::npos) << results[1].message();
 }
 
 TEST(CollectiveFaults, AbsentPeerTimesOut) {
