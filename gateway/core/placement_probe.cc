@@ -19,7 +19,7 @@ using kernels::FrameView;
 using Stage = std::function<Result<FrameView>(size_t bytes)>;
 
 /// One step of `codec` as the all-gather runs it: each round encoded into `frame` and staged, every
-/// round of a multi-round codec absorbed into the stream, the last one decoded into `out`.
+/// round but the last absorbed into the stream, the last one decoded into `out`.
 Status run_step(const kernels::Codec& codec, const kernels::StepContext& ctx,
                 std::span<const float> values, kernels::Stream& stream, std::span<std::byte> frame,
                 std::span<float> out, const Stage& stage) {
@@ -28,8 +28,8 @@ Status run_step(const kernels::Codec& codec, const kernels::StepContext& ctx,
     if (!size.ok()) return size.status();
     auto view = stage(*size);
     if (!view.ok()) return view.status();
-    if (codec.rounds() > 1) GRADGATE_RETURN_IF_ERROR(codec.absorb(round, *view, stream));
     if (round + 1 == codec.rounds()) return codec.decode(*view, &stream, out);
+    GRADGATE_RETURN_IF_ERROR(codec.absorb(round, *view, stream));
   }
   return {};
 }
