@@ -1,5 +1,7 @@
 #include "gateway/ingress/status_mapping.h"
 
+#include "gradgate/ingress_protocol.h"
+
 namespace gradgate::gateway {
 
 gg_status to_client_status(ErrorCode code) {
@@ -25,6 +27,12 @@ gg_status to_client_status(ErrorCode code) {
       return GG_NONFINITE_GRADIENT;
   }
   return GG_INTERNAL;
+}
+
+gg_status hello_refusal(ErrorCode code, uint16_t client_version) {
+  if (code != ErrorCode::kUnavailable) return to_client_status(code);
+  return client_version >= ingress_protocol::kFirstVersionWithRankInUse ? GG_RANK_IN_USE
+                                                                        : GG_REJECTED;
 }
 
 }  // namespace gradgate::gateway

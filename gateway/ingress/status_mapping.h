@@ -11,8 +11,9 @@
 //   kInternal                                   -> GG_INTERNAL
 //   kNonFiniteGradient (on every node of the job) -> GG_NONFINITE_GRADIENT
 //
-// One exception, made by the ingress server: a HELLO refused with kUnavailable (the local rank is
-// held by another connection) is GG_RANK_IN_USE, which gg_connect_wait waits out.
+// One exception, hello_refusal: a HELLO refused with kUnavailable (the local rank is held by
+// another connection) is GG_RANK_IN_USE, which gg_connect_wait waits out, for clients that know
+// that status.
 #pragma once
 
 #include <cstdint>
@@ -24,5 +25,9 @@ namespace gradgate::gateway {
 
 /// The gg_status a worker sees for an error of the gateway.
 gg_status to_client_status(ErrorCode code);
+
+/// The gg_status of a HELLO refused with `code`, for a client of protocol version
+/// `client_version` (older clients get GG_REJECTED for a rank in use).
+gg_status hello_refusal(ErrorCode code, uint16_t client_version);
 
 }  // namespace gradgate::gateway

@@ -327,10 +327,7 @@ bool UnixIngressServer::on_hello(Session& session, uint64_t request_id,
                    session.id, hello->local_rank, job.status().to_string(), *suppressed);
     }
     ++workers_refused_;  // counted before the worker can see the refusal
-    // A client older than GG_RANK_IN_USE gets the refusal it knows.
-    const gg_status status = !in_use ? to_client_status(job.status().code())
-                             : session.version >= proto::kFirstVersionWithRankInUse ? GG_RANK_IN_USE
-                                                                                    : GG_REJECTED;
+    const gg_status status = hello_refusal(job.status().code(), session.version);
     reply(session, request_id,
           proto::Error{static_cast<uint8_t>(status), job.status().to_string()});
     return false;
