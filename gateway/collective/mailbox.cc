@@ -120,10 +120,7 @@ Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
                            uint64_t sender_down_count, uint32_t policy_version) {
   std::unique_lock lock(mutex_);
   for (;;) {
-    if (shut_down_) return Status(ErrorCode::kAborted, "the gateway is shutting down");
-    if (auto abort = aborts_.find({key.tensor_id, key.seq}); abort != aborts_.end()) {
-      return status_of(abort->second);
-    }
+    if (auto over = operation_ended_locked(key.tensor_id, key.seq)) return *over;
     if (const Stored* other = other_policy_locked(key, policy_version)) {
       return Status(
           ErrorCode::kIncompatible,
@@ -164,15 +161,21 @@ Status Mailbox::wait_peer_up(uint32_t rank, Clock::time_point deadline) {
   return {};
 }
 
+std::optional<Status> Mailbox::operation_ended_locked(uint32_t tensor_id, uint64_t seq) const {
+  if (shut_down_) return Status(ErrorCode::kAborted, "the gateway is shutting down");
+  if (auto abort = aborts_.find({tensor_id, seq}); abort != aborts_.end()) {
+    return status_of(abort->second);
+  }
+  return std::nullopt;
+}
+
 Status Mailbox::wait_to_send(uint32_t rank, uint32_t tensor_id, uint64_t seq, uint64_t down_count,
                              Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   std::optional<Status> ended;
   changed_.wait_until(lock, deadline, [&] {
-    if (shut_down_) {
-      ended = Status(ErrorCode::kAborted, "the gateway is shutting down");
-    } else if (auto abort = aborts_.find({tensor_id, seq}); abort != aborts_.end()) {
-      ended = status_of(abort->second);
+    if (auto over = operation_ended_locked(tensor_id, seq)) {
+      ended = std::move(over);
     } else if (rank < down_counts_.size() && down_counts_[rank] != down_count) {
       ended = Status(ErrorCode::kUnavailable,
                      "gateway " + std::to_string(rank) + " disconnected during the step");

@@ -132,6 +132,9 @@ class Mailbox {
   };
   /// What take() answers for an operation a peer aborted.
   static Status status_of(const Abort& abort);
+  /// Why the operation (tensor, seq) cannot go on whatever arrives: shutdown, or a peer's abort
+  /// of it (caller holds mutex_).
+  std::optional<Status> operation_ended_locked(uint32_t tensor_id, uint64_t seq) const;
   std::map<OpId, Abort> aborts_;                     // by operation
   std::map<uint32_t, uint64_t> finished_up_to_;      // per tensor: highest finished seq + 1
   std::map<uint32_t, uint32_t> newest_peer_policy_;  // per tensor with a finished operation
