@@ -128,7 +128,7 @@ nlohmann::json policy_json(uint64_t job_id, const PolicyVersion& version) {
 nlohmann::json budget_json(const ControllerView& view, uint64_t job_id) {
   nlohmann::json nodes = nlohmann::json::array();
   const JobState* job = view.registry.find(job_id);
-  const PolicyVersion version = view.version_of(job_id);
+  const PolicyVersion& version = view.version_of(job_id);
   for (uint32_t index = 0; job != nullptr && index < job->nodes; ++index) {
     const auto member = job->members.find(index);
     double volume = 0.0;

@@ -40,6 +40,12 @@ class Decider {
                                               const PolicyVersion& current,
                                               Clock::time_point now) const;
 
+  /// Whether a job's policy may run again, its last run being `last_run` (nullopt: never): at
+  /// most once per minimum interval, since a version made sooner would be held back anyway.
+  bool run_due(std::optional<Clock::time_point> last_run, Clock::time_point now) const {
+    return !last_run || now - *last_run >= schedule_.min_interval;
+  }
+
   /// How many steps ahead of the job's current step a new version takes effect.
   uint64_t lead_steps(const JobState& job) const;
 

@@ -7,9 +7,10 @@
 
 namespace gradgate::control {
 
-PolicyVersion ControllerView::version_of(uint64_t job_id) const {
-  const auto found = versions.find(job_id);
-  return found == versions.end() ? PolicyVersion{} : found->second;
+const PolicyVersion& ControllerView::version_of(uint64_t job_id) const {
+  static const PolicyVersion kNone;
+  const auto found = policies.find(job_id);
+  return found == policies.end() ? kNone : found->second.latest;
 }
 
 Controller::Controller(Decider decider, std::chrono::milliseconds stale_after,
@@ -44,8 +45,8 @@ uint64_t Controller::report(NodeReport report) {
       spdlog::warn("job {}: node {} reports {} nodes (was {}); the newer report wins", job_id, node,
                    registry_.find(job_id)->nodes, *notes.resized_from);
     }
-    made = decide(job_id, now);
-    latest = versions_[job_id].version;
+    made = decide_when_due(job_id, now);
+    latest = policies_[job_id].latest.version;
   }
   if (made) long_polls_.wake(job_id);
   refresh_gauges();
@@ -108,8 +109,8 @@ Status Controller::when_version_above(uint64_t job_id, uint64_t known_version,
     if (registry_.find(job_id) == nullptr) {
       return Status(ErrorCode::kNotFound, "job " + std::to_string(job_id) + " is not known");
     }
-    const auto version = versions_.find(job_id);
-    const bool newer = version != versions_.end() && version->second.version > known_version;
+    const auto policy = policies_.find(job_id);
+    const bool newer = policy != policies_.end() && policy->second.latest.version > known_version;
     // Registered under the lock: a version made after this check wakes the waiter.
     if (!newer && deadline > Clock::now()) {
       long_polls_.wait(job_id, deadline, std::move(answer));
@@ -121,18 +122,28 @@ Status Controller::when_version_above(uint64_t job_id, uint64_t known_version,
 }
 
 void Controller::tick() {
-  if (forget_after_.count() > 0) {
+  std::vector<uint64_t> woken;
+  {
     std::lock_guard lock(mutex_);
     const Clock::time_point now = Clock::now();
-    for (const uint64_t job_id : registry_.forget_silent(now, forget_after_)) {
-      versions_.erase(job_id);
-      metrics_.forget_job(job_id);
-      spdlog::info("job {}: forgotten, no gateway reported for {} ms (nodes.forget_after_ms)",
-                   job_id, forget_after_.count());
+    if (forget_after_.count() > 0) {
+      for (const uint64_t job_id : registry_.forget_silent(now, forget_after_)) {
+        policies_.erase(job_id);
+        metrics_.forget_job(job_id);
+        spdlog::info("job {}: forgotten, no gateway reported for {} ms (nodes.forget_after_ms)",
+                     job_id, forget_after_.count());
+      }
+      rank_table_.forget_unreported(now - forget_after_, [this](uint64_t job_id) {
+        return registry_.find(job_id) != nullptr;
+      });
     }
-    rank_table_.forget_unreported(
-        now - forget_after_, [this](uint64_t job_id) { return registry_.find(job_id) != nullptr; });
+    for (const auto& [job_id, policy] : policies_) {
+      if (policy.run_pending && decider_.run_due(policy.last_run, now) && decide(job_id, now)) {
+        woken.push_back(job_id);
+      }
+    }
   }
+  for (uint64_t job_id : woken) long_polls_.wake(job_id);
   refresh_gauges();
 }
 
@@ -147,13 +158,24 @@ void Controller::refresh_gauges() {
   metrics_.set_membership(registry_.jobs().size(), live, stale);
 }
 
+bool Controller::decide_when_due(uint64_t job_id, Clock::time_point now) {
+  JobPolicy& policy = policies_[job_id];
+  if (decider_.run_due(policy.last_run, now)) return decide(job_id, now);
+  policy.run_pending = true;
+  return false;
+}
+
 bool Controller::decide(uint64_t job_id, Clock::time_point now) {
   const JobState* job = registry_.find(job_id);
   if (job == nullptr) return false;
+  JobPolicy& policy = policies_[job_id];
+  policy.last_run = now;
+  policy.run_pending = false;
+  const auto started = Clock::now();
   const Measurements measurements = registry_.measurements(*job, now);
   metrics_.set_links(job_id, measurements.links);
-  const PolicyVersion& current = versions_[job_id];
-  auto next = decider_.decide(*job, measurements, current, now);
+  auto next = decider_.decide(*job, measurements, policy.latest, now);
+  metrics_.observe_policy_run(std::chrono::duration<double>(Clock::now() - started).count());
   if (!next.ok()) {
     metrics_.count_report_error("policy");
     spdlog::error("job {}: the policy refused the measurements: {}", job_id,
@@ -165,7 +187,7 @@ bool Controller::decide(uint64_t job_id, Clock::time_point now) {
   spdlog::info("job {}: policy version {} ({}), effective at step {}, predicted ratio {:.1f}",
                job_id, made.version, made.policy, made.effective_step, made.target_ratio);
   metrics_.record_version(job_id, made);
-  versions_[job_id] = made;
+  policy.latest = made;
   return true;
 }
 

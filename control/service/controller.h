@@ -1,7 +1,10 @@
 // The controller's state and what changes it: gateway reports, rank claims, policy settings, the
 // traffic budget. Every change re-decides the jobs it touches (Decider) and answers the long polls
-// of a job that got a new version. Thread-safe: one lock guards the registry, the rank table, the
-// versions and the decider; HTTP handlers read the state through read().
+// of a job that got a new version. A job's policy runs at most once per the decider's minimum
+// interval on reports (the cost of a run grows with nodes x tensors, and every node reports every
+// interval); a report that arrives sooner leaves the run pending, and the periodic tick makes it.
+// Thread-safe: one lock guards the registry, the rank table, the versions and the decider; HTTP
+// handlers read the state through read().
 #pragma once
 
 #include <chrono>
@@ -22,28 +25,37 @@
 
 namespace gradgate::control {
 
+/// A job's policy: its latest version and when the policy last ran on its measurements.
+struct JobPolicy {
+  PolicyVersion latest;  // version 0: none made yet
+  std::optional<Clock::time_point> last_run;
+  bool run_pending = false;  // reports arrived since the last run
+};
+
 /// The state a reader sees, consistent as of `now`.
 struct ControllerView {
   const JobRegistry& registry;
-  const RankTable& ranks;                             // the names that claimed ranks
-  const std::map<uint64_t, PolicyVersion>& versions;  // by job; version 0: none made yet
+  const RankTable& ranks;                         // the names that claimed ranks
+  const std::map<uint64_t, JobPolicy>& policies;  // by job
   const PolicySettings& settings;
   Clock::time_point now;
 
-  /// The job's latest version; version 0 when nothing was decided yet.
-  PolicyVersion version_of(uint64_t job_id) const;
+  /// The job's latest version; version 0 when nothing was decided yet. Valid while the lock of
+  /// read() is held.
+  const PolicyVersion& version_of(uint64_t job_id) const;
 };
 
 class Controller {
  public:
-  /// `metrics` must outlive the controller. Every `refresh_interval` the gauges are refreshed and
-  /// the jobs silent for `forget_after` (0: never) forgotten: their reports, versions, rank
-  /// claims and series.
+  /// `metrics` must outlive the controller. Every `refresh_interval` the pending policy runs that
+  /// are due are made, the gauges refreshed and the jobs silent for `forget_after` (0: never)
+  /// forgotten: their reports, versions, rank claims and series.
   Controller(Decider decider, std::chrono::milliseconds stale_after, ControllerMetrics& metrics,
              std::chrono::milliseconds refresh_interval = std::chrono::seconds(1),
              std::chrono::milliseconds forget_after = std::chrono::milliseconds(0));
 
-  /// Stores a validated report and re-decides its job. Returns the job's latest version.
+  /// Stores a validated report and re-decides its job, now when its policy's last run is at least
+  /// the minimum interval old, else at a later tick. Returns the job's latest version.
   uint64_t report(NodeReport report);
 
   /// Claims a rank of job `job_id` of `nodes` ranks for `name` (RankTable::claim, with the
@@ -67,17 +79,21 @@ class Controller {
   auto read(Reader&& reader) const {
     std::lock_guard lock(mutex_);
     return reader(
-        ControllerView{registry_, rank_table_, versions_, decider_.settings(), Clock::now()});
+        ControllerView{registry_, rank_table_, policies_, decider_.settings(), Clock::now()});
   }
 
   /// Sets the job and node gauges from the registry.
   void refresh_gauges();
-  /// Forgets the jobs silent for forget_after, then refreshes the gauges.
+  /// Forgets the jobs silent for forget_after, makes the pending policy runs that are due, then
+  /// refreshes the gauges.
   void tick();
 
  private:
   /// Re-decides one job (lock held); true when a new version was made.
   bool decide(uint64_t job_id, Clock::time_point now);
+  /// decide() when the job's last run is at least the minimum interval old; otherwise marks the
+  /// run pending and returns false.
+  bool decide_when_due(uint64_t job_id, Clock::time_point now);
   /// Re-decides every job and wakes the long polls of those with a new version.
   void decide_all();
 
@@ -85,7 +101,7 @@ class Controller {
   mutable std::mutex mutex_;
   JobRegistry registry_;
   RankTable rank_table_;
-  std::map<uint64_t, PolicyVersion> versions_;
+  std::map<uint64_t, JobPolicy> policies_;
   Decider decider_;
   ControllerMetrics& metrics_;
   LongPolls long_polls_;  // last: its thread uses the members above

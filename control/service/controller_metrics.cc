@@ -30,6 +30,12 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
           gauge(registry, "gradgate_controller_policy_version", "Latest policy version of a job")),
       decisions_(counter(registry, "gradgate_controller_decisions_total",
                          "Policy versions made, by job and policy")),
+      policy_run_seconds_(
+          prometheus::BuildHistogram()
+              .Name("gradgate_controller_policy_run_seconds")
+              .Help("Runs of a job's policy on its measurements, by duration")
+              .Register(registry)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.001, 0.01, 0.1, 1, 10})),
       link_bandwidth_(gauge(registry, "gradgate_controller_link_bandwidth_bytes_per_second",
                             "Measured goodput of the link from one gateway to another")),
       target_ratio_(gauge(registry, "gradgate_controller_target_ratio",

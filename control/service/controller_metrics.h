@@ -7,6 +7,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 #include <cstdint>
@@ -35,6 +36,8 @@ class ControllerMetrics {
   void set_membership(std::size_t jobs, std::size_t live_nodes, std::size_t stale_nodes);
   /// A job's new policy version: its number, ratio and predicted time, one more decision.
   void record_version(uint64_t job_id, const PolicyVersion& version);
+  /// One run of a job's policy on its measurements, and how long it took.
+  void observe_policy_run(double seconds) { policy_run_seconds_.Observe(seconds); }
   /// The link goodputs a job's policy was given.
   void set_links(uint64_t job_id, const std::vector<LinkSample>& links);
   /// Removes every series of a job the controller forgot.
@@ -56,6 +59,7 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Counter>& report_errors_;
   prometheus::Family<prometheus::Gauge>& policy_version_;
   prometheus::Family<prometheus::Counter>& decisions_;
+  prometheus::Histogram& policy_run_seconds_;
   prometheus::Family<prometheus::Gauge>& link_bandwidth_;
   prometheus::Family<prometheus::Gauge>& target_ratio_;
   prometheus::Family<prometheus::Gauge>& predicted_communicate_;

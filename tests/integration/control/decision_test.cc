@@ -1,6 +1,8 @@
 // Deciding: measurements from the reports of a job's nodes go through the policy; a changed
 // decision becomes a new version that takes effect ahead of the job's step; on a fast link the
-// bandwidth policy sends dense (break-even); DAGC splits the traffic budget by data volume.
+// bandwidth policy sends dense (break-even); DAGC splits the traffic budget by data volume; a job's
+// policy runs at most once per policy.min_interval_ms, and a run held back is made without a
+// further report.
 #include "api_cases.h"
 
 namespace gradgate::control::testing {
@@ -195,6 +197,53 @@ TEST_F(DecisionTest, AfterARestartNumberingWaitsForEveryNodeAndGoesAboveWhatThey
   second["received_policy_version"] = 9;
   EXPECT_EQ(post_report(client, second)["policy_version"], 10);
   EXPECT_EQ(get(client, "/v1/policy?job_id=1")["version"], 10);
+}
+
+// The number of runs of the controller's policies so far, from its /metrics.
+int policy_runs(TestClient& client) {
+  const std::string metrics = client.send(verb::get, "/metrics").body();
+  const std::string name = "gradgate_controller_policy_run_seconds_count ";
+  const auto at = metrics.find(name);
+  return at == std::string::npos ? -1 : std::stoi(metrics.substr(at + name.size()));
+}
+
+TEST_F(DecisionTest, ReportsWithinTheMinimumIntervalDoNotRunThePolicyAgain) {
+  server_.reset();
+  ControlConfig config = test_config();
+  config.policy.name = "bandwidth";
+  config.min_interval = std::chrono::minutes(1);
+  start(config);
+  TestClient client = connect();
+  post_report(client, with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond)));
+  EXPECT_EQ(policy_runs(client), 1);
+  for (uint64_t step = 11; step <= 30; ++step) {
+    EXPECT_EQ(post_report(client, with_link(report(1, step % 2, 2, step), 1 - step % 2,
+                                            k10GbitPerSecond))["policy_version"],
+              1);
+  }
+  // Twenty reports, each of which would have cost a run of the whole nodes x tensors decision.
+  EXPECT_EQ(policy_runs(client), 1);
+  EXPECT_EQ(get(client, "/v1/policy?job_id=1")["version"], 1);
+}
+
+TEST_F(DecisionTest, ARunHeldBackByTheIntervalIsMadeWithoutAnotherReport) {
+  server_.reset();
+  ControlConfig config = test_config();
+  config.policy.name = "bandwidth";
+  config.min_interval = std::chrono::milliseconds(200);
+  config.report_interval = std::chrono::milliseconds(50);  // the tick that makes pending runs
+  start(config);
+  TestClient client = connect();
+  post_report(client, with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond)));
+  const auto faster =
+      post_report(client, with_tensors(with_link(report(1, 0, 2, 11), 1, k10GbitPerSecond)));
+  ASSERT_EQ(faster["policy_version"], 1) << "the second report came after the interval";
+
+  // No further report: the pending run is made once the interval is over, and answers the poll.
+  const nlohmann::json polled = get(client, "/v1/policy?job_id=1&known_version=1&wait_ms=20000");
+  EXPECT_EQ(polled["version"], 2);
+  EXPECT_EQ(polled["tensors"][0]["codec"], "none");  // the fast link: dense
+  EXPECT_EQ(policy_runs(client), 2);
 }
 
 }  // namespace
