@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/http/problem.h"
+#include "common/job_limits.h"
 #include "control/api/rank_body.h"
 #include "control/api/report_body.h"
 #include "control/api/settings_json.h"
@@ -120,18 +121,37 @@ class Routes {
     if (known.problem) return respond(*known.problem);
     const QueryNumber wait = query_number(request, "wait_ms", kMaxWaitMs);
     if (wait.problem) return respond(*wait.problem);
+    const QueryNumber node_query = query_number(request, "node", kMaxJobNodes - 1);
+    if (node_query.problem) return respond(*node_query.problem);
     const uint64_t job = *job_id.value;
+    const std::optional<uint32_t> node = node_query.value;
+    if (node) {
+      if (auto beyond = node_beyond_job(job, *node)) return respond(*beyond);
+    }
     Controller& controller = controller_;
     const Status waiting = controller_.when_version_above(
         job, known.value.value_or(0),
         Clock::now() + std::chrono::milliseconds(wait.value.value_or(0)),
-        [&controller, job, respond] {
-          respond(http::json_response(
-              policy_json(job, controller.read([job](const ControllerView& view) {
-                return view.version_of(job);
-              }))));
+        [&controller, job, node, respond] {
+          // Made under the lock: the version is not copied, and a node's view is small.
+          respond(http::json_response(controller.read([job, node](const ControllerView& view) {
+            return policy_json(job, view.version_of(job), node);
+          })));
         });
     if (!waiting.ok()) respond(unknown_job(job));
+  }
+
+  // A 422 naming `node` when it is not a node of the job (nullopt also for an unknown job).
+  std::optional<Response> node_beyond_job(uint64_t job_id, uint32_t node) {
+    const uint32_t size = controller_.read([job_id](const ControllerView& view) {
+      const JobState* job = view.registry.find(job_id);
+      return job == nullptr ? kMaxJobNodes : job->nodes;
+    });
+    if (node < size) return std::nullopt;
+    return http::problem(status::unprocessable_entity, {},
+                         "node: must be below the size of job " + std::to_string(job_id) + " (" +
+                             std::to_string(size) + ")",
+                         "node");
   }
 
   Response put_policy(const Request& request) {
@@ -241,7 +261,7 @@ void add_control_routes(http::HttpServer& server, Controller& controller,
   server.add_async_route(
       verb::get, "/v1/policy",
       [routes](const Request& request, Responder respond) { routes->get_policy(request, respond); },
-      {.query = {{"job_id", "known_version", "wait_ms"}}});
+      {.query = {{"job_id", "known_version", "wait_ms", "node"}}});
 }
 
 }  // namespace gradgate::control

@@ -103,15 +103,20 @@ nlohmann::json links_json(const ControllerView& view, std::optional<uint64_t> jo
   return {{"links", std::move(links)}};
 }
 
-nlohmann::json policy_json(uint64_t job_id, const PolicyVersion& version) {
+nlohmann::json policy_json(uint64_t job_id, const PolicyVersion& version,
+                           std::optional<uint32_t> node) {
   nlohmann::json tensors = nlohmann::json::array();
   for (const TensorDecision& tensor : version.tensors) {
-    tensors.push_back({{"name", tensor.tensor},
-                       {"codec", tensor.codec_per_node.empty() ? "none" : tensor.codec_per_node[0]},
-                       {"codec_per_node", tensor.codec_per_node},
-                       {"reason", tensor.reason}});
+    const std::vector<std::string>& codecs = tensor.codec_per_node;
+    // A node beyond the decision (the job shrank after the request) gets node 0's codec.
+    const std::size_t index = node && *node < codecs.size() ? *node : 0;
+    nlohmann::json json = {{"name", tensor.tensor},
+                           {"codec", codecs.empty() ? "none" : codecs[index]},
+                           {"reason", tensor.reason}};
+    if (!node) json["codec_per_node"] = codecs;
+    tensors.push_back(std::move(json));
   }
-  return {
+  nlohmann::json policy = {
       {"job_id", job_id},
       {"version", version.version},
       {"effective_step", version.effective_step},
@@ -123,6 +128,8 @@ nlohmann::json policy_json(uint64_t job_id, const PolicyVersion& version) {
                                             ? nlohmann::json(*version.predicted_communicate_seconds)
                                             : nlohmann::json(nullptr)},
       {"target_ratio", version.target_ratio}};
+  if (node) policy["node"] = *node;
+  return policy;
 }
 
 nlohmann::json budget_json(const ControllerView& view, uint64_t job_id) {

@@ -19,8 +19,12 @@ std::optional<nlohmann::json> job_json(const ControllerView& view, uint64_t job_
 nlohmann::json nodes_json(const ControllerView& view, std::optional<uint64_t> job_id);
 /// GET /v1/links: the links the nodes measured (from peer to reporting node).
 nlohmann::json links_json(const ControllerView& view, std::optional<uint64_t> job_id);
-/// GET /v1/policy?job_id=: the job's latest version (version 0 and no tensors before the first).
-nlohmann::json policy_json(uint64_t job_id, const PolicyVersion& version);
+/// GET /v1/policy?job_id=: the job's latest version (version 0 and no tensors before the first),
+/// with every node's codec of every tensor. With `node` (?node=), the view of that gateway: each
+/// tensor's codec on that node only, so that a job's gateways together fetch each codec once
+/// rather than each the whole nodes x tensors matrix.
+nlohmann::json policy_json(uint64_t job_id, const PolicyVersion& version,
+                           std::optional<uint32_t> node = std::nullopt);
 /// GET /v1/budget?job_id=: the budget and each node's data volume and top-k keep fraction.
 nlohmann::json budget_json(const ControllerView& view, uint64_t job_id);
 

@@ -77,16 +77,33 @@ void ControlClient::follow_policies() {
   }
 }
 
+namespace {
+
+// Whether `answer` is the 400 of a server that does not take query parameter `name`.
+bool refuses_query_parameter(const http::ClientResponse& answer, std::string_view name) {
+  if (answer.status != 400) return false;
+  const auto problem = nlohmann::json::parse(answer.body, nullptr, false);
+  return problem.is_object() && problem.value("field", "") == name;
+}
+
+}  // namespace
+
 bool ControlClient::poll_once(uint32_t& known_version) {
   http::ClientOptions server = options_.server;
   server.timeout += options_.poll_wait;  // the controller may hold the answer that long
-  const std::string target = "/v1/policy?job_id=" + std::to_string(options_.job_id) +
-                             "&known_version=" + std::to_string(known_version) +
-                             "&wait_ms=" + std::to_string(options_.poll_wait.count());
+  std::string target = "/v1/policy?job_id=" + std::to_string(options_.job_id) +
+                       "&known_version=" + std::to_string(known_version) +
+                       "&wait_ms=" + std::to_string(options_.poll_wait.count());
+  if (ask_node_view_) target += "&node=" + std::to_string(options_.node);
   auto answer = http::send_request(server, http::verb::get, target);
   note_reachable(answer.status());
   if (!answer.ok()) return false;
   if (answer->status == 404) return false;  // the job is not known yet: no policy to follow
+  if (ask_node_view_ && refuses_query_parameter(*answer, "node")) {
+    spdlog::info("controller: no per-node policy view (an older version); fetching whole policies");
+    ask_node_view_ = false;
+    return true;
+  }
   Status taken = http::expect_ok(*answer, "GET " + target);
   if (taken.ok()) {
     const auto policy = nlohmann::json::parse(answer->body, nullptr, false);
@@ -105,12 +122,19 @@ Status ControlClient::take_policy(const nlohmann::json& policy, uint32_t& known_
       target_ratio_ = policy.at("target_ratio").get<double>();
     }
     if (version <= known_version) return {};
+    if (policy.contains("node") && policy.at("node").get<uint32_t>() != options_.node) {
+      return Status(ErrorCode::kInvalidArgument, "the controller sent the policy of node " +
+                                                     policy.at("node").dump() + " to node " +
+                                                     std::to_string(options_.node));
+    }
     CodecPolicy codecs{version, policy.at("effective_step").get<uint64_t>(), {}};
     for (const auto& tensor : policy.at("tensors")) {
-      const auto& per_node = tensor.at("codec_per_node");
+      // The whole policy lists every node's codec; this node's view only its own, as `codec`.
+      const auto per_node = tensor.find("codec_per_node");
+      const bool listed = per_node != tensor.end() && options_.node < per_node->size();
       codecs.codec_by_tensor[tensor.at("name").get<std::string>()] =
-          options_.node < per_node.size() ? per_node.at(options_.node).get<std::string>()
-                                          : tensor.at("codec").get<std::string>();
+          listed ? per_node->at(options_.node).get<std::string>()
+                 : tensor.at("codec").get<std::string>();
     }
     GRADGATE_RETURN_IF_ERROR(gateway_.set_policy(std::move(codecs)));
     known_version = version;

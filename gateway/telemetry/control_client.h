@@ -70,6 +70,9 @@ class ControlClient {
   Gateway& gateway_;
   std::atomic<bool> fail_static_{false};
   std::atomic<double> target_ratio_{0.0};
+  /// Whether polls ask for this node's view of the policy (?node=); false once the controller
+  /// refused the parameter (a version before it). Used by the policy thread only.
+  bool ask_node_view_ = true;
   std::mutex mutex_;  // guards stopping_ and last_refusal_
   std::string last_refusal_;
   std::condition_variable stopping_changed_;

@@ -152,6 +152,18 @@ TEST_F(DecisionTest, DagcSplitsTheTrafficBudgetByDataVolume) {
   const nlohmann::json policy = get(client, "/v1/policy?job_id=1");
   EXPECT_EQ(policy["policy"], "dagc-r");
   EXPECT_NE(policy["tensors"][0]["codec_per_node"][0], policy["tensors"][0]["codec_per_node"][1]);
+  // Each gateway's view holds its own codecs only.
+  for (int node : {0, 1}) {
+    const nlohmann::json view = get(client, "/v1/policy?job_id=1&node=" + std::to_string(node));
+    EXPECT_EQ(view["node"], node);
+    EXPECT_EQ(view["version"], policy["version"]);
+    EXPECT_EQ(view["effective_step"], policy["effective_step"]);
+    ASSERT_EQ(view["tensors"].size(), policy["tensors"].size());
+    for (std::size_t t = 0; t < view["tensors"].size(); ++t) {
+      EXPECT_EQ(view["tensors"][t]["codec"], policy["tensors"][t]["codec_per_node"][node]);
+      EXPECT_FALSE(view["tensors"][t].contains("codec_per_node"));
+    }
+  }
 
   // The budget is part of the settings; clearing it goes back to the ladder's density.
   EXPECT_DOUBLE_EQ(get(client, "/v1/policy")["traffic_budget"].get<double>(), 0.02);

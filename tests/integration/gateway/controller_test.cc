@@ -1,16 +1,21 @@
 // Gateways and a real controller process: the gateways follow its policies, keep the last one
 // when it is killed (fail-static) while their all-reduces go on, and when it comes back they
-// register again and follow its new policies.
+// register again and follow its new policies. Also gateways and a controller of an earlier
+// version, which has no per-node view of the policy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "common/http/client.h"
+#include "common/http/http_server.h"
+#include "common/http/problem.h"
 #include "controller_process.h"
 #include "job.h"
 
@@ -148,6 +153,98 @@ TEST(GatewaysAndController, IdenticalGatewaysTakeTheirRanksFromTheControllerAndK
   ASSERT_EQ(job.stop_gateway(1), 0);
   job.start_gateway(1);
   EXPECT_EQ(job.rank_of(1), before) << job.gateway(1).log();
+}
+
+// The routes of a controller before GET /v1/policy took `node`: it refuses the parameter, as
+// every route refuses those it does not take, and sends the whole policy, every node's codecs.
+// It takes reports and hands out version 1, which gives each node a codec of its own.
+class ControllerWithoutNodeView {
+ public:
+  ControllerWithoutNodeView()
+      : server_({.on_response = [this](std::string_view route, http::status code) {
+          std::lock_guard lock(mutex_);
+          if (route == "/v1/policy") answers_.push_back(static_cast<int>(code));
+        }}) {
+    server_.add_route(http::verb::post, "/v1/nodes",
+                      [](const http::Request& request) {
+                        const auto report = nlohmann::json::parse(request.body());
+                        return http::json_response({{"job_id", report.at("job_id")},
+                                                    {"node", report.at("node")},
+                                                    {"policy_version", 1},
+                                                    {"report_interval_ms", 100}});
+                      },
+                      {.json_body = true, .query = {{}}});
+    server_.add_route(http::verb::get, "/v1/policy",
+                      [](const http::Request& request) {
+                        // Known already: as if the job were not known (the gateway asks again a
+                        // second later).
+                        if (request.query().at("known_version") != "0") {
+                          return http::problem(http::status::not_found, {}, "no newer version");
+                        }
+                        return http::json_response(
+                            {{"job_id", 1},
+                             {"version", 1},
+                             {"effective_step", 0},
+                             {"policy", "static"},
+                             {"tensors",
+                              {{{"name", "w"},
+                                {"codec", "topk:density=0.01"},
+                                {"codec_per_node", {"topk:density=0.01", "topk:density=0.3"}},
+                                {"reason", "static"}}}},
+                             {"default_codec", "none"},
+                             {"predicted_communicate_seconds", nullptr},
+                             {"target_ratio", 10.0}});
+                      },
+                      {.query = {{"job_id", "known_version", "wait_ms"}}});
+    const Status started = server_.start();
+    if (!started.ok()) throw std::runtime_error(started.to_string());
+  }
+
+  std::string url() const { return "127.0.0.1:" + std::to_string(server_.port()); }
+  /// The status codes of its answers to GET /v1/policy, in order.
+  std::vector<int> policy_answers() const {
+    std::lock_guard lock(mutex_);
+    return answers_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<int> answers_;
+  http::HttpServer server_;  // last: its I/O thread uses the members above
+};
+
+// Polls gateway `rank`'s log (bounded: 30 s) until it holds `text`.
+bool log_until(bench::LocalJob& job, uint32_t rank, const std::string& text) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (job.gateway(rank).log().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(milliseconds(50));  // polling processes we do not control
+  }
+  return false;
+}
+
+TEST(GatewaysAndController, AControllerWithoutTheNodeViewStillSetsEachGatewaysCodecs) {
+  ControllerWithoutNodeView controller;
+  auto options = job_options(2, 1, "none");
+  options.report_interval_ms = 100;
+  options.control_url = controller.url();
+  bench::LocalJob job(options);
+  const std::vector<TensorArg> tensors = {{"w", 60000}};
+  const std::vector<std::string> forever = {"--seconds", "120",          "--out",
+                                            "",          "--timeout-ms", "20000"};
+  auto w0 = start_worker(job, 0, 0, tensors, 0, 1, job.dir() + "/w0", forever);
+  auto w1 = start_worker(job, 1, 0, tensors, 0, 1, job.dir() + "/w1", forever);
+
+  // Each gateway runs its own node's codec of the whole policy.
+  EXPECT_TRUE(log_until(job, 0, "codec topk:density=0.01")) << job.gateway(0).log();
+  EXPECT_TRUE(log_until(job, 1, "codec topk:density=0.3")) << job.gateway(1).log();
+  // Each asked for its node's view first, was refused, and asked for the whole policy.
+  const std::vector<int> answers = controller.policy_answers();
+  ASSERT_GE(answers.size(), 4u);
+  EXPECT_EQ(std::count(answers.begin(), answers.end(), 400), 2) << "one refusal per gateway";
+  EXPECT_EQ(std::count(answers.begin(), answers.end(), 200), 2) << "one policy per gateway";
+  w0->signal(SIGTERM);
+  w1->signal(SIGTERM);
 }
 
 }  // namespace
