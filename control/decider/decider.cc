@@ -37,7 +37,14 @@ Result<std::optional<PolicyVersion>> Decider::decide(const JobState& job,
                                                      Clock::time_point now) const {
   auto decision = policy_->decide(measurements);
   if (!decision.ok()) return decision.status();
-  if (same_codecs(decision->tensors, current.tensors)) return std::optional<PolicyVersion>();
+  const uint64_t step = JobRegistry::max_step(job);
+  // Every node is behind the step the current version was made at: the job's gateways restarted
+  // and count their steps from 0 again, so that its effective step lies a whole run ahead (until
+  // then they would keep their configured codecs). The same codecs then get a new version.
+  const bool steps_went_back = current.version > 0 && step < current.made_at_step;
+  if (same_codecs(decision->tensors, current.tensors) && !steps_went_back) {
+    return std::optional<PolicyVersion>();
+  }
   if (current.version > 0 && now - current.made < schedule_.min_interval) {
     return std::optional<PolicyVersion>();
   }
@@ -50,13 +57,14 @@ Result<std::optional<PolicyVersion>> Decider::decide(const JobState& job,
   }
   return std::optional<PolicyVersion>(PolicyVersion{
       .version = std::max(current.version, known) + 1,
-      .effective_step = JobRegistry::max_step(job) + lead_steps(job),
+      .effective_step = step + lead_steps(job),
       .policy = std::string(policy_->name()),
       .default_codec = settings_.default_codec,
       .tensors = decision->tensors,
       .predicted_communicate_seconds = decision->predicted_communicate_seconds,
       .target_ratio = predicted_ratio(measurements, *decision),
       .made = now,
+      .made_at_step = step,
   });
 }
 

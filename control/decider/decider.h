@@ -32,7 +32,8 @@ class Decider {
   Status set_settings(PolicySettings settings);
 
   /// Runs the policy for `job`. Returns the next version when the decision differs from
-  /// `current`'s and `current` is older than the minimum interval; nullopt otherwise (a change
+  /// `current`'s, or every node's step is below the one `current` was made at (the job's gateways
+  /// restarted), and `current` is older than the minimum interval; nullopt otherwise (a change
   /// held back by the rate limit is made by a later call). The next version is above both
   /// `current` and every version the job's nodes apply, so that gateways that outlived a
   /// restarted controller take it. Errors: the measurements were refused.

@@ -22,6 +22,7 @@ struct PolicyVersion {
   /// Raw fp32 bytes over predicted wire bytes per step of the job; 1 when nothing is compressed.
   double target_ratio = 1.0;
   Clock::time_point made{};
+  uint64_t made_at_step = 0;  // the largest step of the job's nodes when it was made
 };
 
 /// Whether two decisions send every tensor with the same codec on every node.

@@ -211,6 +211,32 @@ TEST_F(DecisionTest, AfterARestartNumberingWaitsForEveryNodeAndGoesAboveWhatThey
   EXPECT_EQ(get(client, "/v1/policy?job_id=1")["version"], 10);
 }
 
+TEST_F(DecisionTest, GatewaysThatRestartedGetTheirCodecsAgainFromTheirNewSteps) {
+  TestClient client = connect();
+  post_report(client, with_link(report(1, 1, 2, 5000), 0, k50MbitPerSecond));
+  post_report(client, with_tensors(with_link(report(1, 0, 2, 5000), 1, k50MbitPerSecond)));
+  const nlohmann::json before = get(client, "/v1/policy?job_id=1");
+  ASSERT_EQ(before["version"], 1);
+  EXPECT_EQ(before["effective_step"], 5004);
+
+  // The job's gateways restart (a rollout, say) and count from step 0 again: the same codecs
+  // come as a new version that takes effect within the lead, not 5000 steps later.
+  EXPECT_EQ(
+      post_report(client, with_link(report(1, 1, 2, 2), 0, k50MbitPerSecond))["policy_version"], 1)
+      << "node 0 has not restarted yet";
+  EXPECT_EQ(post_report(client, with_tensors(with_link(report(1, 0, 2, 3), 1,
+                                                       k50MbitPerSecond)))["policy_version"],
+            2);
+  const nlohmann::json after = get(client, "/v1/policy?job_id=1");
+  EXPECT_EQ(after["effective_step"], 3 + 4);
+  EXPECT_EQ(after["tensors"], before["tensors"]);
+
+  // The steps go on from there: no further version.
+  EXPECT_EQ(
+      post_report(client, with_link(report(1, 1, 2, 50), 0, k50MbitPerSecond))["policy_version"],
+      2);
+}
+
 // The number of runs of the controller's policies so far, from its /metrics.
 int policy_runs(TestClient& client) {
   const std::string metrics = client.send(verb::get, "/metrics").body();
