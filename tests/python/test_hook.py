@@ -20,6 +20,8 @@ import ctypes
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -283,6 +285,56 @@ class ClientTest(TempDirTest):
             with self.assertRaisesRegex(gradgate.ConnectFailedError, "Not a directory"):
                 gradgate.Client(str(plain_file / "gg.sock"), 0, connect_timeout_ms=20000)
         self.assertLess(time.monotonic() - started, 10)
+
+    def test_a_gateway_that_closes_before_answering_is_waited_for(self):
+        # A listener that hangs up on every connection before the HELLO's answer, as a gateway
+        # that is stopping does: worth waiting for, as gg_connect_wait has it.
+        path = str(Path(self.cluster.workdir) / "closing.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(path)
+        listener.listen(8)
+        listener.settimeout(0.1)
+        hung_up = []
+        stop = threading.Event()
+
+        def hang_up():
+            deadline = time.monotonic() + 30
+            while not stop.is_set() and time.monotonic() < deadline:
+                try:
+                    connection, _ = listener.accept()
+                except socket.timeout:
+                    continue
+                connection.close()
+                hung_up.append(1)
+
+        thread = threading.Thread(target=hang_up, daemon=True)
+        thread.start()
+        self.addCleanup(listener.close)
+        self.addCleanup(thread.join, 30)
+        self.addCleanup(stop.set)
+        with self.assertLogs("gradgate", "WARNING"):
+            with self.assertRaisesRegex(gradgate.WaitTimeoutError, "closing.sock.*attempts over"):
+                gradgate.Client(path, 0, connect_timeout_ms=1500)
+        self.assertGreaterEqual(len(hung_up), 3)
+
+    def test_ctrl_c_ends_a_connect_wait(self):
+        missing = str(Path(self.cluster.workdir) / "absent.sock")
+        worker = subprocess.Popen(
+            [sys.executable, "-c", "import logging, sys, gradgate\n"
+             "logging.basicConfig()\n"
+             "gradgate.Client(sys.argv[1], 0, connect_timeout_ms=60000)\n", missing],
+            stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python")),
+        )
+        self.addCleanup(worker.kill)
+        # Waiting, as its warning says (the worker's own timeout bounds this read).
+        self.assertIn("trying again for up to 60000 ms", worker.stderr.readline())
+        interrupted = time.monotonic()
+        worker.send_signal(signal.SIGINT)
+        _, stderr = worker.communicate(timeout=30)
+        self.assertLess(time.monotonic() - interrupted, 10)
+        self.assertIn("KeyboardInterrupt", stderr)
+        self.assertNotEqual(worker.returncode, 0)
 
     def test_a_rank_held_by_another_process_is_in_use(self):
         worker = subprocess.run(

@@ -58,9 +58,7 @@ class CudaBuffer(ctypes.Structure):
 
 
 GG_OK = 0
-GG_CONNECT_FAILED = 2
 GG_TIMEOUT = 4
-GG_RANK_IN_USE = 11
 
 # Opaque handles: gg_client*, gg_tensor*, gg_request*.
 ClientHandle = ctypes.c_void_p

@@ -142,12 +142,14 @@ def cuda_ipc_memory_handle(storage_handle):
     )
 
 
+def _raise_status(lib, status, message):
+    raise errors.from_status(status, lib.gg_status_name(status).decode(), message)
+
+
 def _check(code):
     if code != _native.GG_OK:
         lib = _native.library()
-        raise errors.from_status(
-            code, lib.gg_status_name(code).decode(), lib.gg_last_error().decode(errors="replace")
-        )
+        _raise_status(lib, code, lib.gg_last_error().decode(errors="replace"))
 
 
 _log = logging.getLogger("gradgate")
@@ -180,25 +182,71 @@ def _release_rank(key):
         _ranks_held.discard(key)
 
 
+class _ConnectWait:
+    """gg_connect_wait on a thread of its own: the caller waits for it on an Event, which Ctrl-C
+    interrupts (a C call on the caller's thread would hold it until its timeout). A connection
+    that an abandoned wait makes afterwards is closed, so that it does not keep the rank."""
+
+    def __init__(self, lib, path, local_rank, timeout_ms):
+        self._lib = lib
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._abandoned = False
+        self.handle = _native.ClientHandle()
+        self.status = None
+        self.message = ""
+        threading.Thread(
+            target=self._run, args=(path, local_rank, timeout_ms), name="gradgate-connect",
+            daemon=True,
+        ).start()
+
+    def _run(self, path, local_rank, timeout_ms):
+        status = self._lib.gg_connect_wait(path, local_rank, timeout_ms, ctypes.byref(self.handle))
+        message = self._lib.gg_last_error().decode(errors="replace")  # this thread's
+        with self._lock:
+            self.status, self.message = status, message
+            if self._abandoned and status == _native.GG_OK:
+                self._lib.gg_close(self.handle)
+        self._done.set()
+
+    def result(self):
+        """(status, message) of the wait; the caller's KeyboardInterrupt abandons it."""
+        try:
+            self._done.wait()
+        except BaseException:
+            with self._lock:
+                self._abandoned = True
+                if self.status == _native.GG_OK:  # connected just before the interrupt
+                    self._lib.gg_close(self.handle)
+            raise
+        return self.status, self.message
+
+
 def _connect(lib, path, local_rank, timeout_ms, handle):
-    """gg_connect; on a failure that waiting may cure, gg_connect_wait for up to `timeout_ms`,
-    with one warning (the first failure) if it is still waiting after _WAIT_NOTICE_S."""
+    """Connects `handle`, raising the GradgateError of a failure. When the first attempt fails and
+    `timeout_ms` > 0, gg_connect_wait goes on for up to `timeout_ms` if the failure is one that
+    waiting may cure (it alone decides which: others fail again at once), with one warning (the
+    first failure) if it is still waiting after _WAIT_NOTICE_S."""
     status = lib.gg_connect(path, local_rank, ctypes.byref(handle))
-    if timeout_ms <= 0 or status not in (_native.GG_CONNECT_FAILED, _native.GG_RANK_IN_USE):
-        return status
+    if status == _native.GG_OK:
+        return
     first_failure = lib.gg_last_error().decode(errors="replace")
+    if timeout_ms <= 0:
+        _raise_status(lib, status, first_failure)
     notice = threading.Timer(
         _WAIT_NOTICE_S, _log.warning,
         ("gradgate: %s; trying again for up to %d ms", first_failure, timeout_ms),
     )
     notice.daemon = True
     notice.start()
+    wait = _ConnectWait(lib, path, local_rank, min(timeout_ms, _MAX_TIMEOUT_MS))
     try:
-        return lib.gg_connect_wait(
-            path, local_rank, min(timeout_ms, _MAX_TIMEOUT_MS), ctypes.byref(handle)
-        )
+        status, message = wait.result()
     finally:
         notice.cancel()
+    if status != _native.GG_OK:
+        _raise_status(lib, status, message)
+    handle.value = wait.handle.value
 
 
 class Client:
@@ -215,7 +263,7 @@ class Client:
         path = str(socket_path).encode()
         self._rank_key = _hold_rank(str(socket_path), int(local_rank))
         try:
-            _check(_connect(self._lib, path, int(local_rank), int(connect_timeout_ms), handle))
+            _connect(self._lib, path, int(local_rank), int(connect_timeout_ms), handle)
         except BaseException:
             _release_rank(self._rank_key)
             raise
