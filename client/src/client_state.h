@@ -32,7 +32,7 @@ struct SharedBuffer {
   uint64_t elements = 0;
   gg_dtype dtype = GG_FP32;
   uint32_t key = 0;  // the gateway's key, from DECLARE_OK
-  int fd = -1;
+  int fd = -1;       // the memfd until it was sent to the gateway; -1 after
   void* data = nullptr;
   size_t bytes = 0;
   std::optional<ingress_protocol::CudaBuffer> device;
@@ -42,6 +42,8 @@ struct SharedBuffer {
   SharedBuffer(const SharedBuffer&) = delete;
   SharedBuffer& operator=(const SharedBuffer&) = delete;
   ~SharedBuffer();
+  /// Closes the memfd's descriptor (once the gateway got its own); the mapping stays.
+  void close_fd();
 };
 
 /// The gateway's answer to one request, filled by the reader thread.

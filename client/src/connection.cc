@@ -17,7 +17,12 @@ namespace proto = gradgate::ingress_protocol;
 
 SharedBuffer::~SharedBuffer() {
   if (data != nullptr) munmap(data, bytes);
+  close_fd();
+}
+
+void SharedBuffer::close_fd() {
   if (fd >= 0) close(fd);
+  fd = -1;
 }
 
 namespace {

@@ -143,6 +143,9 @@ gg_status declare(gg_client& client, const std::string& what, const proto::Decla
       device ? proto::encode(id, proto::DeclareCuda{spec, *device}) : proto::encode(id, spec);
   const gg_status status =
       round_trip(client, id, reply, packet, buffer->fd, kControlTimeoutMs, what);
+  // The gateway holds its own descriptor now (or never will): the mapping keeps the memory, and
+  // a descriptor kept per tensor would count against the process's open-file limit.
+  buffer->close_fd();
   if (status != GG_OK) return status;
   buffer->key = reply->key;
   {

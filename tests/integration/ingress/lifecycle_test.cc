@@ -1,5 +1,6 @@
 // Endings: the gateway stopping, the client closing with requests pending, a worker process
-// killed mid all-reduce.
+// killed mid all-reduce; what a client keeps of its tensors while it lives.
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <string>
@@ -77,6 +78,36 @@ TEST_F(IngressTest, KilledWorkerLeavesAndItsBuffersAreUnmapped) {
   // The rank is free again for a fresh worker.
   gg_client* client = connect(2);
   ASSERT_NE(client, nullptr);
+  EXPECT_EQ(gg_close(client), GG_OK);
+}
+
+// The descriptors this process has open.
+std::size_t open_descriptors() {
+  return static_cast<std::size_t>(std::distance(
+      std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator{}));
+}
+
+// A process that declares a tensor per layer must not run out of descriptors: the buffers stay
+// mapped, their memfds are closed once the gateway has its own.
+TEST_F(IngressTest, DeclaredTensorsKeepNoDescriptorOpen) {
+  gg_client* client = connect();
+  ASSERT_NE(client, nullptr);
+  const std::size_t before = open_descriptors();
+  constexpr int kTensors = 64;
+  std::vector<gg_tensor*> tensors(kTensors);
+  for (int i = 0; i < kTensors; ++i) {
+    const std::string name = "layer" + std::to_string(i);
+    ASSERT_EQ(gg_declare(client, name.c_str(), 1024, GG_FP32, 0, 0, 0.0, &tensors[i]), GG_OK)
+        << gg_last_error();
+  }
+  EXPECT_LT(open_descriptors(), before + 8);  // the server of this process closes its own too
+  // The buffers are still shared with the gateway: an all-reduce through the last one works.
+  float* data = static_cast<float*>(gg_tensor_data(tensors.back()));
+  for (int i = 0; i < 1024; ++i) data[i] = static_cast<float>(i);
+  gg_request* request = nullptr;
+  ASSERT_EQ(gg_allreduce(tensors.back(), &request), GG_OK) << gg_last_error();
+  ASSERT_EQ(gg_wait(request, 10000, nullptr), GG_OK) << gg_last_error();
+  EXPECT_EQ(data[3], 6.0f);  // doubled by the test gateway
   EXPECT_EQ(gg_close(client), GG_OK);
 }
 
