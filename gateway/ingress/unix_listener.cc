@@ -26,14 +26,22 @@ Status remove_stale_socket(const std::string& path, const sockaddr_un& address) 
     return Status(ErrorCode::kInvalidArgument,
                   "ingress socket \"" + path + "\": the path exists and is not a socket");
   }
-  const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  // Non-blocking: a live gateway whose listen queue is full answers EAGAIN instead of blocking.
+  const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (probe < 0) return errno_status(ErrorCode::kResourceExhausted, "socket");
-  const bool live =
-      connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  const int connected = connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  const int error = connected == 0 ? 0 : errno;
   close(probe);
-  if (live) {
+  const std::string where = "ingress socket \"" + path + "\": ";
+  if (connected == 0 || error == EAGAIN) {
+    return Status(ErrorCode::kUnavailable, where + "another gateway is listening there");
+  }
+  // Only a socket nobody listens on is stale. Another program's socket (of another type, or
+  // one this gateway may not connect to) is left alone.
+  if (error != ECONNREFUSED) {
     return Status(ErrorCode::kUnavailable,
-                  "ingress socket \"" + path + "\": another gateway is listening there");
+                  where + "the path holds a socket that is not a stale gateway's (connect: " +
+                      std::strerror(error) + "); remove it or choose another ingress.socket");
   }
   if (unlink(path.c_str()) != 0) {
     return errno_status(ErrorCode::kUnavailable,

@@ -1,6 +1,7 @@
 // The listening socket of the ingress: a SOCK_SEQPACKET Unix socket at a path, mode 0660 (the
 // node's training processes share a group with the gateway). A stale socket file left by a dead
-// gateway is replaced; a live one, or a file that is not a socket, is an error.
+// gateway (one that refuses connections) is replaced; a live one, another program's socket, or a
+// file that is not a socket, is an error.
 #pragma once
 
 #include <string>

@@ -106,5 +106,31 @@ TEST_F(IngressTest, StaleSocketIsReplacedAndALiveOneIsNot) {
   replacement->stop();
 }
 
+// Another program's socket at the path (a stream socket, here) is neither taken over nor
+// removed: the gateway refuses to start, naming it.
+TEST_F(IngressTest, AnotherProgramsSocketIsLeftAlone) {
+  const std::string path = dir_.path() + "/other.sock";
+  const int other = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strcpy(address.sun_path, path.c_str());
+  ASSERT_EQ(bind(other, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(other, 4), 0);
+  struct stat before {};
+  ASSERT_EQ(stat(path.c_str(), &before), 0);
+
+  auto gateway = make_unix_ingress_server(path);
+  DoublingHandler handler;
+  const Status started = gateway->start(handler);
+  EXPECT_EQ(started.code(), ErrorCode::kUnavailable) << started.to_string();
+  EXPECT_NE(started.message().find("not a stale gateway's"), std::string::npos)
+      << started.to_string();
+  struct stat after {};
+  ASSERT_EQ(stat(path.c_str(), &after), 0) << "the other program's socket was removed";
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  gateway->stop();
+  close(other);
+}
+
 }  // namespace
 }  // namespace gradgate::gateway::testing
