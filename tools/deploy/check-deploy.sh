@@ -21,7 +21,8 @@ GRADGATE_DEPLOY_TOOLS=$(mkdir -p "${GRADGATE_DEPLOY_TOOLS:-build/deploy-tools}" 
 export GRADGATE_DEPLOY_TOOLS
 readonly HELM=$GRADGATE_DEPLOY_TOOLS/bin/helm
 
-# Values the chart's schema must refuse, and the message helm must give for each.
+# Values the chart must refuse (its schema, or its templates for combinations), and the message
+# helm must give for each.
 readonly REJECTED_VALUES=(
   "gateway.ports.transport=abc|gateway\.ports\.transport: Invalid type\. Expected: integer"
   "gateway.config.job.size=-1|gateway\.config\.job\.size: Must be greater than or equal to"
@@ -31,6 +32,7 @@ readonly REJECTED_VALUES=(
   "gateway.config.collective.segment_bytes=4096|gateway\.config\.collective\.segment_bytes: Must validate at least one schema"
   "dpdk.config.mtu=64|dpdk\.config\.mtu: Must be greater than or equal to 128"
   "dpdk.network.name=SR-IOV|dpdk\.network\.name: Does not match pattern"
+  "dpdk.enabled=true,gateway.hostNetwork=true|dpdk\.enabled with gateway\.hostNetwork: Multus"
 )
 
 WORK=$(mktemp -d)
@@ -117,7 +119,7 @@ check_manifests() {
 }
 
 check_schema_rejects() {
-  step "values.schema.json rejects bad values"
+  step "the chart rejects bad values"
   local case value expected
   for case in "${REJECTED_VALUES[@]}"; do
     value=${case%%|*}

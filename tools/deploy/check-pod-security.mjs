@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // Checks the pods of a stream of Kubernetes manifests (e.g. `helm template` output) for the
 // chart's baseline: no privileged container, every container (init containers included) runs as
-// non-root (runAsNonRoot true in its own or its pod's securityContext, and no runAsUser 0), and
-// every container requests CPU and memory.
+// non-root (runAsNonRoot true in its own or its pod's securityContext, and no runAsUser 0),
+// every container requests CPU and memory, and no pod gets Service environment variables
+// (enableServiceLinks: false: a Service named like a configuration section, as a release
+// "gradgate-dpdk" makes, would give the binaries GRADGATE_DPDK_..., an unknown key to them).
 //
 //   node tools/deploy/check-pod-security.mjs [FILE | -]        (stdin without FILE)
 //
@@ -35,6 +37,9 @@ runCheck("check-pod-security", () => {
     const pod = podSpecOf(manifest);
     if (!pod) continue;
     pods += 1;
+    if (pod.enableServiceLinks !== false) {
+      problems.push(`${describe(manifest)}: does not set enableServiceLinks: false`);
+    }
     const podSecurity = pod.securityContext ?? {};
     for (const field of ["initContainers", "containers", "ephemeralContainers"]) {
       for (const container of pod[field] ?? []) {
@@ -47,5 +52,8 @@ runCheck("check-pod-security", () => {
   }
   if (!pods) problems.push("no pods in the input");
   const summary = `${containers} containers in ${pods} pods`;
-  return { problems, success: `pod security: ${summary} unprivileged, non-root, with requests` };
+  return {
+    problems,
+    success: `pod security: ${summary} unprivileged, non-root, with requests, no service links`,
+  };
 });
