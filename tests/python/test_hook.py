@@ -547,8 +547,13 @@ gradgate.autohook.install("{cluster.sockets[0]}", 0)
 first, second = (DistributedDataParallel(torch.nn.Linear(4, 4)) for _ in range(2))
 for model in (first, second, before):
     model(torch.ones(2, 4)).sum().backward()
-print("prefixes", first._gradgate_state.name_prefix, second._gradgate_state.name_prefix,
-      hasattr(before, "_gradgate_state"))
+state_of = gradgate.autohook.state_of
+print("prefixes", state_of(first).name_prefix, state_of(second).name_prefix, state_of(before))
+# A served model copies and pickles as a plain DDP model does (e.g. for an EMA copy).
+import copy, io
+copy.deepcopy(first)
+torch.save(first, io.BytesIO())
+print("copied and saved")
 try:
     first.register_comm_hook(None, lambda state, bucket: None)
 except RuntimeError as error:
@@ -556,7 +561,8 @@ except RuntimeError as error:
 """)
         # Both models made after install() went through the one worker connection; the model
         # made before it kept DDP's own all-reduce.
-        self.assertIn("prefixes ddp ddp1 False", output)
+        self.assertIn("prefixes ddp ddp1 None", output)
+        self.assertIn("copied and saved", output)
         self.assertIn("refused: gradgate already sends this DDP model's gradients", output)
         self.assertEqual(gateway_status(workdir, 0)["allreduces"], 2)
 
@@ -729,6 +735,21 @@ class HookStateTest(TempDirTest):
         self.states[0].close()
         with self.assertRaisesRegex(RuntimeError, "HookState is closed"):
             self.states[0].start_average(0, torch.ones(self.ELEMENTS))
+
+    def test_a_state_that_is_let_go_gives_its_rank_back(self):
+        import gc
+
+        import gradgate.torch as gradgate_torch
+
+        for state in self.states:
+            state.close()
+        socket = self.cluster.sockets[0]
+        state = gradgate_torch.HookState(socket, 0, run_id=9)
+        del state
+        gc.collect()
+        # Rank 0 is free again, in this process and at the gateway: taken at once, no waiting.
+        again = gradgate_torch.HookState(socket, 0, run_id=9, connect_timeout_ms=0)
+        again.close()
 
     def test_a_state_that_is_let_go_ends_its_waiter_thread(self):
         import gc

@@ -20,12 +20,16 @@ import atexit
 import contextlib
 import os
 import sys
+import weakref
 
 DEFAULT_SOCKET = "/run/gradgate/gg.sock"
 
 _options = None  # install()'s, once it ran
 _models = 0  # DDP models made since then
 _client = None  # the process's one connection to the gateway, shared by its models
+# Each model's HookState, beside the model rather than in it: a model that holds one (ctypes
+# pointers, a thread) could no longer be deep-copied or pickled as it could without gradgate.
+_states = weakref.WeakKeyDictionary()
 
 
 def local_rank_from_environment():
@@ -98,9 +102,14 @@ def _patch(ddp):
     ddp._gradgate_patched = True
 
 
+def state_of(model):
+    """The HookState that sends `model`'s gradients; None for a model gradgate does not serve."""
+    return _states.get(model)
+
+
 def _own_hook(model):
     """The script registers a hook of its own: gradgate's stays off this model, or it is too late."""
-    if getattr(model, "_gradgate_state", None) is not None:
+    if model in _states:
         raise RuntimeError(
             "gradgate already sends this DDP model's gradients (gradgate.run): register your "
             "comm hook before the model's first forward pass to use it instead"
@@ -143,7 +152,7 @@ def _attach(model, register):
             **options,
         )
     register(model, state, gradgate_torch.allreduce_hook)
-    model._gradgate_state = state
+    _states[model] = state
     if state.client.local_rank == 0:
         atexit.register(_report, state, model._gradgate_prefix)
 

@@ -165,7 +165,8 @@ class HookState:
         # The all-reduces in flight, in the order they started, and the thread that ends them. It
         # is stopped by close(), else when the state is collected or at the latest at exit, before
         # the interpreter shuts down: a thread the interpreter stops inside torch's completion of
-        # a Future aborts the process.
+        # a Future aborts the process. Then the client the state made is closed, which gives its
+        # local rank back (a state let go without close() kept it for the life of the process).
         self._pending = queue.SimpleQueue()
         self._starting = threading.Lock()
         self._latest = {}  # (index, numel, dtype) -> the _Pending of the bucket's latest all-reduce
@@ -173,7 +174,9 @@ class HookState:
             target=_wait_in_order, args=(self._pending,), name="gradgate-hook-waiter", daemon=True
         )
         waiter.start()
-        self._stop_waiter = weakref.finalize(self, _stop_waiter, self._pending, waiter)
+        self._end = weakref.finalize(
+            self, _end_state, self._pending, waiter, self.client if self._owns_client else None
+        )
 
     @property
     def declared(self):
@@ -229,7 +232,7 @@ class HookState:
     def _start(self, pending, index, grads):
         """Starts `pending`'s all-reduce and queues it for the waiter; raises RuntimeError when it
         cannot start."""
-        if not self._stop_waiter.alive:
+        if not self._end.alive:
             raise RuntimeError("gradgate: the HookState is closed: no all-reduce can start")
         layout = (index, grads.numel(), grads.dtype)
         previous = self._latest.get(layout)
@@ -315,11 +318,9 @@ class HookState:
         """Waits for the all-reduces in flight (each at most until its timeout), then closes the
         connection (unless it was given to it); the hook must not run afterwards."""
         with self._starting:
-            self._stop_waiter()
+            self._end()
         self._buffers.clear()
         self._device_tensors.clear()
-        if self._owns_client:
-            self.client.close()
 
     def __enter__(self):
         return self
@@ -371,12 +372,15 @@ def _drop(items):
         )
 
 
-def _stop_waiter(pending, waiter):
+def _end_state(pending, waiter, owned_client):
     """Lets the waiter thread end the all-reduces queued before this call, then ends it (on the
-    waiter itself, where the state's last reference went, it ends after this call)."""
+    waiter itself, where the state's last reference went, it ends after this call); then closes
+    the client the state made (`owned_client`; None for one it was given)."""
     pending.put(None)
     if threading.current_thread() is not waiter:
         waiter.join()
+    if owned_client is not None:
+        owned_client.close()
 
 
 def _result(future):
