@@ -36,7 +36,8 @@ struct SharedBuffer {
   void* data = nullptr;
   size_t bytes = 0;
   std::optional<ingress_protocol::CudaBuffer> device;
-  bool in_flight = false;  // an all-reduce was sent and its reply has not come
+  bool in_flight = false;       // an all-reduce was sent and its reply has not come
+  gg_tensor* handle = nullptr;  // the one handle of this buffer, owned by the client
 
   SharedBuffer() = default;
   SharedBuffer(const SharedBuffer&) = delete;

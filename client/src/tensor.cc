@@ -49,10 +49,15 @@ std::shared_ptr<SharedBuffer> create_buffer(const proto::Declare& spec, size_t b
   return buffer;
 }
 
-gg_tensor* add_handle(gg_client& client, std::shared_ptr<SharedBuffer> buffer) {
+/// The handle of `buffer`, made on its first declaration. Declaring a name again returns the
+/// same one: handles live until gg_close, so a fresh one per call would pile up.
+gg_tensor* handle_of(gg_client& client, const std::shared_ptr<SharedBuffer>& buffer) {
   std::lock_guard lock(client.mu);
-  client.tensors.push_back(std::make_unique<gg_tensor>(gg_tensor{&client, std::move(buffer)}));
-  return client.tensors.back().get();
+  if (buffer->handle == nullptr) {
+    client.tensors.push_back(std::make_unique<gg_tensor>(gg_tensor{&client, buffer}));
+    buffer->handle = client.tensors.back().get();
+  }
+  return buffer->handle;
 }
 
 /// Why an earlier declaration of the name cannot be followed by this one ("" if it can).
@@ -112,11 +117,16 @@ gg_status declare(gg_client& client, const std::string& what, const proto::Decla
     if (const std::string error = redeclare_error(*existing, spec, device); !error.empty()) {
       return fail(GG_INVALID_ARGUMENT, what + ": " + error);
     }
-    // The same buffer: another handle. Another GPU buffer (the memory moved): declared anew, the
-    // gateway then uses it under the same key.
+    // The same buffer: its handle. Another GPU buffer (the memory moved): declared anew, the
+    // gateway then uses it under the same key, but not while an all-reduce of it runs.
     if (existing->device == device) {
-      *out = add_handle(client, std::move(existing));
+      *out = handle_of(client, existing);
       return GG_OK;
+    }
+    std::lock_guard lock(client.mu);
+    if (existing->in_flight) {
+      return fail(GG_INVALID_ARGUMENT,
+                  what + ": cannot move to another buffer while its all-reduce runs");
     }
   }
 
@@ -152,7 +162,7 @@ gg_status declare(gg_client& client, const std::string& what, const proto::Decla
     std::lock_guard lock(client.mu);
     client.buffers.insert_or_assign(spec.name, buffer);
   }
-  *out = add_handle(client, std::move(buffer));
+  *out = handle_of(client, buffer);
   return GG_OK;
 }
 

@@ -90,7 +90,7 @@ gg_status gg_close(gg_client* client);
 /* Declares a tensor: `name` identifies it across workers and nodes (every worker declares the same
  * names with the same sizes), `rows` x `cols` its 2-D shape for low-rank codecs (0, 0 if none),
  * `data_volume` the number of samples this worker trains on (for data-aware ratios; 0 if
- * unknown). Declaring a name again with the same size returns a fresh handle to the same tensor. */
+ * unknown). Declaring a name again with the same size returns the same handle. */
 gg_status gg_declare(gg_client* client, const char* name, uint64_t elements, gg_dtype dtype,
                      uint64_t rows, uint64_t cols, double data_volume, gg_tensor** out);
 
