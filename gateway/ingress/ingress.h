@@ -94,7 +94,8 @@ struct IngressStats {
   uint64_t sessions_opened = 0;
   uint64_t sessions_closed = 0;
   uint64_t protocol_errors = 0;  // malformed messages: the session is closed
-  /// Connections closed at once because the gateway was out of file descriptors.
+  /// Connections closed at once, and declarations refused, because the gateway was out of file
+  /// descriptors.
   uint64_t connections_refused = 0;
   /// HELLOs refused: a local rank beyond the node's workers, or one another session holds.
   uint64_t workers_refused = 0;

@@ -116,6 +116,7 @@ class UnixIngressServer final : public IngressServer {
   std::atomic<uint64_t> sessions_closed_{0};
   std::atomic<uint64_t> protocol_errors_{0};
   std::atomic<uint64_t> connections_refused_{0};
+  std::atomic<uint64_t> descriptors_lost_{0};
   std::atomic<uint64_t> workers_refused_{0};
   std::atomic<uint64_t> mapped_bytes_{0};
   // Shared with the open allocations, which count themselves and may outlive the server.
@@ -164,7 +165,7 @@ IngressStats UnixIngressServer::stats() const {
   s.sessions_opened = sessions_opened_.load();
   s.sessions_closed = sessions_closed_.load();
   s.protocol_errors = protocol_errors_.load();
-  s.connections_refused = connections_refused_.load();
+  s.connections_refused = connections_refused_.load() + descriptors_lost_.load();
   s.workers_refused = workers_refused_.load();
   s.mapped_bytes = mapped_bytes_.load();
   s.cuda_mappings = cuda_mappings_->load();
@@ -275,10 +276,13 @@ bool UnixIngressServer::serve(Session& session) {
 
 bool UnixIngressServer::handle(Session& session, proto::ReceivedPacket& packet) {
   if (packet.truncated) {
-    return protocol_error(session, 0,
-                          "a message longer than " + std::to_string(proto::kMaxPacketBytes) +
-                              " bytes or with more than " +
-                              std::to_string(proto::kMaxFdsPerPacket) + " descriptors");
+    return protocol_error(
+        session, 0, "a message longer than " + std::to_string(proto::kMaxPacketBytes) + " bytes");
+  }
+  if (packet.descriptors_lost && packet.fds.size() >= proto::kMaxFdsPerPacket) {
+    return protocol_error(
+        session, 0,
+        "a message with more than " + std::to_string(proto::kMaxFdsPerPacket) + " descriptors");
   }
   const auto header = proto::decode_header(packet.bytes);
   if (!header) {
@@ -344,6 +348,19 @@ bool UnixIngressServer::on_declare(Session& session, uint64_t request_id,
   const auto declare = proto::decode_body<proto::Declare>(packet.bytes);
   if (!declare) return protocol_error(session, request_id, "a malformed DECLARE");
   const std::string what = "DECLARE \"" + declare->name + "\"";
+  if (packet.descriptors_lost) {
+    // The worker sent its memfd, but this process's descriptor table is full: the worker did
+    // nothing wrong, and its session goes on.
+    ++descriptors_lost_;
+    spdlog::warn(
+        "ingress session {} (rank {}): {}: out of file descriptors, the buffer's was "
+        "lost; raise the gateway's open-file limit",
+        session.id, session.local_rank, what);
+    return reply(session, request_id,
+                 proto::Error{GG_RESOURCE_EXHAUSTED,
+                              what + ": the gateway is out of file descriptors and could not "
+                                     "take the buffer; raise its open-file limit"});
+  }
   if (packet.fds.size() != 1) {
     return protocol_error(
         session, request_id,

@@ -44,7 +44,9 @@ inline int send_packet(int socket_fd, std::span<const std::byte> packet, int pas
 struct ReceivedPacket {
   std::vector<std::byte> bytes;
   std::vector<int> fds;
-  bool truncated = false;
+  bool truncated = false;         // longer than the buffer (MSG_TRUNC)
+  bool descriptors_lost = false;  // some descriptors not received (MSG_CTRUNC): more than
+                                  // kMaxFdsPerPacket, or the receiver's table was full
 
   ReceivedPacket() = default;
   ReceivedPacket(const ReceivedPacket&) = delete;
@@ -65,6 +67,7 @@ inline ssize_t receive_packet(int socket_fd, ReceivedPacket& out, int flags = 0)
   out.close_fds();
   out.bytes.resize(kMaxPacketBytes);
   out.truncated = false;
+  out.descriptors_lost = false;
   iovec iov{out.bytes.data(), out.bytes.size()};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -89,7 +92,8 @@ inline ssize_t receive_packet(int socket_fd, ReceivedPacket& out, int flags = 0)
       out.fds.push_back(fd);
     }
   }
-  out.truncated = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+  out.truncated = (msg.msg_flags & MSG_TRUNC) != 0;
+  out.descriptors_lost = (msg.msg_flags & MSG_CTRUNC) != 0;
   out.bytes.resize(static_cast<size_t>(n));
   return n;
 }

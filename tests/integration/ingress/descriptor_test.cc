@@ -1,7 +1,10 @@
 // Out of file descriptors, the ingress refuses a worker's connection (accepts and closes it at
 // once, counted) instead of leaving it in the backlog, where it would wake the server's loop at
-// once, turn after turn; once descriptors are free again it serves as before.
+// once, turn after turn; a DECLARE whose memfd it cannot take gets GG_RESOURCE_EXHAUSTED and the
+// session goes on; once descriptors are free again it serves as before.
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "ingress_fixture.h"
+#include "raw_connection.h"
 #include "scoped_limit.h"
 
 namespace gradgate::gateway::testing {
@@ -69,6 +73,44 @@ TEST_F(IngressTest, OutOfFileDescriptorsAConnectionIsRefusedAndServingGoesOn) {
   ASSERT_NE(client, nullptr);
   EXPECT_EQ(server_->stats().sessions_opened, 1u);
   ASSERT_EQ(gg_close(client), GG_OK);
+}
+
+TEST_F(IngressTest, OutOfFileDescriptorsADeclareIsRefusedAndTheSessionGoesOn) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers' runtimes need file descriptors of their own";
+#endif
+  RawConnection raw(socket_path_);
+  ASSERT_TRUE(raw.connected());
+  raw.hello(0);
+  // A buffer as the client makes it: sealed at its size.
+  const int buffer = memfd_create("declared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(ftruncate(buffer, 16), 0);
+  ASSERT_EQ(fcntl(buffer, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  std::optional<std::vector<std::byte>> reply;
+  {
+    DescriptorShortage shortage(buffer);
+    ASSERT_TRUE(shortage.exhausted());
+    ASSERT_TRUE(raw.send(proto::encode(7, declare_of(4)), buffer));
+    reply = raw.receive();
+  }
+  ASSERT_TRUE(reply.has_value() && !reply->empty()) << "no answer, or the session was closed";
+  const auto header = proto::decode_header(*reply);
+  ASSERT_TRUE(header.has_value());
+  EXPECT_EQ(header->request_id, 7u);
+  ASSERT_EQ(header->type, proto::MessageType::kError);
+  const auto error = proto::decode_body<proto::Error>(*reply);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->status, GG_RESOURCE_EXHAUSTED) << error->message;
+  EXPECT_NE(error->message.find("out of file descriptors"), std::string::npos) << error->message;
+  EXPECT_EQ(server_->stats().protocol_errors, 0u);
+  EXPECT_EQ(server_->stats().connections_refused, 1u);
+
+  // Descriptors free again: the same session declares the tensor.
+  ASSERT_TRUE(raw.send(proto::encode(8, declare_of(4)), buffer));
+  const auto declared = raw.receive();
+  ASSERT_TRUE(declared.has_value() && !declared->empty());
+  EXPECT_EQ(proto::decode_header(*declared)->type, proto::MessageType::kDeclareOk);
+  close(buffer);
 }
 
 }  // namespace
