@@ -475,6 +475,7 @@ Result<uint32_t> Gateway::on_declare(uint32_t local_rank, const TensorSpec& spec
                         std::to_string(local_rank) + " while its all-reduce runs");
     }
     found->second.buffers[local_rank] = buffer;  // a worker's buffer moved: the next step uses it
+    found->second.departed[local_rank] = false;  // or a restarted worker came back
     return id;
   }
 
@@ -526,6 +527,7 @@ Result<uint32_t> Gateway::add_tensor_locked(uint32_t local_rank, const TensorSpe
   tensor.buffers[local_rank] = buffer;
   tensor.waiting.resize(config_.local_workers);
   tensor.in_flight.resize(config_.local_workers);
+  tensor.departed.resize(config_.local_workers);
   tensor.node_sum.resize(node_sum_bytes / sizeof(float));
   tensor.memory_bytes = memory;
   tensor.skips_seen = skips_;
@@ -565,7 +567,17 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
   }
   tensor.waiting[local_rank] = std::move(done);
   std::vector<std::function<void()>> calls;
-  start_if_ready_locked(tensor, calls);
+  if (const auto gone = std::find(tensor.departed.begin(), tensor.departed.end(), true);
+      gone != tensor.departed.end()) {
+    fail_next_step_locked(tensor,
+                          Status(ErrorCode::kAborted,
+                                 "local worker " + std::to_string(gone - tensor.departed.begin()) +
+                                     " left after declaring \"" + tensor.spec.name +
+                                     "\": no step of it can complete"),
+                          calls);
+  } else {
+    start_if_ready_locked(tensor, calls);
+  }
   lock.unlock();
   for (auto& call : calls) call();
 }
@@ -726,6 +738,7 @@ void Gateway::on_worker_left(uint32_t local_rank) {
     std::vector<uint32_t> ids;
     for (auto& [id, tensor] : tensors_) {
       const bool asked = any_request(tensor.waiting);
+      if (tensor.buffers[local_rank].data != nullptr) tensor.departed[local_rank] = true;
       tensor.buffers[local_rank] = WorkerBuffer{};
       tensor.waiting[local_rank] = nullptr;  // its session is gone: nobody to tell
       tensor.in_flight[local_rank] = nullptr;

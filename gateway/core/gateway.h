@@ -138,7 +138,10 @@ class Gateway final : public IngressHandler {
     std::vector<WorkerBuffer> buffers;  // by local rank; data == nullptr: not declared (any more)
     std::vector<Done> waiting;          // by local rank: asked for the next step
     std::vector<Done> in_flight;        // by local rank: taking part in the running step
-    uint64_t next_seq = 0;              // the step the next requests take part in
+    /// By local rank: left after declaring the tensor and not back: no step can complete, and
+    /// the next request fails at once (telling the peers) instead of at collective.timeout_ms.
+    std::vector<bool> departed;
+    uint64_t next_seq = 0;  // the step the next requests take part in
     /// Whether local worker `rank` has asked for a step that has not ended.
     bool has_request(uint32_t rank) const { return waiting[rank] || in_flight[rank]; }
     bool running = false;

@@ -101,6 +101,21 @@ TEST_F(TwoWorkersEach, AWorkerThatLeavesFailsTheStepOnEveryGatewayAtOnce) {
   expect_a_good_step(2);
 }
 
+// A worker that left between steps (most die while computing): the next step fails as soon as a
+// worker of its node asks for it, on every gateway, instead of at the timeout.
+TEST_F(TwoWorkersEach, AWorkerThatLeftBetweenStepsFailsTheNextOneOnEveryGatewayAtOnce) {
+  job.gateway(0).on_worker_left(1);
+  Outcome& peer0 = ask(1, 0);
+  Outcome& peer1 = ask(1, 1);
+  Outcome& asked = ask(0, 0);
+  expect_failed(asked, 1, ErrorCode::kAborted, "local worker 1 left after declaring");
+  expect_failed(peer0, 1, ErrorCode::kAborted, "local worker 1 left after declaring");
+  expect_failed(peer1, 1, ErrorCode::kAborted, "local worker 1 left after declaring");
+  // Back (a restarted worker declares again), the steps go on.
+  join_worker1(0);
+  expect_a_good_step(2);
+}
+
 TEST_F(TwoWorkersEach, AStepALocalWorkerDidNotAskForInTimeLeavesEveryGatewayAtTheSameNextStep) {
   Outcome& peer0 = ask(1, 0);
   Outcome& peer1 = ask(1, 1);
