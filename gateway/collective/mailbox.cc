@@ -64,15 +64,25 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
     return {};
   }
   drop_expired_locked(now);
-  if (stats_.stored_bytes + message.size() + kEntryOverheadBytes > cap_bytes_) {
-    ++stats_.refused;
-    return Status(ErrorCode::kResourceExhausted,
-                  "mailbox holds " + std::to_string(stats_.stored_bytes) + " bytes; a message of " +
-                      std::to_string(message.size()) + " would pass its cap of " +
-                      std::to_string(cap_bytes_));
-  }
   const MailKey key{envelope->tensor_id, envelope->seq,   envelope->kind,
                     envelope->phase,     envelope->chunk, from};
+  if (stats_.stored_bytes + message.size() + kEntryOverheadBytes > cap_bytes_) {
+    ++stats_.refused;
+    Status refused(ErrorCode::kResourceExhausted,
+                   "the mailbox holds " + std::to_string(stats_.stored_bytes) + " bytes; the " +
+                       describe(key) + " of " + std::to_string(message.size()) +
+                       " bytes would pass its cap of " + std::to_string(cap_bytes_) +
+                       " (transport.send_queue_bytes x (nodes - 1)): raise "
+                       "transport.send_queue_bytes");
+    // Its operation cannot complete here: it fails (take() returns why) and this gateway's
+    // abort tells the others at once. The connection and the other operations go on.
+    if (aborts_.size() < kMaxAborts) {
+      aborts_.try_emplace({envelope->tensor_id, envelope->seq},
+                          Abort{refused.message(), ErrorCode::kResourceExhausted, now});
+      changed_.notify_all();
+    }
+    return refused;
+  }
   const size_t bytes = message.size() + kEntryOverheadBytes;
   auto [it, inserted] = filed_.try_emplace(key, Stored{Mail{std::move(message), *envelope}, now});
   if (!inserted) {

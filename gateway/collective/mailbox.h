@@ -5,8 +5,8 @@
 // sequence number, kind, phase, chunk and sender — and an operation's thread takes exactly the
 // message it needs next, waiting until a deadline. A wait ends early with an error when the sender
 // disconnects, when any peer aborts the operation, or at shutdown, so that no worker ever hangs.
-// Memory is bounded: beyond `cap_bytes` a delivery is refused (the transport then resets the
-// connection), and messages of operations already finished are dropped on arrival.
+// Memory is bounded: beyond `cap_bytes` a delivery is refused and its operation fails here (the
+// connection stays), and messages of operations already finished are dropped on arrival.
 #pragma once
 
 #include <chrono>
@@ -58,8 +58,9 @@ class Mailbox {
  public:
   Mailbox(uint32_t nodes, uint64_t cap_bytes, std::chrono::milliseconds max_age);
 
-  /// Files a message from `from` (transport thread). kMalformedFrame for a bad envelope,
-  /// kResourceExhausted over the memory cap.
+  /// Files a message from `from` (transport thread). kMalformedFrame for a bad envelope (the
+  /// transport resets the connection); kResourceExhausted over the memory cap, and then the
+  /// message's operation fails with that reason when it takes a message (or at once, if waiting).
   Status deliver(uint32_t from, MessageBytes&& message);
   /// Records a peer's connection going up or down; waits on a lost peer end with kUnavailable.
   void set_peer_up(uint32_t rank, bool up);

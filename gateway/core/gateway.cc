@@ -93,7 +93,8 @@ Status Gateway::start() {
       spdlog::warn("message from gateway {} refused: {} ({} more refused since the last line)",
                    from, filed.to_string(), *suppressed);
     }
-    return false;
+    // Over the mailbox's cap, only the message's operation fails; anything else resets the link.
+    return filed.code() == ErrorCode::kResourceExhausted;
   };
   handlers.on_peer = [this](uint32_t rank, bool up) {
     mailbox_.set_peer_up(rank, up);

@@ -46,6 +46,21 @@ TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
   EXPECT_EQ(filed, 5);  // 1000 / (40 + 128)
 }
 
+// A message over the cap fails its operation (with the setting to raise) rather than the link:
+// other operations' messages are still filed.
+TEST(Mailbox, AMessageOverTheCapFailsItsOperationOnly) {
+  Mailbox mailbox(2, 400, std::chrono::seconds(60));
+  EXPECT_EQ(mailbox.deliver(1, message(MessageKind::kGather, 1, 0, 300)).code(),
+            ErrorCode::kResourceExhausted);
+  const auto failed = mailbox.take({1, 0, MessageKind::kGather, 0, 0, 1},
+                                   Clock::now() + std::chrono::seconds(30), 0, 0);
+  EXPECT_EQ(failed.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(failed.status().message().find("raise transport.send_queue_bytes"), std::string::npos)
+      << failed.status().to_string();
+  ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 2, 0)).ok());
+  EXPECT_TRUE(mailbox.take({2, 0, MessageKind::kGather, 0, 0, 1}, soon(), 0, 0).ok());
+}
+
 TEST(Mailbox, DropsMessagesOfFinishedOperations) {
   Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
   ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 1, 4)).ok());

@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,14 +44,17 @@ inline TensorSpec tensor_spec(size_t t) {
 // otherwise, and `local_workers` workers per gateway.
 class TwoGateways {
  public:
+  // `configure` may change the gateways' configuration further.
   explicit TwoGateways(const std::string& codec = "none", size_t tensors = 1,
-                       uint32_t local_workers = 1) {
+                       uint32_t local_workers = 1,
+                       const std::function<void(GatewayConfig&)>& configure = {}) {
     GatewayConfig config;
     config.nodes = {{"127.0.0.1", 0}, {"127.0.0.1", 0}};
     config.local_workers = local_workers;
     config.codec = codec;
     config.min_compress_elements = 16;
     config.timeout = std::chrono::milliseconds(5000);
+    if (configure) configure(config);
     for (uint32_t rank = 0; rank < 2; ++rank) {
       config.node_rank = rank;
       TcpTransportOptions options;
@@ -79,6 +83,7 @@ class TwoGateways {
   }
 
   Gateway& gateway(uint32_t rank) { return *nodes_[rank].gateway; }
+  TcpTransport& transport(uint32_t rank) { return *nodes_[rank].transport; }
   uint32_t key(uint32_t rank, size_t tensor = 0) const { return nodes_[rank].keys[tensor]; }
 
   // One step of tensor `tensor`: each gateway's worker all-reduces `inputs[rank]`; returns both
