@@ -23,6 +23,7 @@ extern "C" gg_status gg_allreduce(gg_tensor* tensor, gg_request** out) {
   {
     std::lock_guard lock(client.mu);
     if (client.broken) return fail(GG_CLOSED, what + ": " + client.broken_reason);
+    if (buffer->released) return fail(GG_INVALID_ARGUMENT, what + ": the tensor was released");
     if (buffer->in_flight) {
       return fail(GG_INVALID_ARGUMENT, what + ": the tensor already has an all-reduce in flight");
     }

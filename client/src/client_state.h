@@ -38,6 +38,7 @@ struct SharedBuffer {
   std::optional<ingress_protocol::CudaBuffer> device;
   bool in_flight = false;       // an all-reduce was sent and its reply has not come
   gg_tensor* handle = nullptr;  // the one handle of this buffer, owned by the client
+  bool released = false;        // gg_release: the gateway dropped it, the memory is unmapped
 
   SharedBuffer() = default;
   SharedBuffer(const SharedBuffer&) = delete;
@@ -45,6 +46,8 @@ struct SharedBuffer {
   ~SharedBuffer();
   /// Closes the memfd's descriptor (once the gateway got its own); the mapping stays.
   void close_fd();
+  /// Unmaps the shared memory (data becomes null).
+  void unmap();
 };
 
 /// The gateway's answer to one request, filled by the reader thread.

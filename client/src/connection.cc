@@ -16,8 +16,13 @@ namespace gradgate::client_impl {
 namespace proto = gradgate::ingress_protocol;
 
 SharedBuffer::~SharedBuffer() {
-  if (data != nullptr) munmap(data, bytes);
+  unmap();
   close_fd();
+}
+
+void SharedBuffer::unmap() {
+  if (data != nullptr) munmap(data, bytes);
+  data = nullptr;
 }
 
 void SharedBuffer::close_fd() {
@@ -85,6 +90,11 @@ std::string apply_packet(gg_client& client, const proto::ReceivedPacket& packet)
         reply->key = m->key;
         complete(*reply, GG_OK, "");
       }
+      return "";
+    }
+    case proto::MessageType::kReleaseOk: {
+      if (!proto::decode_body<proto::ReleaseOk>(packet.bytes)) return body_error();
+      if (auto reply = take_pending(client, header->request_id)) complete(*reply, GG_OK, "");
       return "";
     }
     case proto::MessageType::kAllreduceDone: {

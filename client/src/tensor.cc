@@ -179,6 +179,37 @@ extern "C" gg_status gg_declare(gg_client* client, const char* name, uint64_t el
   return gradgate::client_impl::declare(*client, what, spec, std::nullopt, out);
 }
 
+extern "C" gg_status gg_release(gg_tensor* tensor) {
+  if (tensor == nullptr) return fail(GG_INVALID_ARGUMENT, "gg_release: null tensor");
+  gg_client& client = *tensor->client;
+  const std::shared_ptr<SharedBuffer> buffer = tensor->buffer;
+  const std::string what = "gg_release(\"" + buffer->name + "\")";
+  std::lock_guard declare_lock(client.declare_mu);
+  uint64_t id = 0;
+  std::shared_ptr<gradgate::client_impl::Reply> reply;
+  {
+    std::lock_guard lock(client.mu);
+    if (client.broken) return fail(GG_CLOSED, what + ": " + client.broken_reason);
+    if (buffer->released) return fail(GG_INVALID_ARGUMENT, what + ": already released");
+    if (buffer->in_flight) {
+      return fail(GG_INVALID_ARGUMENT, what + ": the tensor has an all-reduce in flight");
+    }
+    std::tie(id, reply) = gradgate::client_impl::add_pending(client);
+  }
+  const auto packet = proto::encode(id, proto::Release{buffer->key});
+  const gg_status status = gradgate::client_impl::round_trip(
+      client, id, reply, packet, -1, gradgate::client_impl::kControlTimeoutMs, what);
+  if (status != GG_OK) return status;
+  std::lock_guard lock(client.mu);
+  buffer->released = true;
+  buffer->unmap();
+  if (auto it = client.buffers.find(buffer->name);
+      it != client.buffers.end() && it->second == buffer) {
+    client.buffers.erase(it);
+  }
+  return GG_OK;
+}
+
 extern "C" void* gg_tensor_data(gg_tensor* tensor) {
   return tensor == nullptr ? nullptr : tensor->buffer->data;
 }

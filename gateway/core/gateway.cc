@@ -570,12 +570,12 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
   std::vector<std::function<void()>> calls;
   if (const auto gone = std::find(tensor.departed.begin(), tensor.departed.end(), true);
       gone != tensor.departed.end()) {
-    fail_next_step_locked(tensor,
-                          Status(ErrorCode::kAborted,
-                                 "local worker " + std::to_string(gone - tensor.departed.begin()) +
-                                     " left after declaring \"" + tensor.spec.name +
-                                     "\": no step of it can complete"),
-                          calls);
+    fail_next_step_locked(
+        tensor,
+        Status(ErrorCode::kAborted,
+               "local worker " + std::to_string(gone - tensor.departed.begin()) +
+                   " left or released \"" + tensor.spec.name + "\": no step of it can complete"),
+        calls);
   } else {
     start_if_ready_locked(tensor, calls);
   }
@@ -738,24 +738,44 @@ void Gateway::on_worker_left(uint32_t local_rank) {
     spdlog::info("local worker {} left", local_rank);
     std::vector<uint32_t> ids;
     for (auto& [id, tensor] : tensors_) {
-      const bool asked = any_request(tensor.waiting);
-      if (tensor.buffers[local_rank].data != nullptr) tensor.departed[local_rank] = true;
-      tensor.buffers[local_rank] = WorkerBuffer{};
-      tensor.waiting[local_rank] = nullptr;  // its session is gone: nobody to tell
-      tensor.in_flight[local_rank] = nullptr;
-      if (asked) {
-        fail_next_step_locked(
-            tensor,
-            Status(ErrorCode::kAborted, "local worker " + std::to_string(local_rank) +
-                                            " left before taking part in the all-reduce of \"" +
-                                            tensor.spec.name + "\""),
-            calls);
-      }
+      detach_worker_locked(tensor, local_rank,
+                           "local worker " + std::to_string(local_rank) +
+                               " left before taking part in the all-reduce of \"" +
+                               tensor.spec.name + "\"",
+                           calls);
       ids.push_back(id);
     }
     for (uint32_t id : ids) release_if_unused_locked(id);
   }
   for (auto& call : calls) call();
+}
+
+void Gateway::on_release(uint32_t local_rank, uint32_t key) {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lock(mutex_);
+    const auto found = tensors_.find(key);
+    if (found == tensors_.end() || local_rank >= found->second.buffers.size()) return;
+    Tensor& tensor = found->second;
+    spdlog::debug("tensor \"{}\": released by local worker {}", tensor.spec.name, local_rank);
+    detach_worker_locked(tensor, local_rank,
+                         "local worker " + std::to_string(local_rank) + " released \"" +
+                             tensor.spec.name + "\" while the others asked for its all-reduce",
+                         calls);
+    release_if_unused_locked(key);
+  }
+  for (auto& call : calls) call();
+}
+
+void Gateway::detach_worker_locked(Tensor& tensor, uint32_t local_rank, const std::string& why,
+                                   std::vector<std::function<void()>>& calls) {
+  const bool asked = any_request(tensor.waiting);
+  if (tensor.buffers[local_rank].data != nullptr) tensor.departed[local_rank] = true;
+  tensor.buffers[local_rank] = WorkerBuffer{};
+  tensor.waiting[local_rank] =
+      nullptr;  // its session is gone, or it has no request: nobody to tell
+  tensor.in_flight[local_rank] = nullptr;
+  if (asked) fail_next_step_locked(tensor, Status(ErrorCode::kAborted, why), calls);
 }
 
 void Gateway::release_if_unused_locked(uint32_t id) {

@@ -107,6 +107,7 @@ class Gateway final : public IngressHandler {
                               WorkerBuffer buffer) override;
   void on_allreduce(uint32_t local_rank, uint32_t key,
                     std::function<void(AllreduceOutcome)> done) override;
+  void on_release(uint32_t local_rank, uint32_t key) override;
   void on_worker_left(uint32_t local_rank) override;
 
   GatewayStats stats() const;
@@ -214,6 +215,10 @@ class Gateway final : public IngressHandler {
   void run(uint32_t id, uint64_t seq);
   void finish(Tensor& tensor, const Result<AllreduceReport>& report, uint64_t seq,
               std::unique_lock<std::mutex>& lock);
+  /// Detaches local worker `local_rank` from `tensor` (it left or released it): no step of the
+  /// tensor can complete without it, so one its other workers asked for fails with `why`.
+  void detach_worker_locked(Tensor& tensor, uint32_t local_rank, const std::string& why,
+                            std::vector<std::function<void()>>& calls);
   void release_if_unused_locked(uint32_t id);
   /// Fails the requests of tensors whose other local workers did not ask within the timeout.
   void watch_local_waits();

@@ -84,6 +84,10 @@ class IngressHandler {
   /// once, from any thread, when the sum is in the buffer or the all-reduce failed.
   virtual void on_allreduce(uint32_t local_rank, uint32_t key,
                             std::function<void(AllreduceOutcome)> done) = 0;
+  /// A worker is done with tensor `key` (it has no all-reduce of it in flight). When this
+  /// returns, the core no longer touches that buffer; a tensor no worker holds any more is
+  /// dropped with its state. The other workers' steps of it can no longer complete: they fail.
+  virtual void on_release(uint32_t local_rank, uint32_t key) = 0;
   /// A worker disconnected or died. When this returns, the core no longer touches its buffers
   /// (the server unmaps them) and has failed or detached its pending all-reduces.
   virtual void on_worker_left(uint32_t local_rank) = 0;

@@ -87,6 +87,7 @@ class UnixIngressServer final : public IngressServer {
   bool declared(Session& session, uint64_t request_id, const proto::Declare& declare,
                 WorkerBuffer buffer);
   bool on_allreduce(Session& session, uint64_t request_id, const proto::ReceivedPacket& packet);
+  bool on_release(Session& session, uint64_t request_id, const proto::ReceivedPacket& packet);
   void deliver(Completion& completion);
   /// Sends a message; false (logged) when the session is unusable.
   template <typename Message>
@@ -306,6 +307,8 @@ bool UnixIngressServer::handle(Session& session, proto::ReceivedPacket& packet) 
       return on_allreduce(session, header->request_id, packet);
     case proto::MessageType::kDeclareCuda:
       return on_declare_cuda(session, header->request_id, packet);
+    case proto::MessageType::kRelease:
+      return on_release(session, header->request_id, packet);
     default:
       return protocol_error(
           session, header->request_id,
@@ -458,6 +461,36 @@ bool UnixIngressServer::on_allreduce(Session& session, uint64_t request_id,
         queue->push(Completion{session_id, request_id, key, std::move(outcome)});
       });
   return true;
+}
+
+bool UnixIngressServer::on_release(Session& session, uint64_t request_id,
+                                   const proto::ReceivedPacket& packet) {
+  if (session.version < proto::kFirstVersionWithRelease) {
+    return protocol_error(session, request_id,
+                          "a RELEASE in protocol version " + std::to_string(session.version));
+  }
+  if (!session.joined) return protocol_error(session, request_id, "RELEASE before HELLO");
+  const auto release = proto::decode_body<proto::Release>(packet.bytes);
+  if (!release || !packet.fds.empty()) {
+    return protocol_error(session, request_id, "a malformed RELEASE");
+  }
+  const uint32_t key = release->key;
+  const auto declared = session.buffers.find(key);
+  if (declared == session.buffers.end()) {
+    return reply(session, request_id,
+                 proto::Error{GG_REJECTED, "RELEASE of key " + std::to_string(key) +
+                                               ", which this worker did not declare"});
+  }
+  if (session.in_flight.contains(key)) {
+    return reply(session, request_id,
+                 proto::Error{GG_INVALID_ARGUMENT, "RELEASE of key " + std::to_string(key) +
+                                                       " while its all-reduce runs"});
+  }
+  handler_->on_release(session.local_rank, key);
+  mapped_bytes_ -= mapped_host_bytes(declared->second);
+  session.buffers.erase(declared);  // unmaps the buffer, unless a step still holds it
+  close_unused_allocations(session.cuda_allocations);
+  return reply(session, request_id, proto::ReleaseOk{key});
 }
 
 void UnixIngressServer::deliver(Completion& completion) {

@@ -124,8 +124,18 @@ typedef struct gg_cuda_buffer {
 gg_status gg_declare_cuda(gg_client* client, const char* name, uint64_t elements, gg_dtype dtype,
                           uint64_t rows, uint64_t cols, double data_volume,
                           const gg_cuda_buffer* buffer, gg_tensor** out);
-/* The tensor's shared buffer (elements of its dtype; NULL for a tensor of gg_declare_cuda) and its
- * size in bytes. */
+/* Releases a tensor this worker no longer uses (DDP's buckets of the first step, say, which it
+ * rebuilds after it): its shared buffer is unmapped, and the gateway drops the tensor with its
+ * state (residuals, codec state) once every local worker released it or left. The tensor must have
+ * no all-reduce in flight (GG_INVALID_ARGUMENT). Afterwards the handle serves nothing (gg_allreduce
+ * is GG_INVALID_ARGUMENT, gg_tensor_data NULL) and must not be used by another thread meanwhile;
+ * declaring the name again makes a new tensor. Steps of the tensor that the node's other workers
+ * ask for fail at once (GG_PEER_FAILED) until this worker declares it again: release a tensor on
+ * every worker. */
+gg_status gg_release(gg_tensor* tensor);
+
+/* The tensor's shared buffer (elements of its dtype; NULL for a tensor of gg_declare_cuda, or one
+ * released) and its size in bytes. */
 void* gg_tensor_data(gg_tensor* tensor);
 size_t gg_tensor_bytes(const gg_tensor* tensor);
 

@@ -19,9 +19,13 @@
 //              no file descriptor: the tensor stays in the worker's GPU memory, which the gateway
 //              opens through CUDA IPC                          -> DECLARE_OK or ERROR (GG_REJECTED
 //              when the gateway cannot map it: the session goes on, the worker may DECLARE)
+//   RELEASE    u32 key: the worker is done with the tensor (its buffer is unmapped; the gateway
+//              drops the tensor and its state once every local worker released it or left)
+//                                                              -> RELEASE_OK or ERROR
 // Gateway -> client:
 //   HELLO_OK        u32 node_rank, u32 nodes, u32 local_workers, u32 world_size
 //   DECLARE_OK      u32 key
+//   RELEASE_OK      u32 key
 //   ALLREDUCE_DONE  u8 status (a gg_status), u16 message length, message (<= 512 bytes), u64 step,
 //                   u64 raw_bytes, u64 wire_bytes, f64 encode, communicate, decode seconds
 //   ERROR           u8 status (a gg_status), u16 message length, message (<= 512 bytes)
@@ -47,12 +51,14 @@ inline constexpr uint32_t kMagic = 0x50494747;  // "GGIP" in little-endian byte 
 // 2: a step can end with GG_NONFINITE_GRADIENT (10), which a client of version 1 would take for a
 // malformed reply.
 // 3: a HELLO can be refused with GG_RANK_IN_USE (11), for the same reason.
+// 4: RELEASE, which a gateway of version 3 would take for a malformed message.
 // A gateway serves clients of versions kOldestVersion..kVersion and answers each in its own
 // version (to a client of version 2, a rank in use is GG_REJECTED), so workers may be upgraded
 // after their gateways.
-inline constexpr uint16_t kVersion = 3;
+inline constexpr uint16_t kVersion = 4;
 inline constexpr uint16_t kOldestVersion = 2;
 inline constexpr uint16_t kFirstVersionWithRankInUse = 3;
+inline constexpr uint16_t kFirstVersionWithRelease = 4;
 inline constexpr size_t kHeaderBytes = 16;
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kMaxTextBytes = 512;
@@ -63,10 +69,12 @@ enum class MessageType : uint16_t {
   kDeclare = 2,
   kAllreduce = 3,
   kDeclareCuda = 4,
+  kRelease = 5,
   kHelloOk = 101,
   kDeclareOk = 102,
   kAllreduceDone = 103,
   kError = 104,
+  kReleaseOk = 105,
 };
 
 /// Element types, numbered as gg_dtype.
@@ -132,6 +140,16 @@ struct DeclareOk {
 
 struct Allreduce {
   static constexpr MessageType kType = MessageType::kAllreduce;
+  uint32_t key = 0;
+};
+
+struct Release {
+  static constexpr MessageType kType = MessageType::kRelease;
+  uint32_t key = 0;
+};
+
+struct ReleaseOk {
+  static constexpr MessageType kType = MessageType::kReleaseOk;
   uint32_t key = 0;
 };
 
@@ -242,6 +260,8 @@ inline void write_body(Writer& w, const DeclareCuda& m) {
 }
 inline void write_body(Writer& w, const DeclareOk& m) { w.put(m.key); }
 inline void write_body(Writer& w, const Allreduce& m) { w.put(m.key); }
+inline void write_body(Writer& w, const Release& m) { w.put(m.key); }
+inline void write_body(Writer& w, const ReleaseOk& m) { w.put(m.key); }
 inline void write_body(Writer& w, const AllreduceDone& m) {
   w.put(m.status);
   w.put_text(m.message, kMaxTextBytes);
@@ -271,6 +291,8 @@ inline bool read_body(Reader& r, DeclareCuda& m) {
 }
 inline bool read_body(Reader& r, DeclareOk& m) { return r.get(m.key); }
 inline bool read_body(Reader& r, Allreduce& m) { return r.get(m.key); }
+inline bool read_body(Reader& r, Release& m) { return r.get(m.key); }
+inline bool read_body(Reader& r, ReleaseOk& m) { return r.get(m.key); }
 inline bool read_body(Reader& r, AllreduceDone& m) {
   return r.get(m.status) && r.get_text(m.message, kMaxTextBytes) && r.get(m.step) &&
          r.get(m.raw_bytes) && r.get(m.wire_bytes) && r.get(m.encode_seconds) &&

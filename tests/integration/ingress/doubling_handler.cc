@@ -69,6 +69,13 @@ void DoublingHandler::on_allreduce(uint32_t, uint32_t key,
   cv_.notify_all();
 }
 
+void DoublingHandler::on_release(uint32_t, uint32_t key) {
+  std::lock_guard lock(mu_);
+  released.push_back(key);
+  tensors_.erase(key);  // the ingress refuses a release while the tensor's all-reduce runs
+  cv_.notify_all();
+}
+
 void DoublingHandler::on_worker_left(uint32_t local_rank) {
   std::vector<Job> dropped;
   {

@@ -32,8 +32,10 @@ class DoublingHandler final : public IngressHandler {
                               WorkerBuffer buffer) override;
   void on_allreduce(uint32_t local_rank, uint32_t key,
                     std::function<void(AllreduceOutcome)> done) override;
+  void on_release(uint32_t local_rank, uint32_t key) override;
   void on_worker_left(uint32_t local_rank) override;
 
+  std::vector<uint32_t> released;  // keys, in order
   /// Completes every held all-reduce (doubling it).
   void release_held();
   /// Waits until `predicate` (called under the handler's lock) holds, up to `timeout`.

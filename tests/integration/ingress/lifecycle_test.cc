@@ -111,5 +111,46 @@ TEST_F(IngressTest, DeclaredTensorsKeepNoDescriptorOpen) {
   EXPECT_EQ(gg_close(client), GG_OK);
 }
 
+// A released tensor is unmapped on both sides and handed to the core; its handle serves nothing
+// any more, and declaring the name again makes a new tensor.
+TEST_F(IngressTest, AReleasedTensorIsUnmappedAndCanBeDeclaredAgain) {
+  gg_client* client = connect();
+  ASSERT_NE(client, nullptr);
+  gg_tensor* tensor = nullptr;
+  ASSERT_EQ(gg_declare(client, "layer", 1024, GG_FP32, 0, 0, 0.0, &tensor), GG_OK);
+  EXPECT_EQ(server_->stats().mapped_bytes, 4096u);
+  ASSERT_EQ(gg_release(tensor), GG_OK) << gg_last_error();
+  EXPECT_EQ(server_->stats().mapped_bytes, 0u);
+  EXPECT_TRUE(handler_.wait_until([&] { return handler_.released.size() == 1; }));
+  EXPECT_EQ(gg_tensor_data(tensor), nullptr);
+  gg_request* request = nullptr;
+  EXPECT_EQ(gg_allreduce(tensor, &request), GG_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gg_last_error()).find("released"), std::string::npos) << gg_last_error();
+  EXPECT_EQ(gg_release(tensor), GG_INVALID_ARGUMENT);
+
+  gg_tensor* again = nullptr;
+  ASSERT_EQ(gg_declare(client, "layer", 1024, GG_FP32, 0, 0, 0.0, &again), GG_OK);
+  EXPECT_NE(again, tensor);
+  float* data = static_cast<float*>(gg_tensor_data(again));
+  data[5] = 2.5f;
+  ASSERT_EQ(gg_allreduce(again, &request), GG_OK) << gg_last_error();
+  ASSERT_EQ(gg_wait(request, 10000, nullptr), GG_OK) << gg_last_error();
+  EXPECT_EQ(data[5], 5.0f);
+  EXPECT_EQ(server_->stats().protocol_errors, 0u);
+  EXPECT_EQ(gg_close(client), GG_OK);
+}
+
+TEST_F(IngressTest, ATensorWithAnAllreduceInFlightIsNotReleased) {
+  Started started = start_allreduce("hold-release", 256);
+  ASSERT_NE(started.request, nullptr);
+  EXPECT_EQ(gg_release(started.tensor), GG_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gg_last_error()).find("in flight"), std::string::npos) << gg_last_error();
+  ASSERT_TRUE(handler_.wait_until([&] { return handler_.held_count() == 1; }));
+  handler_.release_held();
+  EXPECT_EQ(gg_wait(started.request, 10000, nullptr), GG_OK) << gg_last_error();
+  EXPECT_EQ(gg_release(started.tensor), GG_OK) << gg_last_error();
+  EXPECT_EQ(gg_close(started.client), GG_OK);
+}
+
 }  // namespace
 }  // namespace gradgate::gateway::testing

@@ -48,7 +48,7 @@ TEST_F(MalformedTest, WrongVersionIsAProtocolError) {
   const uint16_t version = 99;
   std::memcpy(packet.data() + 4, &version, sizeof version);
   ASSERT_TRUE(raw.send(packet));
-  EXPECT_NE(raw.expect_error_then_eof().find("protocol version 99, the gateway speaks 2 to 3"),
+  EXPECT_NE(raw.expect_error_then_eof().find("protocol version 99, the gateway speaks 2 to 4"),
             std::string::npos);
   EXPECT_EQ(server_->stats().protocol_errors, 1u);
   EXPECT_TRUE(handler_.connected.empty());
@@ -188,6 +188,25 @@ TEST_F(MalformedTest, UnknownTypeAndBadLengthsAreProtocolErrors) {
     EXPECT_NE(raw.expect_error_then_eof().find("longer than"), std::string::npos);
   }
   EXPECT_EQ(server_->stats().protocol_errors, 3u);
+  expect_good_client_served();
+}
+
+// RELEASE came with protocol version 4: a client that speaks 3 cannot send it, and one that does
+// is malformed; before HELLO too.
+TEST_F(MalformedTest, AReleaseOfAnOlderVersionOrBeforeHelloIsAProtocolError) {
+  {
+    RawConnection raw(socket_path_);
+    ASSERT_TRUE(raw.send(proto::encode(1, proto::Hello{0}, 3)));
+    ASSERT_TRUE(raw.receive().has_value());
+    ASSERT_TRUE(raw.send(proto::encode(2, proto::Release{1}, 3)));
+    EXPECT_NE(raw.expect_error_then_eof().find("RELEASE in protocol version 3"), std::string::npos);
+  }
+  {
+    RawConnection raw(socket_path_);
+    ASSERT_TRUE(raw.send(proto::encode(1, proto::Release{1})));
+    EXPECT_NE(raw.expect_error_then_eof().find("RELEASE before HELLO"), std::string::npos);
+  }
+  EXPECT_EQ(server_->stats().protocol_errors, 2u);
   expect_good_client_served();
 }
 

@@ -108,12 +108,24 @@ TEST_F(TwoWorkersEach, AWorkerThatLeftBetweenStepsFailsTheNextOneOnEveryGatewayA
   Outcome& peer0 = ask(1, 0);
   Outcome& peer1 = ask(1, 1);
   Outcome& asked = ask(0, 0);
-  expect_failed(asked, 1, ErrorCode::kAborted, "local worker 1 left after declaring");
-  expect_failed(peer0, 1, ErrorCode::kAborted, "local worker 1 left after declaring");
-  expect_failed(peer1, 1, ErrorCode::kAborted, "local worker 1 left after declaring");
+  expect_failed(asked, 1, ErrorCode::kAborted, "local worker 1 left or released");
+  expect_failed(peer0, 1, ErrorCode::kAborted, "local worker 1 left or released");
+  expect_failed(peer1, 1, ErrorCode::kAborted, "local worker 1 left or released");
   // Back (a restarted worker declares again), the steps go on.
   join_worker1(0);
   expect_a_good_step(2);
+}
+
+// A tensor released by one local worker can no longer complete a step on its node; once every
+// local worker released it, the gateway drops it with its state.
+TEST_F(TwoWorkersEach, AReleasedTensorIsDroppedOnceEveryLocalWorkerReleasedIt) {
+  const GatewayStats before = job.gateway(0).stats();
+  job.gateway(0).on_release(1, job.key(0));
+  EXPECT_EQ(job.gateway(0).stats().tensors, before.tensors) << "worker 0 still holds it";
+  expect_failed(ask(0, 0), 1, ErrorCode::kAborted, "local worker 1 left or released");
+  job.gateway(0).on_release(0, job.key(0));
+  EXPECT_EQ(job.gateway(0).stats().tensors, before.tensors - 1);
+  EXPECT_LT(job.gateway(0).stats().residual_bytes, before.residual_bytes);
 }
 
 TEST_F(TwoWorkersEach, AStepALocalWorkerDidNotAskForInTimeLeavesEveryGatewayAtTheSameNextStep) {
