@@ -632,6 +632,29 @@ class HookStateTest(TempDirTest):
         for state in self.states:
             self.addCleanup(state.close)
 
+    def test_bucket_layouts_of_an_earlier_step_are_released(self):
+        import torch
+
+        def step(*sizes):
+            # The ranks' buckets of one step, as DDP hands them over (the last one last).
+            for index, size in enumerate(sizes):
+                grads = [torch.ones(size) for _ in self.states]
+                futures = [state.start_average(index, g, last=index == len(sizes) - 1)
+                           for state, g in zip(self.states, grads)]
+                for future in futures:
+                    wait_for(future)
+                self.assertEqual([g[0].item() for g in grads], [1.0, 1.0])
+            return gateway_status(Path(self.cluster.workdir), 0)["tensors"]
+
+        # DDP's first buckets, then the rebuilt ones: bucket 0 changes size, bucket 1 goes. The
+        # old bucket 0 goes before the new one is declared; bucket 1 once two steps did without.
+        self.assertEqual(step(1000, 500), 2)
+        self.assertEqual(step(1400), 2)
+        self.assertEqual(step(1400), 1)
+        self.assertEqual(step(1400), 1)
+        for state in self.states:
+            self.assertEqual(list(state._buffers), [(0, 1400, torch.float32)])
+
     def test_the_hook_returns_before_the_gateways_are_done(self):
         import torch
 

@@ -75,6 +75,7 @@ _PROTOTYPES = {
     ),
     "gg_job": (ctypes.c_int, [ClientHandle, ctypes.POINTER(JobInfo)]),
     "gg_close": (ctypes.c_int, [ClientHandle]),
+    "gg_release": (ctypes.c_int, [TensorHandle]),
     "gg_declare": (
         ctypes.c_int,
         [

@@ -381,6 +381,7 @@ class Tensor:
         self.elements = elements
         self.dtype = dtype
         self.device_tensor = device_tensor
+        self.released = False
         lib = client._lib
         self.nbytes = lib.gg_tensor_bytes(handle)
         self.address = lib.gg_tensor_data(handle)
@@ -395,6 +396,8 @@ class Tensor:
     def buffer(self):
         """The shared buffer as a ctypes byte array (valid while the client is open)."""
         self._client.handle()
+        if self.released:
+            raise errors.InvalidArgumentError(f"tensor {self.name!r} was released")
         if self.device_tensor is not None:
             raise errors.InvalidArgumentError(
                 f"tensor {self.name!r} is in GPU memory: use its device_tensor"
@@ -407,6 +410,16 @@ class Tensor:
         request = _native.RequestHandle()
         _check(self._client._lib.gg_allreduce(self._handle, ctypes.byref(request)))
         return Request(self, request)
+
+    def release(self):
+        """This worker is done with the tensor (gg_release): its shared buffer is unmapped (views
+        of it must be gone), and the gateway drops the tensor and its state once every local
+        worker released it. Release it on every worker: the others' all-reduces of it fail
+        until this one declares it again. No all-reduce of it may be in flight."""
+        self._client.handle()
+        _check(self._client._lib.gg_release(self._handle))
+        self.released = True
+        self.address = None
 
     def __repr__(self):
         return f"Tensor({self.name!r}, elements={self.elements}, dtype={self.dtype.name})"

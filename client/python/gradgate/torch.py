@@ -170,6 +170,7 @@ class HookState:
         self._pending = queue.SimpleQueue()
         self._starting = threading.Lock()
         self._latest = {}  # (index, numel, dtype) -> the _Pending of the bucket's latest all-reduce
+        self._used_at = {}  # (index, numel, dtype) -> the last step that all-reduced it
         waiter = threading.Thread(
             target=_wait_in_order, args=(self._pending,), name="gradgate-hook-waiter", daemon=True
         )
@@ -242,6 +243,9 @@ class HookState:
                 "timed out and still runs in the gateway, which owns the bucket's buffer until it "
                 "ends (close the HookState and restart the job)"
             )
+        # DDP rebuilt its buckets: this index's layout of an earlier step goes before the new one
+        # is declared (both would count against the gateway's memory cap).
+        self._release_layouts(lambda k, used: k[0] == index and k != layout and used < pending.step)
         try:
             if grads.is_cuda:
                 pending.request = self._start_cuda(index, grads)
@@ -250,7 +254,33 @@ class HookState:
         except GradgateError as error:
             raise pending.failure("failed", error) from error
         self._latest[layout] = pending
+        self._used_at[layout] = pending.step
         self._pending.put(pending)
+        if pending.last:  # indices the rebuilt buckets no longer have
+            self._release_layouts(lambda k, used: used < pending.step - 1)
+
+    def _release_layouts(self, obsolete):
+        """Releases the bucket layouts for which obsolete(layout, last step used) holds: those of
+        DDP's first step, which it rebuilds after it (every rank at the same step). The gateway
+        then drops them with their residuals, which would otherwise hold memory (and the
+        residual memory cap) for the rest of the run."""
+        for layout in [k for k, used in self._used_at.items() if obsolete(k, used)]:
+            latest = self._latest.get(layout)
+            if latest is not None and not (latest.future.done() and not latest.still_running):
+                continue  # not over yet (or timed out and still running in the gateway): kept
+            del self._used_at[layout]
+            self._latest.pop(layout, None)
+            shared = self._buffers.pop(layout, None)  # (tensor, view): the view goes first
+            device = self._device_tensors.pop(layout, None)  # (address, tensor, ready event)
+            for tensor in ([shared[0]] if shared else []) + ([device[1]] if device else []):
+                try:
+                    tensor.release()
+                except GradgateError as error:
+                    warnings.warn(
+                        f"gradgate: bucket layout {layout} not released: {error}",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
 
     # Both paths divide before the gateways sum, as DDP's own hooks do: the sum of a 16-bit bucket
     # then has the headroom of the average, not of a sum world_size times larger.
