@@ -145,8 +145,8 @@ seccompProfile:
 {{- end -}}
 
 {{/*
-The container security context of both components; called with the list of capabilities to add
-(empty for all but the gateway in DPDK mode).
+The container security context of both components (but the gateway in DPDK mode): non-root,
+no capabilities.
 */}}
 {{- define "gradgate.containerSecurityContext" -}}
 runAsNonRoot: true
@@ -159,10 +159,6 @@ seccompProfile:
 capabilities:
   drop:
     - ALL
-  {{- with . }}
-  add:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
 {{- end -}}
 
 {{/*
