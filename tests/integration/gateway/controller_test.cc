@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <functional>
 #include <mutex>
@@ -51,6 +52,16 @@ std::string codec_of(const bench::LocalJob& job, uint32_t rank) {
   return answer.ok() ? answer->body : "";
 }
 
+// The worker of each of a two-gateway job's gateways, all-reducing tensor "w" of 60000 elements
+// step after step until stopped (at most 120 s).
+std::array<std::unique_ptr<bench::ChildProcess>, 2> start_endless_workers(bench::LocalJob& job) {
+  const std::vector<TensorArg> tensors = {{"w", 60000}};
+  const std::vector<std::string> forever = {"--seconds", "120",          "--out",
+                                            "",          "--timeout-ms", "20000"};
+  return {start_worker(job, 0, 0, tensors, 0, 1, job.dir() + "/w0", forever),
+          start_worker(job, 1, 0, tensors, 0, 1, job.dir() + "/w1", forever)};
+}
+
 TEST(GatewaysAndController, FollowPoliciesKeepTheLastOneWhileItIsDownAndRejoinWhenItReturns) {
   auto options = job_options(2, 1, "none");
   options.report_interval_ms = 200;
@@ -58,11 +69,7 @@ TEST(GatewaysAndController, FollowPoliciesKeepTheLastOneWhileItIsDownAndRejoinWh
   controller.start("topk:density=0.01");
   options.control_url = controller.url();
   bench::LocalJob job(options);
-  const std::vector<TensorArg> tensors = {{"w", 60000}};
-  const std::vector<std::string> forever = {"--seconds", "120",          "--out",
-                                            "",          "--timeout-ms", "20000"};
-  auto w0 = start_worker(job, 0, 0, tensors, 0, 1, job.dir() + "/w0", forever);
-  auto w1 = start_worker(job, 1, 0, tensors, 0, 1, job.dir() + "/w1", forever);
+  auto [w0, w1] = start_endless_workers(job);
 
   // The controller's policy reaches both gateways and their steps run under it.
   for (uint32_t rank = 0; rank < 2; ++rank) {
@@ -229,11 +236,7 @@ TEST(GatewaysAndController, AControllerWithoutTheNodeViewStillSetsEachGatewaysCo
   options.report_interval_ms = 100;
   options.control_url = controller.url();
   bench::LocalJob job(options);
-  const std::vector<TensorArg> tensors = {{"w", 60000}};
-  const std::vector<std::string> forever = {"--seconds", "120",          "--out",
-                                            "",          "--timeout-ms", "20000"};
-  auto w0 = start_worker(job, 0, 0, tensors, 0, 1, job.dir() + "/w0", forever);
-  auto w1 = start_worker(job, 1, 0, tensors, 0, 1, job.dir() + "/w1", forever);
+  auto [w0, w1] = start_endless_workers(job);
 
   // Each gateway runs its own node's codec of the whole policy.
   EXPECT_TRUE(log_until(job, 0, "codec topk:density=0.01")) << job.gateway(0).log();
