@@ -78,7 +78,7 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
     // abort tells the others at once. The connection and the other operations go on.
     if (aborts_.size() < kMaxAborts) {
       aborts_.try_emplace({envelope->tensor_id, envelope->seq},
-                          Abort{refused.message(), ErrorCode::kResourceExhausted, now});
+                          Abort{refused.message(), ErrorCode::kResourceExhausted, now, false});
       changed_.notify_all();
     }
     return refused;
@@ -230,7 +230,7 @@ Status Mailbox::status_of(const Abort& abort) { return Status(abort.code, abort.
 std::optional<Status> Mailbox::peer_abort(uint32_t tensor_id, uint64_t seq) const {
   std::lock_guard lock(mutex_);
   const auto abort = aborts_.find({tensor_id, seq});
-  if (abort == aborts_.end()) return std::nullopt;
+  if (abort == aborts_.end() || !abort->second.from_peer) return std::nullopt;
   return status_of(abort->second);
 }
 

@@ -83,8 +83,9 @@ class Mailbox {
   /// gateway to catch up.
   uint32_t newest_peer_policy(uint32_t tensor_id) const;
   /// What take() answers for the operation (tensor, seq) if a peer's abort of it is on file
-  /// (kAborted or kNonFiniteGradient with the peer's reason); nothing otherwise. Of several
-  /// aborts the first is kept, unless it is a skip (non-finite) and a later one a failure.
+  /// (kAborted or kNonFiniteGradient with the peer's reason); nothing otherwise (nor for a
+  /// message over the cap, which only this gateway knows of). Of several aborts the first is
+  /// kept, unless it is a skip (non-finite) and a later one a failure.
   std::optional<Status> peer_abort(uint32_t tensor_id, uint64_t seq) const;
   /// Waits until `rank` is connected (kTimeout, kAborted at shutdown).
   Status wait_peer_up(uint32_t rank, Clock::time_point deadline);
@@ -128,8 +129,10 @@ class Mailbox {
   std::map<MailKey, Stored> filed_;
   struct Abort {
     std::string reason;
-    ErrorCode code;  // kAborted, or kNonFiniteGradient: the step is skipped, not failed
+    ErrorCode code;  // kAborted, or kNonFiniteGradient: the step is skipped, not failed; or
+                     // kResourceExhausted for a message over the cap (this gateway's own)
     Clock::time_point arrived;
+    bool from_peer = true;  // false: this gateway's own, which its peers have not heard of
   };
   /// What take() answers for an operation a peer aborted.
   static Status status_of(const Abort& abort);

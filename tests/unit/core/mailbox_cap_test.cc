@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "two_gateways.h"
 
@@ -34,6 +35,31 @@ TEST(MailboxCap, AStepWhoseMessagesPassTheCapFailsAtOnceAndTheLinkStays) {
     EXPECT_EQ(job.transport(rank).stats().rejected, 0u) << "gateway " << rank;
     EXPECT_EQ(job.transport(rank).stats().disconnects, 0u) << "gateway " << rank;
   }
+}
+
+// The message comes before this gateway starts the step: the step fails as it starts, and the
+// peer hears of it (this gateway's own refusal is news to it).
+TEST(MailboxCap, AMessageRefusedBeforeTheStepStartsFailsItOnBothGateways) {
+  TwoGateways job("none", 1, 1, [](GatewayConfig& config) { config.send_queue_bytes = 64 << 10; });
+  const uint64_t refused = job.gateway(0).mailbox_stats().refused;
+  testing::Outcome late;
+  testing::Outcome early;
+  const auto start = std::chrono::steady_clock::now();
+  job.gateway(1).on_allreduce(0, job.key(1), early.callback());
+  // Gateway 1's part reaches gateway 0, which has not started the step, and is refused.
+  while (job.gateway(0).mailbox_stats().refused == refused &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    std::this_thread::yield();
+  }
+  ASSERT_GT(job.gateway(0).mailbox_stats().refused, refused);
+  job.gateway(0).on_allreduce(0, job.key(0), late.callback());
+  for (testing::Outcome* outcome : {&late, &early}) {
+    const auto done = outcome->wait(std::chrono::seconds(20));
+    ASSERT_TRUE(done.has_value());
+    EXPECT_NE(done->status.message().find("raise transport.send_queue_bytes"), std::string::npos)
+        << done->status.to_string();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));  // not at 5 s
 }
 
 }  // namespace
