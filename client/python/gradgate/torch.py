@@ -266,7 +266,7 @@ class HookState:
         residual memory cap) for the rest of the run."""
         for layout in [k for k, used in self._used_at.items() if obsolete(k, used)]:
             latest = self._latest.get(layout)
-            if latest is not None and not (latest.future.done() and not latest.still_running):
+            if latest is not None and (not latest.future.done() or latest.still_running):
                 continue  # not over yet (or timed out and still running in the gateway): kept
             del self._used_at[layout]
             self._latest.pop(layout, None)
