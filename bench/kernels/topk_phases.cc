@@ -29,8 +29,9 @@ Result<TopkPhaseTimes> time_topk_phases(const kernels::CodecParams& params, cons
   const auto pass_at = [&](float t) {
     return [&, t]() -> Status {
       GRADGATE_RETURN_IF_ERROR((*scratch)->begin(cuda));
-      GRADGATE_RETURN_IF_ERROR(kernels::cuda::launch_topk_collect(
-          grad, e, n, t, false, state->candidates, state->tiles, (*scratch)->device_tally(), cuda));
+      GRADGATE_RETURN_IF_ERROR(
+          kernels::cuda::launch_topk_collect(grad, e, n, t, false, state->candidates, state->listed,
+                                             (*scratch)->device_tally(), cuda));
       return (*scratch)->finish(cuda).status();
     };
   };

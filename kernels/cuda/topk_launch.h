@@ -1,6 +1,7 @@
 // Host-side entry points of the topk kernels: the pass that adds the gradient into the residual
-// and collects the candidates, the radix select among them (topk_plan.h) and keep, both lists in
-// index order, and the payload's indices written and read on the device. Each enqueues its
+// and collects the candidates tile by tile, the radix select among them (topk_plan.h) and keep,
+// which puts the kept candidates in index order, and the payload's indices written and read on
+// the device. Each enqueues its
 // kernels on `stream` and returns the launch's Status. Host-only: compiles without nvcc.
 #pragma once
 
@@ -29,9 +30,9 @@ struct PairSource {
   uint64_t count;
 };
 
-/// Where the ordered compactions below keep the look-back state of their tiles
-/// (tile_order::tile_count of their items): ordered_tiles_bytes(max_tiles) of device memory.
-/// Each compaction resets what it uses, so compactions on one stream share it; compactions on two
+/// Where the ordered compaction of the whole-array keep keeps the look-back state of its tiles
+/// (tile_order::tile_count of its items): ordered_tiles_bytes(max_tiles) of device memory. Each
+/// compaction resets what it uses, so compactions on one stream share it; compactions on two
 /// streams at once must not.
 struct OrderedTiles {
   void* memory;
@@ -41,14 +42,32 @@ struct OrderedTiles {
 /// The device memory of an OrderedTiles of `max_tiles` tiles.
 Result<size_t> ordered_tiles_bytes(uint64_t max_tiles);
 
+/// How the first pass laid out its list: tile j of the elements (tile_order::kTile of them from
+/// j * kTile) listed count[j] pairs, in index order, from position first[j] on. Tiles take their
+/// places in the order they finish, so the list is in index order within each tile only; keep
+/// (launch_topk_keep_listed) puts the pairs it keeps in index order. `kept` and `temp`
+/// (listed_tiles_temp_bytes) are keep's scratch. Each array has room for max_tiles.
+struct ListedTiles {
+  uint32_t* first;
+  uint32_t* count;
+  uint32_t* kept;
+  void* temp;
+  size_t temp_bytes;
+  uint64_t max_tiles;
+};
+
+/// The scratch that keep's scan of a ListedTiles of `max_tiles` tiles needs.
+Result<size_t> listed_tiles_temp_bytes(uint64_t max_tiles);
+
 /// The first pass of an encode (with `e`) or a read-only rescan (e == nullptr: v = g): with e,
-/// v = e + g where that is finite, else v = e. Appends (i, v) of every finite |v| > t to `out` in
-/// index order, for as many as fit. With e, the new e is v, or 0 at the appended i when
-/// `clear_listed` (their v is in the list; launch_topk_put of the list puts it back). Tallies the
-/// bad v in count[0], all the elements above t in count[1] (those that did not fit too), the
-/// float bits of the largest kept |v| in max[0] and the sum of the kept |v| in sum.
+/// v = e + g where that is finite, else v = e. Appends (i, v) of every finite |v| > t to `out`,
+/// tile by tile (`listed` records where each tile's pairs went), for as many as fit. With e, the
+/// new e is v, or 0 at the appended i when `clear_listed` (their v is in the list;
+/// launch_topk_put of the list puts it back). Tallies the bad v in count[0], all the elements
+/// above t in count[1] (those that did not fit too), the float bits of the largest kept |v| in
+/// max[0] and the sum of the kept |v| in sum.
 Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, bool clear_listed,
-                           const PairList& out, const OrderedTiles& tiles, Tally* tally,
+                           const PairList& out, const ListedTiles& listed, Tally* tally,
                            cudaStream_t stream);
 
 /// bins (topk::kSelectBins, zeroed here) = the histogram of the order keys of `source` in `range`.
@@ -60,6 +79,13 @@ Status launch_topk_histogram(const PairSource& source, const topk::KeyRange& ran
 Status launch_topk_keep(const PairSource& source, uint64_t cut, const PairList& out,
                         const OrderedTiles& tiles, float* restore, Tally* tally,
                         cudaStream_t stream);
+
+/// keep over the list of a first pass over n elements that fitted whole (`list`: its pairs,
+/// `listed`: its tiles): the pairs whose order key is >= `cut` go to `out` in index order,
+/// counted in count[2]; with `restore`, restore[i] = v for every other pair (i, v).
+Status launch_topk_keep_listed(const PairSource& list, const ListedTiles& listed, uint64_t n,
+                               uint64_t cut, const PairList& out, float* restore, Tally* tally,
+                               cudaStream_t stream);
 
 /// out[index] = value for each pair of `pairs` (index != nullptr).
 Status launch_topk_put(const PairSource& pairs, float* out, cudaStream_t stream);

@@ -1,8 +1,11 @@
 // The selection kernels of topk (topk_launch.h): the fused first pass that collects candidates,
-// the histograms of the radix select, and keep. The first pass and keep compact in index order
-// (tile_order.h and a decoupled look-back), so the selection needs no sort.
+// the histograms of the radix select, and keep. The first pass ranks each tile's candidates in
+// index order (tile_order.h) and places the tile with one atomic, never waiting on another tile;
+// keep then puts the kept candidates in index order from the tiles' counts, so the selection
+// needs no sort. The whole-array keep compacts in index order with a decoupled look-back.
 #include <cub/agent/single_pass_scan_operators.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/device/device_scan.cuh>
 
 #include <algorithm>
 #include <cstddef>
@@ -73,6 +76,44 @@ struct Appended {
   uint32_t stored;      // this thread's slots written to the list (flagged, within its capacity)
 };
 
+using TileScan = cub::BlockScan<unsigned long long, kSelectThreads>;
+
+// The ranks in index order of a tile's flagged items (tile_order.h): one block scan of the
+// threads' packed row counts. All threads of the block call it, in uniform control flow.
+struct TileRanks {
+  unsigned long long prefix = 0;
+  unsigned long long aggregate = 0;
+
+  __device__ TileRanks(TileScan::TempStorage& storage, uint32_t flags) {
+    TileScan(storage).ExclusiveSum(tile_order::row_counts(flags), prefix, aggregate);
+  }
+  __device__ uint32_t count() const { return tile_order::total(aggregate); }
+  __device__ uint32_t of(uint32_t flags, int slot) const {
+    return tile_order::rank(prefix, aggregate, flags, slot);
+  }
+};
+
+// Writes this thread's flagged items of a tile whose first item goes to `start`: the pair
+// (index_of(slot), value[slot]) at start + its rank, where the list has room. Returns the slots
+// written.
+template <typename IndexOf>
+__device__ inline uint32_t write_ranked(const PairList& out, uint64_t start, const TileRanks& ranks,
+                                        uint32_t flags, const float (&value)[kItems],
+                                        IndexOf index_of) {
+  uint32_t stored = 0;
+#pragma unroll
+  for (int slot = 0; slot < kItems; ++slot) {
+    if (!((flags >> slot) & 1u)) continue;
+    const uint64_t position = start + ranks.of(flags, slot);
+    if (position < out.capacity) {
+      out.index[position] = index_of(slot);
+      out.value[position] = value[slot];
+      stored |= 1u << slot;
+    }
+  }
+  return stored;
+}
+
 // Appends the flagged items of each tile to a PairList in index order: one block scan of the
 // threads' packed row counts ranks the tile's items (tile_order.h), and a decoupled look-back
 // (CUB's TilePrefixCallbackOp) gives the tile's place after its predecessors'. Items past the
@@ -80,10 +121,9 @@ struct Appended {
 // control flow.
 class OrderedAppend {
  public:
-  using Scan = cub::BlockScan<unsigned long long, kSelectThreads>;
   using LookBack = cub::TilePrefixCallbackOp<uint32_t, ::cuda::std::plus<uint32_t>, TileState>;
   struct Storage {
-    typename Scan::TempStorage scan;
+    typename TileScan::TempStorage scan;
     typename LookBack::TempStorage look_back;
     uint32_t tile;
     uint32_t start;
@@ -104,9 +144,8 @@ class OrderedAppend {
   template <typename IndexOf>
   __device__ Appended append(uint32_t tile, uint32_t flags, const float (&value)[kItems],
                              IndexOf index_of) {
-    unsigned long long prefix = 0, aggregate = 0;
-    Scan(storage_.scan).ExclusiveSum(tile_order::row_counts(flags), prefix, aggregate);
-    const uint32_t count = tile_order::total(aggregate);
+    const TileRanks ranks(storage_.scan, flags);
+    const uint32_t count = ranks.count();
     if (threadIdx.x < 32) {
       uint32_t before = 0;
       if (tile == 0) {
@@ -119,19 +158,7 @@ class OrderedAppend {
       if (threadIdx.x == 0) storage_.start = before;
     }
     __syncthreads();
-    const uint64_t start = storage_.start;
-    uint32_t stored = 0;
-#pragma unroll
-    for (int slot = 0; slot < kItems; ++slot) {
-      if (!((flags >> slot) & 1u)) continue;
-      const uint64_t position = start + tile_order::rank(prefix, aggregate, flags, slot);
-      if (position < out_.capacity) {
-        out_.index[position] = index_of(slot);
-        out_.value[position] = value[slot];
-        stored |= 1u << slot;
-      }
-    }
-    return {count, stored};
+    return {count, write_ranked(out_, storage_.start, ranks, flags, value, index_of)};
   }
 
  private:
@@ -170,48 +197,49 @@ __device__ inline void collect_element(float g, float r, bool with_e, int slot, 
   items.flags |= static_cast<uint32_t>(in_range && finite && magnitude > t) << slot;
 }
 
-// A full tile with 16-byte loads (g and e 16-byte aligned): each row of the thread is one float4,
-// all its loads first.
-__device__ inline void collect_full_tile(const float* g, const float* e, uint64_t first, float t,
-                                         CollectedItems& items, CollectTotals& totals,
-                                         float& tile_sum) {
-  const auto* g4 = reinterpret_cast<const float4*>(g + first);
-  const auto* e4 = e ? reinterpret_cast<const float4*>(e + first) : nullptr;
-  const bool with_e = e4 != nullptr;
-  float4 loaded[kRows], residual[kRows];
+// One tile's inputs in tile_order's slots: g, and the residual when there is one (0 past n).
+struct TileInputs {
+  float g[kItems];
+  float r[kItems];
+};
+
+// Loads a tile's inputs, every load issued before any is used: 16-byte loads where `vectors` (a
+// full tile of 16-byte aligned arrays), one float4 per row of the thread.
+__device__ inline void load_inputs(const float* g, const float* e, uint64_t n, uint64_t first,
+                                   bool vectors, TileInputs& in) {
+  if (vectors) {
+    const auto* g4 = reinterpret_cast<const float4*>(g + first);
+    const auto* e4 = e ? reinterpret_cast<const float4*>(e + first) : nullptr;
 #pragma unroll
-  for (int row = 0; row < kRows; ++row) {
-    loaded[row] = g4[threadIdx.x + row * kSelectThreads];
-    residual[row] = with_e ? e4[threadIdx.x + row * kSelectThreads] : float4{};
+    for (int row = 0; row < kRows; ++row) {
+      const float4 gv = g4[threadIdx.x + row * kSelectThreads];
+      const float4 ev = e4 ? e4[threadIdx.x + row * kSelectThreads] : float4{};
+      const float gs[kLanes] = {gv.x, gv.y, gv.z, gv.w};
+      const float es[kLanes] = {ev.x, ev.y, ev.z, ev.w};
+#pragma unroll
+      for (int lane = 0; lane < kLanes; ++lane) {
+        in.g[row * kLanes + lane] = gs[lane];
+        in.r[row * kLanes + lane] = es[lane];
+      }
+    }
+    return;
   }
 #pragma unroll
-  for (int row = 0; row < kRows; ++row) {
-    const float gs[kLanes] = {loaded[row].x, loaded[row].y, loaded[row].z, loaded[row].w};
-    const float rs[kLanes] = {residual[row].x, residual[row].y, residual[row].z, residual[row].w};
-#pragma unroll
-    for (int lane = 0; lane < kLanes; ++lane) {
-      collect_element(gs[lane], rs[lane], with_e, row * kLanes + lane, true, t, items, totals,
-                      tile_sum);
-    }
+  for (int slot = 0; slot < kItems; ++slot) {
+    const uint64_t i = first + tile_order::item_offset(threadIdx.x, slot);
+    in.g[slot] = i < n ? g[i] : 0.0f;
+    in.r[slot] = i < n && e ? e[i] : 0.0f;
   }
 }
 
-// Any tile with 4-byte loads, in the same slots, all loads first.
-__device__ inline void collect_tile(const float* g, const float* e, uint64_t n, uint64_t first,
-                                    float t, CollectedItems& items, CollectTotals& totals,
-                                    float& tile_sum) {
-  float loaded[kItems], residual[kItems];
+// The first pass's rule over a tile's inputs.
+__device__ inline void collect_inputs(const TileInputs& in, bool with_e, uint64_t n, uint64_t first,
+                                      float t, CollectedItems& items, CollectTotals& totals,
+                                      float& tile_sum) {
 #pragma unroll
   for (int slot = 0; slot < kItems; ++slot) {
-    const uint64_t i = first + tile_order::item_offset(threadIdx.x, slot);
-    loaded[slot] = i < n ? g[i] : 0.0f;
-    residual[slot] = i < n && e ? e[i] : 0.0f;
-  }
-#pragma unroll
-  for (int slot = 0; slot < kItems; ++slot) {
-    const uint64_t i = first + tile_order::item_offset(threadIdx.x, slot);
-    collect_element(loaded[slot], residual[slot], e != nullptr, slot, i < n, t, items, totals,
-                    tile_sum);
+    const bool in_range = first + tile_order::item_offset(threadIdx.x, slot) < n;
+    collect_element(in.g[slot], in.r[slot], with_e, slot, in_range, t, items, totals, tile_sum);
   }
 }
 
@@ -239,42 +267,49 @@ __device__ inline void store_residual(float* e, uint64_t n, uint64_t first, bool
   }
 }
 
-// Tiles taken in launch order from the queue by a grid that the GPU holds at once; full tiles of
-// aligned arrays (kVectors) take 16-byte accesses. The listed pairs go out in index order; with
-// clear_listed their e is 0. The statistics are reduced over the block's tiles and tallied once
-// per block. Three blocks per SM (at most 85 registers): 96 KiB of loads in flight per SM while
-// one block waits on its look-back.
+// Tiles grid-stride over a grid that the GPU holds at once; full tiles of aligned arrays
+// (kVectors) take 16-byte accesses. Each tile's listed pairs go out in index order at the place
+// that one atomic on the listed count gives the tile (recorded in `listed`); with clear_listed
+// their e is 0. No tile waits on another. The statistics are reduced over the block's tiles and
+// tallied once per block. Three blocks per SM (at most 85 registers).
 template <bool kVectors>
 __global__ void __launch_bounds__(kSelectThreads, 3)
     collect_kernel(const float* g, float* e, uint64_t n, float t, bool clear_listed, PairList out,
-                   TileQueue queue, Tally* tally) {
-  __shared__ OrderedAppend::Storage storage;
+                   ListedTiles listed, Tally* tally) {
+  __shared__ TileScan::TempStorage scan;
+  __shared__ uint32_t tile_start;
   __shared__ double warp_sums[kSelectThreads / 32];
   __shared__ uint32_t warp_bad[kSelectThreads / 32];
   __shared__ uint32_t warp_largest[kSelectThreads / 32];
-  OrderedAppend append(storage, queue, out);
   CollectTotals totals;
   double sum = 0.0;
-  uint32_t listed = 0;
   const uint64_t tiles = tile_order::tile_count(n);
-  for (;;) {
-    const uint32_t tile = append.next_tile();
-    if (tile >= tiles) break;
-    const uint64_t first = static_cast<uint64_t>(tile) * kTile;
+  const auto vectors = [n](uint64_t first) { return kVectors && first + kTile <= n; };
+  for (uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const uint64_t first = tile * kTile;
+    TileInputs inputs;
+    load_inputs(g, e, n, first, vectors(first), inputs);
     CollectedItems items;
     float tile_sum = 0.0f;
-    const bool full = kVectors && first + kTile <= n;
-    if (full) {
-      collect_full_tile(g, e, first, t, items, totals, tile_sum);
-    } else {
-      collect_tile(g, e, n, first, t, items, totals, tile_sum);
-    }
+    collect_inputs(inputs, e != nullptr, n, first, t, items, totals, tile_sum);
     sum += tile_sum;
-    const Appended appended = append.append(tile, items.flags, items.kept, [first](int slot) {
-      return static_cast<uint32_t>(first + tile_order::item_offset(threadIdx.x, slot));
-    });
-    listed += appended.tile_count;
-    if (e) store_residual(e, n, first, full, items, clear_listed ? appended.stored : 0u);
+    const TileRanks ranks(scan, items.flags);
+    if (threadIdx.x == 0) {
+      const uint32_t count = ranks.count();
+      const auto start = count == 0
+                             ? 0u
+                             : static_cast<uint32_t>(atomicAdd(
+                                   &tally->count[1], static_cast<unsigned long long>(count)));
+      listed.first[tile] = start;
+      listed.count[tile] = count;
+      tile_start = start;
+    }
+    __syncthreads();
+    const uint32_t stored =
+        write_ranked(out, tile_start, ranks, items.flags, items.kept, [first](int slot) {
+          return static_cast<uint32_t>(first + tile_order::item_offset(threadIdx.x, slot));
+        });
+    if (e) store_residual(e, n, first, vectors(first), items, clear_listed ? stored : 0u);
   }
   const uint32_t bad = __reduce_add_sync(kFullWarp, totals.bad);
   const uint32_t largest_bits = __reduce_max_sync(kFullWarp, float_bits(totals.largest));
@@ -296,7 +331,6 @@ __global__ void __launch_bounds__(kSelectThreads, 3)
     if (block_bad != 0) atomicAdd(&tally->count[0], static_cast<unsigned long long>(block_bad));
     if (block_largest != 0) atomicMax(&tally->max[0], block_largest);
     if (block_sum != 0.0) atomicAdd(&tally->sum, block_sum);
-    if (listed != 0) atomicAdd(&tally->count[1], static_cast<unsigned long long>(listed));
   }
 }
 
@@ -404,6 +438,75 @@ __global__ void put_kernel(PairSource pairs, float* out) {
   }
 }
 
+constexpr uint32_t kSelectWarps = kSelectThreads / 32;
+
+// The calling warp's tile in a warp-per-tile kernel, and the stride to its next one.
+__device__ inline uint64_t warp_tile() {
+  return (static_cast<uint64_t>(blockIdx.x) * kSelectThreads + threadIdx.x) / 32;
+}
+__device__ inline uint64_t warp_tile_stride() {
+  return static_cast<uint64_t>(gridDim.x) * kSelectWarps;
+}
+
+// keep over a first pass's list, step 1, a warp per tile of the first pass: kept[tile] = how many
+// of the tile's pairs have an order key >= cut; their sum goes to count[2], one atomic per block.
+__global__ void __launch_bounds__(kSelectThreads)
+    count_kept_kernel(PairSource list, ListedTiles listed, uint64_t tiles, uint64_t cut,
+                      Tally* tally) {
+  __shared__ uint32_t warp_kept[kSelectWarps];
+  const uint32_t lane = threadIdx.x % 32;
+  uint32_t warp_total = 0;
+  for (uint64_t tile = warp_tile(); tile < tiles; tile += warp_tile_stride()) {
+    const uint32_t first = listed.first[tile];
+    const uint32_t count = listed.count[tile];
+    uint32_t kept = 0;
+    for (uint32_t j = lane; j < count; j += 32) {
+      kept += topk::order_key(list.value[first + j], list.index[first + j]) >= cut;
+    }
+    kept = __reduce_add_sync(kFullWarp, kept);
+    if (lane == 0) listed.kept[tile] = kept;
+    warp_total += kept;
+  }
+  if (lane == 0) warp_kept[threadIdx.x / 32] = warp_total;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  unsigned long long block_total = 0;
+  for (uint32_t w = 0; w < kSelectWarps; ++w) block_total += warp_kept[w];
+  if (block_total != 0) atomicAdd(&tally->count[2], block_total);
+}
+
+// keep over a first pass's list, step 2, a warp per tile, after kept[] became the exclusive sum
+// of the counts: the tile's kept pairs go to out from kept[tile] on, in the tile's (index) order;
+// with `restore`, the others' values go back there.
+__global__ void __launch_bounds__(kSelectThreads)
+    write_kept_kernel(PairSource list, ListedTiles listed, uint64_t tiles, uint64_t cut,
+                      PairList out, float* restore) {
+  const uint32_t lane = threadIdx.x % 32;
+  for (uint64_t tile = warp_tile(); tile < tiles; tile += warp_tile_stride()) {
+    const uint32_t first = listed.first[tile];
+    const uint32_t count = listed.count[tile];
+    uint64_t at = listed.kept[tile];
+    for (uint32_t round = 0; round < count; round += 32) {
+      const uint32_t j = round + lane;
+      const bool present = j < count;
+      const uint32_t index = present ? list.index[first + j] : 0;
+      const float value = present ? list.value[first + j] : 0.0f;
+      const bool keep = present && topk::order_key(value, index) >= cut;
+      const unsigned kept = __ballot_sync(kFullWarp, keep);
+      if (keep) {
+        const uint64_t position = at + __popc(kept & ((1u << lane) - 1));
+        if (position < out.capacity) {
+          out.index[position] = index;
+          out.value[position] = value;
+        }
+      } else if (present && restore) {
+        restore[index] = value;
+      }
+      at += __popc(kept);
+    }
+  }
+}
+
 // The blocks of `kernel` (kSelectThreads threads each) that the current GPU holds at once: asked
 // of the runtime on the thread's first launch per kernel and GPU, then remembered (per thread, as
 // Scratch::current keeps its scratch).
@@ -435,18 +538,45 @@ Result<unsigned> resident_blocks(Kernel kernel, uint64_t count, uint64_t per_blo
 
 }  // namespace
 
+// Checks that a ListedTiles has room for the tiles of n elements.
+Status check_listed_tiles(const ListedTiles& listed, uint64_t n) {
+  if (tile_order::tile_count(n) <= listed.max_tiles) return {};
+  return Status(ErrorCode::kInternal, "topk first pass over " + std::to_string(n) +
+                                          " elements exceeds its tile records (" +
+                                          std::to_string(listed.max_tiles) + " tiles)");
+}
+
 Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, bool clear_listed,
-                           const PairList& out, const OrderedTiles& tiles, Tally* tally,
+                           const PairList& out, const ListedTiles& listed, Tally* tally,
                            cudaStream_t stream) {
+  GRADGATE_RETURN_IF_ERROR(check_listed_tiles(listed, n));
   const bool vectors = (reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(e)) % 16 == 0;
   const auto kernel = vectors ? collect_kernel<true> : collect_kernel<false>;
-  auto queue = reset_tile_queue(tiles, n, stream);
-  if (!queue.ok()) return queue.status();
   // As many blocks as the GPU holds at once: no last partial wave, and each block's statistics
   // cost one atomic.
   auto blocks = resident_blocks(kernel, n, kTile);
   if (!blocks.ok()) return blocks.status();
-  kernel<<<*blocks, kSelectThreads, 0, stream>>>(g, e, n, t, clear_listed && e, out, *queue, tally);
+  kernel<<<*blocks, kSelectThreads, 0, stream>>>(g, e, n, t, clear_listed && e, out, listed, tally);
+  GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return {};
+}
+
+Status launch_topk_keep_listed(const PairSource& list, const ListedTiles& listed, uint64_t n,
+                               uint64_t cut, const PairList& out, float* restore, Tally* tally,
+                               cudaStream_t stream) {
+  GRADGATE_RETURN_IF_ERROR(check_listed_tiles(listed, n));
+  const uint64_t tiles = tile_order::tile_count(n);
+  auto counting = resident_blocks(count_kept_kernel, tiles, kSelectWarps);
+  if (!counting.ok()) return counting.status();
+  count_kept_kernel<<<*counting, kSelectThreads, 0, stream>>>(list, listed, tiles, cut, tally);
+  GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  size_t temp_bytes = listed.temp_bytes;
+  GRADGATE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveSum(
+      listed.temp, temp_bytes, listed.kept, listed.kept, static_cast<int>(tiles), stream));
+  auto writing = resident_blocks(write_kept_kernel, tiles, kSelectWarps);
+  if (!writing.ok()) return writing.status();
+  write_kept_kernel<<<*writing, kSelectThreads, 0, stream>>>(list, listed, tiles, cut, out,
+                                                             restore);
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return {};
 }
@@ -482,6 +612,14 @@ Status launch_topk_put(const PairSource& pairs, float* out, cudaStream_t stream)
   put_kernel<<<element_blocks(pairs.count), kElementThreads, 0, stream>>>(pairs, out);
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return {};
+}
+
+Result<size_t> listed_tiles_temp_bytes(uint64_t max_tiles) {
+  size_t temp = 0;
+  GRADGATE_CUDA_RETURN_IF_ERROR(
+      cub::DeviceScan::ExclusiveSum(nullptr, temp, static_cast<uint32_t*>(nullptr),
+                                    static_cast<uint32_t*>(nullptr), static_cast<int>(max_tiles)));
+  return temp;
 }
 
 Result<size_t> ordered_tiles_bytes(uint64_t max_tiles) {

@@ -42,13 +42,18 @@ Result<RadixCut> radix_select(const PairSource& source, uint64_t lo, uint64_t hi
   }
 }
 
-// Keeps the pairs of `source` at or above `cut` in the state's selection, in the order of `source`;
-// with `restore`, writes the others' values there.
-Status keep(const PairSource& source, uint64_t cut, size_t expected, float* restore,
+// Keeps the pairs of `source` at or above `cut` in the state's selection, in index order: of the
+// whole array (source.index == nullptr) or of the candidates that the last first pass over n
+// elements listed; with `restore`, writes the others' values there.
+Status keep(const PairSource& source, uint64_t n, uint64_t cut, size_t expected, float* restore,
             TopkDeviceState& state, Scratch& scratch, cudaStream_t stream) {
   GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
-  GRADGATE_RETURN_IF_ERROR(launch_topk_keep(source, cut, state.selected, state.tiles, restore,
-                                            scratch.device_tally(), stream));
+  GRADGATE_RETURN_IF_ERROR(source.index == nullptr
+                               ? launch_topk_keep(source, cut, state.selected, state.tiles, restore,
+                                                  scratch.device_tally(), stream)
+                               : launch_topk_keep_listed(source, state.listed, n, cut,
+                                                         state.selected, restore,
+                                                         scratch.device_tally(), stream));
   auto tally = scratch.finish(stream);
   if (!tally.ok()) return tally.status();
   if (tally->count[2] != expected) {
@@ -68,6 +73,8 @@ Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t elements, 
   const uint64_t max_tiles = tile_order::tile_count(elements);
   auto tiles_bytes = ordered_tiles_bytes(max_tiles);
   if (!tiles_bytes.ok()) return tiles_bytes.status();
+  auto listed_temp_bytes = listed_tiles_temp_bytes(max_tiles);
+  if (!listed_temp_bytes.ok()) return listed_temp_bytes.status();
   const size_t candidate_index = 0;
   const size_t candidate_value = candidate_index + aligned(candidates * sizeof(uint32_t));
   const size_t selected_index = candidate_value + aligned(candidates * sizeof(float));
@@ -76,7 +83,11 @@ Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t elements, 
   const size_t bins = tiles + aligned(*tiles_bytes);
   const size_t offsets = bins + aligned(topk::kSelectBins * sizeof(uint32_t));
   const size_t temp = offsets + aligned((selected + 1) * sizeof(uint64_t));
-  const size_t total = temp + aligned(*temp_bytes);
+  const size_t listed_first = temp + aligned(*temp_bytes);
+  const size_t listed_count = listed_first + aligned(max_tiles * sizeof(uint32_t));
+  const size_t listed_kept = listed_count + aligned(max_tiles * sizeof(uint32_t));
+  const size_t listed_temp = listed_kept + aligned(max_tiles * sizeof(uint32_t));
+  const size_t total = listed_temp + aligned(*listed_temp_bytes);
   auto memory = device_alloc<std::byte>(total);
   if (!memory.ok()) return memory.status();
   auto state = std::unique_ptr<TopkDeviceState>(new TopkDeviceState());
@@ -90,6 +101,12 @@ Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t elements, 
   state->varint_offsets = reinterpret_cast<uint64_t*>(base + offsets);
   state->temp = base + temp;
   state->temp_bytes = *temp_bytes;
+  state->listed = {reinterpret_cast<uint32_t*>(base + listed_first),
+                   reinterpret_cast<uint32_t*>(base + listed_count),
+                   reinterpret_cast<uint32_t*>(base + listed_kept),
+                   base + listed_temp,
+                   *listed_temp_bytes,
+                   max_tiles};
   auto host_bins = pinned_alloc<std::array<uint32_t, topk::kSelectBins>>();
   if (!host_bins.ok()) return host_bins.status();
   state->host_bins = std::move(host_bins).value();
@@ -117,7 +134,7 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
   const bool clear_in_pass = in.e && in.clear_in_pass;
   GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
   GRADGATE_RETURN_IF_ERROR(launch_topk_collect(in.g, in.e, n, t_scan, clear_in_pass,
-                                               state.candidates, state.tiles,
+                                               state.candidates, state.listed,
                                                scratch.device_tally(), stream));
   auto first = scratch.finish(stream);
   if (!first.ok()) return first.status();
@@ -155,7 +172,7 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
   const auto scan = [&](float t) -> Status {
     GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
     GRADGATE_RETURN_IF_ERROR(launch_topk_collect(v, nullptr, n, t, false, state.candidates,
-                                                 state.tiles, scratch.device_tally(), stream));
+                                                 state.listed, scratch.device_tally(), stream));
     auto tally = scratch.finish(stream);
     if (!tally.ok()) return tally.status();
     count = tally->count[1];
@@ -188,7 +205,8 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
       if (!found.ok()) return found.status();
       cut = *found;
     }
-    GRADGATE_RETURN_IF_ERROR(keep(dense, cut.key, cut.selected, nullptr, state, scratch, stream));
+    GRADGATE_RETURN_IF_ERROR(
+        keep(dense, n, cut.key, cut.selected, nullptr, state, scratch, stream));
     selection.passes += cut.levels + 1;
     selection.count = cut.selected;
     state.warm.threshold = 0.0f;  // cold again next step
@@ -201,8 +219,8 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
       cut = *found;
     }
     // The candidates are all listed here (count <= cap): those the cut drops go back into e.
-    const Status kept =
-        keep(candidates, cut.key, cut.selected, cleared ? in.e : nullptr, state, scratch, stream);
+    const Status kept = keep(candidates, n, cut.key, cut.selected, cleared ? in.e : nullptr, state,
+                             scratch, stream);
     if (!kept.ok()) return fail(kept);
     selection.residual_cleared = cleared != 0;
     selection.count = cut.selected;

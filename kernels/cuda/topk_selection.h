@@ -1,12 +1,12 @@
 // Top-k selection with error feedback on the GPU, the device counterpart of
 // kernels/cpu/topk_select.h. One fused pass adds the gradient into the residual and collects the
-// candidates above a warm-started threshold, in index order (an ordered compaction, tile_order.h);
+// candidates above a warm-started threshold, each tile's in index order (tile_order.h);
 // read-only rescans correct that threshold until the candidates number between k and 8k + 1024; a
 // radix select among the candidates (topk_plan.h) cuts them to [k, 1.1 k] (threshold mode) or to
 // exactly the k largest |v|, ties by lower index (exact mode: the CPU codec's selection, bit for
-// bit), and keep compacts those, still in index order: no sort. When ties defeat every candidate
-// threshold the radix select runs over the whole array instead. In steady state only the first
-// pass reads the n-element arrays.
+// bit), and keep compacts those in index order, tile by tile: no sort. When ties defeat every
+// candidate threshold the radix select runs over the whole array instead. In steady state only the
+// first pass reads the n-element arrays.
 //
 // The residual: with `clear_in_pass`, the first pass leaves 0 at the candidates it lists (up to
 // the list's capacity; their values are in the list) and keep writes back those it drops, so the
@@ -46,7 +46,8 @@ class TopkDeviceState final : public DeviceCodecState {
   topk::WarmStart warm;
   PairList candidates{};
   PairList selected{};
-  OrderedTiles tiles{};
+  OrderedTiles tiles{};  // the whole-array keep's
+  ListedTiles listed{};  // the first pass's
   uint32_t* bins = nullptr;
   uint64_t* varint_offsets = nullptr;  // selected.capacity + 1
   void* temp = nullptr;
