@@ -606,9 +606,10 @@ inline void store_levels(const __m256i q[4], Int* out) {
 template <typename Int>
 size_t quantize(const float* g, float* e, Int* out, size_t n, float scale, int levels,
                 const rules::QsgdKey& key) {
-  const __m256 to_levels = _mm256_set1_ps(scale > 0.0f ? static_cast<float>(levels) / scale : 0.0f);
-  const __m256 to_value = _mm256_set1_ps(scale / static_cast<float>(levels));
-  const __m256 max_level = _mm256_set1_ps(static_cast<float>(levels));
+  const rules::QsgdGrid grid = rules::qsgd_grid(scale, levels);
+  const __m256 to_levels = _mm256_set1_ps(grid.to_levels);
+  const __m256 to_value = _mm256_set1_ps(grid.to_value);
+  const __m256 max_level = _mm256_set1_ps(grid.max_level);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   const __m256 to_unit = _mm256_set1_ps(1.0f / 65536.0f);

@@ -523,7 +523,11 @@ TEST(ElementRulesTest, QsgdLevelRoundsStochasticallyAndClamps) {
   EXPECT_EQ(rules::qsgd_level(2.0f, 0.9999f, grid), 15);  // clamped at the top level
   EXPECT_EQ(rules::qsgd_level(std::numeric_limits<float>::quiet_NaN(), 0.5f, grid), 0);
   EXPECT_EQ(rules::qsgd_level(1.0f, 0.5f, rules::qsgd_grid(0.0f, 15)), 0);  // zero scale
-  EXPECT_EQ(rules::qsgd_sum<int8_t>(100, 100), static_cast<int8_t>(-56));   // wraps, unchecked
+  // A scale whose levels / scale overflows: level 0 everywhere, not 0 * inf = NaN cast to int.
+  const rules::QsgdGrid tiny = rules::qsgd_grid(1e-39f, 32767);
+  EXPECT_EQ(rules::qsgd_level(0.0f, 0.5f, tiny), 0);
+  EXPECT_EQ(rules::qsgd_level(-1e-39f, 0.5f, tiny), 0);
+  EXPECT_EQ(rules::qsgd_sum<int8_t>(100, 100), static_cast<int8_t>(-56));  // wraps, unchecked
 }
 
 TEST(ElementRulesTest, QsgdUniformIsTheBlockWordHalf) {

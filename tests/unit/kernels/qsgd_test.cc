@@ -255,6 +255,27 @@ TEST(QsgdTest, LevelsNeverExceedTheLevelCount) {
   }
 }
 
+TEST(QsgdTest, ScaleTooSmallForItsLevelsSendsZerosAndKeepsTheResidual) {
+  constexpr size_t n = 1000;  // the vector loops and their scalar tail
+  for (const char* spec : {"qsgd:bits=4,workers=8", "qsgd:bits=15,workers=1024"}) {
+    SCOPED_TRACE(spec);
+    const auto codec = make_codec(spec);
+    ASSERT_NE(codec, nullptr);
+    const auto stream = make_stream(*codec, {.tensor_id = 3, .elements = n});
+    ASSERT_NE(stream, nullptr);
+    // Subnormal values and zeros: levels / max|v| overflows a float.
+    std::vector<float> g(n, 0.0f);
+    for (size_t i = 0; i < n; i += 3) g[i] = (i % 2 ? -1e-39f : 2e-39f);
+    const auto frame = encode(*codec, *stream, g, StepContext{.step = 1});
+    ASSERT_FALSE(frame.empty());
+    const auto view = parse(frame);
+    for (int64_t level : frame_levels(view)) ASSERT_EQ(level, 0);
+    for (float v : decode(*codec, view)) ASSERT_EQ(v, 0.0f);
+    const auto residual = stream->residual();
+    ASSERT_TRUE(std::equal(residual.begin(), residual.end(), g.begin()));
+  }
+}
+
 // ---- wire integer width ----------------------------------------------------------------------
 
 TEST(QsgdTest, IntegerWidthFollowsBitsAndWorkers) {

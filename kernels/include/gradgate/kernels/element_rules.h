@@ -11,6 +11,7 @@
 // Pure functions of their arguments: no state, no allocation, safe anywhere.
 #pragma once
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 
@@ -131,9 +132,12 @@ struct QsgdGrid {
   float max_level;
 };
 
+/// A scale so small that levels / scale overflows (below about levels * 3e-39) sends level 0 for
+/// every element, as a zero scale does: 0 * inf would be NaN, and the residual keeps the values.
 GRADGATE_HOST_DEVICE inline QsgdGrid qsgd_grid(float scale, int levels) {
   const auto s = static_cast<float>(levels);
-  return {scale > 0.0f ? s / scale : 0.0f, scale / s, s};
+  const float to_levels = scale > 0.0f ? s / scale : 0.0f;
+  return {to_levels <= FLT_MAX ? to_levels : 0.0f, scale / s, s};
 }
 
 /// sign(v) * min(floor(|v| * to_levels + u), levels); 0 where v is not finite.
