@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "codecs.h"
@@ -163,13 +162,6 @@ class PowersgdCodec final : public CpuCodec {
     auto shape = matrix_shape(desc);
     if (!shape.ok()) return shape.status();
     const size_t rank = rank_for(*shape);
-    if (payload_bytes_for(std::max(shape->rows, shape->cols), rank) >
-        std::numeric_limits<uint32_t>::max()) {
-      return Status(ErrorCode::kInvalidArgument,
-                    spec() + ": a " + std::to_string(shape->rows) + " x " +
-                        std::to_string(shape->cols) +
-                        " matrix makes frames beyond the 4 GiB payload limit");
-    }
     auto stream = std::make_unique<PowersgdStream>(desc, keeps_residual());
     PowersgdState& st = stream->state;
     st.rows = shape->rows;

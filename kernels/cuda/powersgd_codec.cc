@@ -69,7 +69,6 @@ class PowersgdCodec final : public CudaCodec {
     GRADGATE_RETURN_IF_ERROR(check_tensor(desc));
     auto shape = powersgd::matrix_shape(desc, params().rank);
     if (!shape.ok()) return shape.status();
-    GRADGATE_RETURN_IF_ERROR(powersgd::check_frame_limit(spec(), *shape));
     auto stream = DeviceStream::make(desc, keeps_residual());
     if (!stream.ok()) return stream.status();
     auto q = device_alloc<float>(shape->cols * shape->rank);

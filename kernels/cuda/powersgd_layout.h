@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <string>
 
 #include "element_frames.h"  // malformed_frame
@@ -81,18 +80,6 @@ inline uint64_t payload_bytes(uint64_t dim, uint64_t rank) {
 /// The larger of the two frames of a stream of `shape`, header included.
 inline uint64_t max_frame_bytes(const Shape& shape) {
   return kFrameHeaderBytes + payload_bytes(std::max(shape.rows, shape.cols), shape.rank);
-}
-
-/// kInvalidArgument when a frame of `shape` would pass the 4 GiB payload limit; `spec` names the
-/// codec.
-inline Status check_frame_limit(const std::string& spec, const Shape& shape) {
-  if (payload_bytes(std::max(shape.rows, shape.cols), shape.rank) >
-      std::numeric_limits<uint32_t>::max()) {
-    return Status(ErrorCode::kInvalidArgument,
-                  spec + ": a " + std::to_string(shape.rows) + " x " + std::to_string(shape.cols) +
-                      " matrix makes frames beyond the 4 GiB payload limit");
-  }
-  return {};
 }
 
 /// The checks that need only the header and the payload's length: flags, round, rank, room for

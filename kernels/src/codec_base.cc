@@ -1,13 +1,24 @@
 #include "codec_base.h"
 
+#include <cstdint>
+#include <limits>
+#include <string>
+
 #include "element_frames.h"
 
 namespace gradgate::kernels {
 
-Status CodecBase::check_tensor(const TensorDesc& desc) {
+Status CodecBase::check_tensor(const TensorDesc& desc) const {
   if (desc.elements == 0 || desc.elements > kMaxFrameElements) {
     return Status(ErrorCode::kInvalidArgument, "tensor of " + std::to_string(desc.elements) +
                                                    " elements is out of range [1, 2^32)");
+  }
+  const uint64_t payload = max_frame_bytes(desc) - kFrameHeaderBytes;
+  if (payload > std::numeric_limits<uint32_t>::max()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  spec() + ": a tensor of " + std::to_string(desc.elements) +
+                      " elements makes frames of up to " + std::to_string(payload) +
+                      " payload bytes, beyond the 4 GiB limit of a frame");
   }
   return {};
 }

@@ -26,8 +26,9 @@ class CodecBase : public Codec {
   const CodecParams& params() const { return params_; }
   bool keeps_residual() const { return params_.id != CodecId::kNone && params_.error_feedback; }
 
-  /// kInvalidArgument unless the tensor has 1 to 2^32 - 1 elements.
-  static Status check_tensor(const TensorDesc& desc);
+  /// kInvalidArgument unless the tensor has 1 to 2^32 - 1 elements and its largest frame fits the
+  /// 4 GiB payload limit of the header's 32-bit payload_bytes.
+  Status check_tensor(const TensorDesc& desc) const;
   /// Checks round, memory kind, gradient length and that `out` holds `frame_bytes`.
   Status check_encode(int round, const StepContext& ctx, std::span<const float> grad,
                       const Stream& stream, std::span<std::byte> out, size_t frame_bytes) const;

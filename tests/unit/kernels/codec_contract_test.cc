@@ -731,5 +731,32 @@ INSTANTIATE_TEST_SUITE_P(BitsAndWorkers, QsgdHeadroomTest,
                                   std::to_string(param_info.param.workers);
                          });
 
+// The header counts payload bytes in 32 bits: a tensor whose frames would pass 4 GiB is refused
+// when its stream is made, before any memory is taken, instead of sending truncated headers.
+TEST(CodecStreamTest, TensorsWhoseFramesPassTheFourGibLimitAreRefused) {
+  const struct {
+    const char* spec;
+    TensorDesc desc;
+  } refused[] = {
+      {"none", {.elements = uint64_t{1} << 30}},  // 4 bytes an element
+      {"fp16", {.elements = uint64_t{1} << 31}},
+      {"qsgd:bits=15,workers=1024", {.elements = uint64_t{1} << 30}},  // 4-byte levels
+      {"powersgd:rank=2", {.elements = uint64_t{3} << 30, .rows = uint64_t{1} << 30, .cols = 3}},
+  };
+  for (const auto& c : refused) {
+    SCOPED_TRACE(c.spec);
+    auto codec = test_util::make_codec(c.spec);
+    ASSERT_TRUE(codec.ok()) << codec.status().to_string();
+    const auto stream = (*codec)->make_stream(c.desc);
+    ASSERT_EQ(stream.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(stream.status().message().find("beyond the 4 GiB limit of a frame"),
+              std::string::npos)
+        << stream.status().message();
+  }
+  auto none = test_util::make_codec("none");  // no residual: the largest tensor that fits is cheap
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE((*none)->make_stream({.elements = (uint64_t{1} << 30) - 1}).ok());
+}
+
 }  // namespace
 }  // namespace gradgate::kernels
