@@ -9,4 +9,8 @@ namespace gradgate {
 /// The most gateways (nodes) one job may have; the controller hands out ranks below it.
 inline constexpr uint32_t kMaxJobNodes = 65536;
 
+/// The longest a request for a new policy may wait on the controller (a gateway's
+/// control.poll_wait_ms, the API's wait_ms).
+inline constexpr int64_t kMaxPolicyWaitMs = 60000;
+
 }  // namespace gradgate

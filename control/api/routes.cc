@@ -21,8 +21,6 @@ using http::Response;
 using http::status;
 using http::verb;
 
-constexpr int64_t kMaxWaitMs = 60000;
-
 // An unsigned query parameter: nullopt when absent, a 400 (not a number) or 422 (above `max`)
 // problem naming it when bad.
 struct QueryNumber {
@@ -119,7 +117,7 @@ class Routes {
     }
     const QueryNumber known = query_number(request, "known_version");
     if (known.problem) return respond(*known.problem);
-    const QueryNumber wait = query_number(request, "wait_ms", kMaxWaitMs);
+    const QueryNumber wait = query_number(request, "wait_ms", kMaxPolicyWaitMs);
     if (wait.problem) return respond(*wait.problem);
     const QueryNumber node_query = query_number(request, "node", kMaxJobNodes - 1);
     if (node_query.problem) return respond(*node_query.problem);

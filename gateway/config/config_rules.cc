@@ -175,6 +175,15 @@ class Checker {
 
   void check_control(const GatewayConfig& config) {
     check_positive("control.report_interval_ms", config.control_report_interval.count());
+    const auto poll_wait = config.control_poll_wait.count();
+    if (poll_wait < 1 || poll_wait > kMaxPolicyWaitMs) {
+      // 0 would ask the controller again at once, thousands of times a second; the controller
+      // refuses longer waits.
+      issue("control.poll_wait_ms",
+            "must be in 1.." + std::to_string(kMaxPolicyWaitMs) + ", got " +
+                std::to_string(poll_wait),
+            {"control.poll_wait_ms"});
+    }
     if (!config.controller.host.empty() && config.controller.port == 0) {
       issue("control.url", "needs the controller's port (1..65535)", {"control.url"});
     }

@@ -114,5 +114,20 @@ TEST(ValidateConfig, SegmentsAreNeverCutOrAtLeast64KiB) {
                           "bytes, got 4096"));
 }
 
+// 0 would poll the controller thousands of times a second; it refuses waits above 60 s.
+TEST(ValidateConfig, PolicyPollsWaitOneMillisecondToOneMinute) {
+  auto config = usable_config();
+  for (const int64_t ms : {int64_t{1}, int64_t{60000}}) {
+    config.control_poll_wait = std::chrono::milliseconds(ms);
+    EXPECT_THAT(validate_gateway_config(config), IsEmpty()) << ms;
+  }
+  config.control_poll_wait = std::chrono::milliseconds(0);
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre("control.poll_wait_ms: must be in 1..60000, got 0"));
+  config.control_poll_wait = std::chrono::milliseconds(60001);
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre("control.poll_wait_ms: must be in 1..60000, got 60001"));
+}
+
 }  // namespace
 }  // namespace gradgate::gateway
