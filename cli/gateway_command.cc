@@ -10,6 +10,20 @@ namespace gradgate::cli {
 
 using gradgate::Status;
 
+namespace {
+
+// Seconds between summary lines: 0 (none) to a day. CLI::Range would let NaN through, and an
+// infinite interval is no timeout the signal wait can take.
+const CLI::Validator kStatsInterval(
+    [](std::string& input) -> std::string {
+      double seconds = 0;
+      if (CLI::detail::lexical_cast(input, seconds) && seconds >= 0 && seconds <= 86400) return {};
+      return "must be 0..86400 seconds, got " + input;
+    },
+    "0..86400");
+
+}  // namespace
+
 void add_gateway_command(CLI::App& app, int& exit_code) {
   auto* command = app.add_subcommand("gateway", "Run the node-local gateway daemon");
   auto options = std::make_shared<ConfigOptions>();
@@ -20,6 +34,7 @@ void add_gateway_command(CLI::App& app, int& exit_code) {
   command
       ->add_option("--stats-interval", daemon->stats_interval_seconds,
                    "Seconds between summary log lines (0: none)")
+      ->check(kStatsInterval)
       ->capture_default_str();
   command->callback([options, daemon, &exit_code] {
     auto config = gateway::load_gateway_config(options->path, options->overrides);

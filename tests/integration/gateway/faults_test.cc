@@ -1,11 +1,13 @@
 // Bad days: a gateway killed or hung mid all-reduce, a worker killed mid call, a peer that sends
 // garbage. Every waiting worker gets an error within the timeout, the daemons stay up, and the
-// job works again afterwards.
+// job works again afterwards. A gateway started with an option it cannot run with stops at once.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 
 #include "gateway/collective/envelope.h"
@@ -22,6 +24,21 @@ const std::vector<TensorArg> kTensors = {{"w", 50000, "fp32"}};
 // A new run of the job names its tensors anew (as the Python hook does with its run id), so that
 // nothing of the failed run can mix into it.
 const std::vector<TensorArg> kNextRunTensors = {{"w.run2", 50000, "fp32"}};
+
+// An interval the signal wait cannot take (inf spun at full speed and ignored SIGTERM) is refused
+// before the gateway starts, naming the option.
+TEST(GatewayFaults, AStatsIntervalThatIsNoNumberOfSecondsIsRefusedAtStart) {
+  for (const std::string interval : {"inf", "nan", "-1", "1e9"}) {
+    const std::string log = ::testing::TempDir() + "gradgate-stats-interval-" +
+                            std::to_string(getpid()) + "-" + interval + ".log";
+    ChildProcess process(GRADGATE_BINARY, {"gateway", "--stats-interval", interval}, log);
+    EXPECT_NE(process.wait_exit(milliseconds(10000)), 0) << interval;
+    EXPECT_NE(process.log().find("--stats-interval: must be 0..86400 seconds, got " + interval),
+              std::string::npos)
+        << process.log();
+    std::remove(log.c_str());
+  }
+}
 
 TEST(GatewayFaults, KilledGatewayFailsTheOthersInTimeAndTheJobRecovers) {
   bench::LocalJob job(job_options(3, 1, "topk:density=0.01", "auto", 3000));
