@@ -15,9 +15,55 @@ namespace gradgate::http {
 namespace beast = boost::beast;
 namespace asio = boost::asio;
 
+void RequestCancel::cancel() {
+  std::lock_guard lock(mutex_);
+  cancelled_ = true;
+  for (asio::io_context* io : running_) io->stop();
+}
+
+// A request's io_context while it runs, known to its RequestCancel (if any), which stops it.
+class RunningRequest {
+ public:
+  RunningRequest(RequestCancel* cancel, asio::io_context& io) : cancel_(cancel), io_(io) {
+    if (cancel_ == nullptr) return;
+    std::lock_guard lock(cancel_->mutex_);
+    cancel_->running_.push_back(&io_);
+  }
+  ~RunningRequest() {
+    if (cancel_ == nullptr) return;
+    std::lock_guard lock(cancel_->mutex_);
+    std::erase(cancel_->running_, &io_);
+  }
+  RunningRequest(const RunningRequest&) = delete;
+  RunningRequest& operator=(const RunningRequest&) = delete;
+
+  /// Readies the io_context for the next operation; false once cancelled. Under the cancel's
+  /// lock, so that a cancel() either comes first or stops the operation about to run.
+  bool resume() {
+    if (cancel_ == nullptr) {
+      io_.restart();
+      return true;
+    }
+    std::lock_guard lock(cancel_->mutex_);
+    if (cancel_->cancelled_) return false;
+    io_.restart();
+    return true;
+  }
+
+ private:
+  RequestCancel* cancel_;
+  asio::io_context& io_;
+};
+
 namespace {
 
+Status aborted(const ClientOptions& options) {
+  return Status(ErrorCode::kAborted,
+                "request to " + options.host + ":" + std::to_string(options.port) + " cancelled");
+}
+
 Status failure(const beast::error_code& ec, const std::string& what, const ClientOptions& options) {
+  if (ec == asio::error::operation_aborted) return aborted(options);
   const std::string where = options.host + ":" + std::to_string(options.port);
   const bool not_http =
       ec.category() == beast::http::make_error_code(beast::http::error::bad_version).category();
@@ -27,16 +73,26 @@ Status failure(const beast::error_code& ec, const std::string& what, const Clien
   return Status(code, what + " " + where + ": " + ec.message());
 }
 
-// Runs one asynchronous operation, started by `start(handler)`, to its end; its error. The
-// stream's deadline covers only asynchronous operations (Beast ignores it for synchronous ones),
-// so every step goes this way.
+// Runs one asynchronous operation on `stream`, started by `start(handler)`, to its end; its
+// error, or operation_aborted when the request was cancelled (the operation is then completed by
+// closing the stream, while everything it refers to still exists). The stream's deadline covers
+// only asynchronous operations (Beast ignores it for synchronous ones), so every step goes this
+// way.
 template <typename Start>
-beast::error_code run_bounded(asio::io_context& io, Start start) {
+beast::error_code run_bounded(RunningRequest& request, asio::io_context& io,
+                              beast::tcp_stream& stream, Start start) {
   beast::error_code error;
-  start([&error](const beast::error_code& result, auto&&) { error = result; });
+  bool finished = false;
+  start([&error, &finished](const beast::error_code& result, auto&&) {
+    error = result;
+    finished = true;
+  });
+  if (request.resume()) io.run();
+  if (finished) return error;
+  stream.close();
   io.restart();
   io.run();
-  return error;
+  return asio::error::operation_aborted;
 }
 
 }  // namespace
@@ -44,13 +100,14 @@ beast::error_code run_bounded(asio::io_context& io, Start start) {
 Result<ClientResponse> send_request(const ClientOptions& options, verb method,
                                     const std::string& target, const std::string& body) {
   asio::io_context io;
+  RunningRequest running(options.cancel, io);
   beast::tcp_stream stream(io);
   beast::error_code ec;
   asio::ip::tcp::resolver resolver(io);
   const auto addresses = resolver.resolve(options.host, std::to_string(options.port), ec);
   if (ec) return failure(ec, "resolving", options);
   stream.expires_after(options.timeout);  // one deadline for the whole exchange
-  ec = run_bounded(io, [&](auto done) { stream.async_connect(addresses, done); });
+  ec = run_bounded(running, io, stream, [&](auto done) { stream.async_connect(addresses, done); });
   if (ec) return failure(ec, "connecting to", options);
 
   beast::http::request<beast::http::string_body> request(method, target, 11);
@@ -64,13 +121,15 @@ Result<ClientResponse> send_request(const ClientOptions& options, verb method,
     request.body() = body;
   }
   request.prepare_payload();
-  ec = run_bounded(io, [&](auto done) { beast::http::async_write(stream, request, done); });
+  ec = run_bounded(running, io, stream,
+                   [&](auto done) { beast::http::async_write(stream, request, done); });
   if (ec) return failure(ec, "sending to", options);
 
   beast::flat_buffer buffer;
   beast::http::response_parser<beast::http::string_body> parser;
   parser.body_limit(options.max_body_bytes);
-  ec = run_bounded(io, [&](auto done) { beast::http::async_read(stream, buffer, parser, done); });
+  ec = run_bounded(running, io, stream,
+                   [&](auto done) { beast::http::async_read(stream, buffer, parser, done); });
   if (ec) return failure(ec, "reading the answer of", options);
   stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);  // the answer is in
 

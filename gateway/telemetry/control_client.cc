@@ -19,8 +19,17 @@ Result<http::ClientOptions> controller_options(const GatewayConfig& config) {
   return options;
 }
 
+namespace {
+
+ControlClientOptions cancelled_by(ControlClientOptions options, http::RequestCancel& cancel) {
+  options.server.cancel = &cancel;
+  return options;
+}
+
+}  // namespace
+
 ControlClient::ControlClient(ControlClientOptions options, Gateway& gateway)
-    : options_(std::move(options)), gateway_(gateway) {}
+    : options_(cancelled_by(std::move(options), cancel_)), gateway_(gateway) {}
 
 ControlClient::~ControlClient() { stop(); }
 
@@ -33,6 +42,7 @@ void ControlClient::stop() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
+  cancel_.cancel();
   stopping_changed_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
@@ -57,6 +67,7 @@ void ControlClient::note_refusal(const Status& why) {
 
 Status ControlClient::report(const nlohmann::json& body) {
   auto answer = http::send_request(options_.server, http::verb::post, "/v1/nodes", body.dump());
+  if (answer.status().code() == ErrorCode::kAborted) return answer.status();  // stopping
   note_reachable(answer.status());
   if (!answer.ok()) return answer.status();
   Status taken = http::expect_ok(*answer, "the report to the controller");
@@ -96,6 +107,7 @@ bool ControlClient::poll_once(uint32_t& known_version) {
                        "&wait_ms=" + std::to_string(options_.poll_wait.count());
   if (ask_node_view_) target += "&node=" + std::to_string(options_.node);
   auto answer = http::send_request(server, http::verb::get, target);
+  if (answer.status().code() == ErrorCode::kAborted) return false;  // stopping
   note_reachable(answer.status());
   if (!answer.ok()) return false;
   if (answer->status == 404) return false;  // the job is not known yet: no policy to follow

@@ -44,7 +44,8 @@ class ControlClient {
 
   /// Starts following the controller's policies.
   void start();
-  /// Ends the policy thread (within one poll wait). Idempotent.
+  /// Ends the policy thread at once, cancelling its poll, and every report from now on (they
+  /// return kAborted). Idempotent.
   void stop();
 
   /// Sends one report; an error when the controller did not take it.
@@ -66,6 +67,8 @@ class ControlClient {
   /// distinct message.
   void note_refusal(const Status& why);
 
+  http::RequestCancel
+      cancel_;  // ends the requests in flight at stop(); before options_, which uses it
   const ControlClientOptions options_;
   Gateway& gateway_;
   std::atomic<bool> fail_static_{false};

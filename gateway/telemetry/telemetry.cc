@@ -76,8 +76,8 @@ void Telemetry::stop() {
     stopping_ = true;
   }
   stopping_changed_.notify_all();
+  if (control_) control_->stop();  // first: it cancels a report the loop may be waiting on
   if (loop_.joinable()) loop_.join();
-  if (control_) control_->stop();
   if (admin_) admin_->stop();
 }
 

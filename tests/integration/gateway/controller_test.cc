@@ -2,6 +2,8 @@
 // when it is killed (fail-static) while their all-reduces go on, and when it comes back they
 // register again and follow its new policies. Also gateways and a controller of an earlier
 // version, which has no per-node view of the policy.
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -127,6 +129,28 @@ void expect_three_gateways_meet_and_agree(bench::LocalJob& job) {
     EXPECT_EQ(worker->wait_exit(milliseconds(60000)), 0) << worker->log();
   }
   EXPECT_EQ(read_floats(job.dir() + "/m0"), read_floats(job.dir() + "/m2"));
+}
+
+// A gateway whose policy request waits on the controller (control.poll_wait_ms: a minute) stops
+// on SIGTERM at once: the request is cancelled, not waited out.
+TEST(GatewaysAndController, SigtermEndsAGatewayWhosePolicyRequestWaitsOnTheController) {
+  ControllerProcess controller;
+  controller.start("none");
+  auto options = job_options(2, 1, "none");
+  options.control_url = controller.url();
+  options.report_interval_ms = 200;
+  options.settings = {"control.poll_wait_ms=60000"};
+  bench::LocalJob job(options);
+  auto workers = start_endless_workers(job);
+  ASSERT_TRUE(status_until(job, 0, [](const nlohmann::json& s) {
+    return s.at("policy_version").get<uint32_t>() >= 1;
+  })) << controller.log();
+  // Its next request asks for a newer version, which the controller holds back for a minute.
+  const auto stopping = std::chrono::steady_clock::now();
+  job.gateway(0).signal(SIGTERM);
+  EXPECT_EQ(job.gateway(0).wait_exit(milliseconds(30000)), 0) << job.gateway(0).log();
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, std::chrono::seconds(10));
+  for (auto& worker : workers) worker->signal(SIGTERM);
 }
 
 TEST(GatewaysAndController, GatewaysTakeTheirPeersFromTheController) {

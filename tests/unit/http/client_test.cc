@@ -92,5 +92,32 @@ TEST(HttpClient, AnAnswerThatStopsHalfWayCostsTheTimeout) {
   EXPECT_EQ(answer.status().code(), ErrorCode::kTimeout) << answer.status().to_string();
 }
 
+// Cancelled from another thread while it waits for the answer, a request returns kAborted at
+// once instead of at its deadline; so does every later request with the same cancel.
+TEST(HttpClient, ACancelledRequestReturnsAtOnceAndSoDoLaterOnes) {
+  SilentServer server;
+  ASSERT_TRUE(server.ok());
+  RequestCancel cancel;
+  ClientOptions options = options_for(server);
+  options.timeout = milliseconds(60000);
+  options.cancel = &cancel;
+  const auto start = Clock::now();
+  int connection = -1;
+  std::thread canceller([&server, &cancel, &connection] {
+    connection = server.accept_one();  // the request is connected: sending or waiting
+    cancel.cancel();
+  });
+  const auto answer = send_request(options, verb::get, "/v1/policy?wait_ms=60000");
+  canceller.join();
+  if (connection >= 0) close(connection);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), ErrorCode::kAborted) << answer.status().to_string();
+  EXPECT_LT(Clock::now() - start, milliseconds(10000));
+
+  const auto later = send_request(options, verb::get, "/v1/policy");
+  ASSERT_FALSE(later.ok());
+  EXPECT_EQ(later.status().code(), ErrorCode::kAborted) << later.status().to_string();
+}
+
 }  // namespace
 }  // namespace gradgate::http
