@@ -32,6 +32,13 @@ constexpr std::array<std::string_view, 2> kLogFormats{"text", "json"};
 
 // Smaller segments would turn a tensor into thousands of frames, each with its header and message.
 constexpr uint64_t kMinSegmentBytes = 64 << 10;
+// What a segment's message carries besides its fp32 bytes under the largest dense codec (none):
+// the frame header (48), the envelope (40), the transport's length and a codec's prefix, rounded
+// up.
+constexpr uint64_t kSegmentMessageOverhead = 256;
+// A per-peer send queue beyond 1 TiB is a typo; the mailbox's cap, send_queue_bytes x (nodes - 1),
+// must not overflow either.
+constexpr uint64_t kMaxSendQueueBytes = uint64_t{1} << 40;
 
 class Checker {
  public:
@@ -52,6 +59,7 @@ class Checker {
                 " bytes, got " + std::to_string(config.segment_bytes),
             {"collective.segment_bytes"});
     }
+    if (config.segment_bytes != 0) check_segment_messages(config);
     check_positive("streams.residual_memory_cap_bytes", config.residual_memory_cap_bytes);
     check_one_of("logging.level", config.log_level, kLogLevels);
     check_one_of("logging.format", config.log_format, kLogFormats);
@@ -199,11 +207,32 @@ class Checker {
             {"transport.reconnect_min_ms", "transport.reconnect_max_ms"});
     }
     check_positive("transport.send_queue_bytes", config.send_queue_bytes);
+    if (config.send_queue_bytes > kMaxSendQueueBytes) {
+      issue("transport.send_queue_bytes",
+            "must be <= " + std::to_string(kMaxSendQueueBytes) + " (1 TiB), got " +
+                std::to_string(config.send_queue_bytes),
+            {"transport.send_queue_bytes"});
+    }
     check_positive("transport.max_message_bytes", config.max_message_bytes);
     if (config.max_message_bytes > tcp::kMaxLength) {
       issue("transport.max_message_bytes",
             "must be <= " + std::to_string(tcp::kMaxLength) + " (2^31 - 1)",
             {"transport.max_message_bytes"});
+    }
+  }
+
+  // Every segment travels as one message: the largest message and the send queue must hold it.
+  void check_segment_messages(const GatewayConfig& config) {
+    const uint64_t message = config.segment_bytes + kSegmentMessageOverhead;
+    for (const auto& [key, value] :
+         {std::pair{"transport.max_message_bytes", config.max_message_bytes},
+          std::pair{"transport.send_queue_bytes", config.send_queue_bytes}}) {
+      if (value == 0 || value >= message) continue;
+      issue(key,
+            "must hold a segment's message: at least collective.segment_bytes + " +
+                std::to_string(kSegmentMessageOverhead) + " = " + std::to_string(message) +
+                ", got " + std::to_string(value),
+            {key, "collective.segment_bytes"});
     }
   }
 

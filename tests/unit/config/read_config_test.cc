@@ -66,6 +66,7 @@ transport:
   max_message_bytes: 2000
 collective:
   timeout_ms: 777
+  segment_bytes: 0
 streams:
   residual_memory_cap_bytes: 3000
 logging:

@@ -114,6 +114,28 @@ TEST(ValidateConfig, SegmentsAreNeverCutOrAtLeast64KiB) {
                           "bytes, got 4096"));
 }
 
+// Every segment is one message: the message limit and the send queue must hold it.
+TEST(ValidateConfig, MessagesAndSendQueuesHoldASegment) {
+  auto config = usable_config();
+  config.segment_bytes = 1 << 20;
+  config.max_message_bytes = (1 << 20) + 256;
+  config.send_queue_bytes = (1 << 20) + 256;
+  EXPECT_THAT(validate_gateway_config(config), IsEmpty());
+  config.max_message_bytes = 1 << 20;
+  config.send_queue_bytes = 1 << 19;
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre("transport.max_message_bytes: must hold a segment's message: at least "
+                          "collective.segment_bytes + 256 = 1048832, got 1048576",
+                          "transport.send_queue_bytes: must hold a segment's message: at least "
+                          "collective.segment_bytes + 256 = 1048832, got 524288"));
+  config.segment_bytes = 0;  // whole tensors: their sizes are not known here
+  EXPECT_THAT(validate_gateway_config(config), IsEmpty());
+  config.send_queue_bytes = (uint64_t{1} << 40) + 1;  // x (nodes - 1) would overflow at scale
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre("transport.send_queue_bytes: must be <= 1099511627776 (1 TiB), got "
+                          "1099511627777"));
+}
+
 // 0 would poll the controller thousands of times a second; it refuses waits above 60 s.
 TEST(ValidateConfig, PolicyPollsWaitOneMillisecondToOneMinute) {
   auto config = usable_config();
