@@ -75,7 +75,7 @@ Result<QsgdLayout> check_qsgd(const FrameView& frame) {
       layout.bits + 1 + layout.headroom > 32) {
     return malformed_frame(frame, "bit widths out of range");
   }
-  if (layout.summands < 1 || layout.summands > (1u << layout.headroom)) {
+  if (layout.summands < 1 || layout.summands > layout.max_summands()) {
     return malformed_frame(frame, "summand count exceeds the reserved headroom");
   }
   if (frame.payload.size() != kScaleBytes + frame.header.element_count * layout.width()) {
@@ -107,11 +107,11 @@ Result<QsgdLayout> qsgd_sum_layout(const std::string& spec, const QsgdLayout& a,
   }
   QsgdLayout sum = a;
   sum.summands = a.summands + b.summands;
-  if (sum.summands > (1u << sum.headroom)) {
-    return Status(ErrorCode::kResourceExhausted, spec + ": summing " +
-                                                     std::to_string(sum.summands) +
-                                                     " frames exceeds the reserved headroom of " +
-                                                     std::to_string(sum.headroom) + " bits");
+  if (sum.summands > sum.max_summands()) {
+    return Status(ErrorCode::kResourceExhausted,
+                  spec + ": summing " + std::to_string(sum.summands) + " frames exceeds the " +
+                      std::to_string(sum.max_summands()) + " that a sum may hold (headroom of " +
+                      std::to_string(sum.headroom) + " bits)");
   }
   return sum;
 }

@@ -5,6 +5,7 @@
 // them where its payload lives.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,6 +42,9 @@ struct QsgdLayout {
   uint32_t summands = 0;
 
   int levels() const { return (1 << bits) - 1; }
+  /// The frames a sum may hold: what the headroom bits allow, and what the param's 16-bit
+  /// summand field can say (65535, one short of 16 headroom bits).
+  uint32_t max_summands() const { return std::min(1u << headroom, 0xFFFFu); }
   size_t width() const;
   uint32_t param() const {
     return static_cast<uint32_t>(bits) | static_cast<uint32_t>(headroom) << 8 | summands << 16;

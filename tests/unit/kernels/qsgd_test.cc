@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "element_frames.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/frame.h"
@@ -274,6 +275,23 @@ TEST(QsgdTest, ScaleTooSmallForItsLevelsSendsZerosAndKeepsTheResidual) {
     const auto residual = stream->residual();
     ASSERT_TRUE(std::equal(residual.begin(), residual.end(), g.begin()));
   }
+}
+
+// A frame counts its summands in 16 bits of its param: with 16 headroom bits a sum may hold
+// 65535 frames, not the 65536 the headroom alone would allow (that count would read as 0).
+TEST(QsgdTest, SumsHoldNoMoreFramesThanTheSummandFieldCounts) {
+  using element_frames::QsgdLayout;
+  const QsgdLayout half{4, 16, 32768};
+  const auto full = element_frames::qsgd_sum_layout("qsgd", half, {4, 16, 32767}, 1.0f, 1.0f);
+  ASSERT_TRUE(full.ok()) << full.status().to_string();
+  EXPECT_EQ(QsgdLayout::from_param(full->param()).summands, 65535u);
+  const auto over = element_frames::qsgd_sum_layout("qsgd", half, half, 1.0f, 1.0f);
+  EXPECT_EQ(over.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(over.status().message(),
+            "qsgd: summing 65536 frames exceeds the 65535 that a sum may hold (headroom of 16 "
+            "bits)");
+  // Below 16 headroom bits the headroom is the limit.
+  EXPECT_EQ(QsgdLayout({4, 3, 1}).max_summands(), 8u);
 }
 
 // ---- wire integer width ----------------------------------------------------------------------
