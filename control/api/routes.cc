@@ -101,10 +101,14 @@ class Routes {
     }
     const uint64_t job_id = report.job_id;
     const uint32_t node = report.node;
-    const uint64_t latest = controller_.report(std::move(report));
+    const Result<uint64_t> latest = controller_.report(std::move(report));
+    if (!latest.ok()) {
+      metrics_.count_report_error("too_many_jobs");
+      return http::problem(status::service_unavailable, {}, latest.status().message());
+    }
     return http::json_response({{"job_id", job_id},
                                 {"node", node},
-                                {"policy_version", latest},
+                                {"policy_version", *latest},
                                 {"report_interval_ms", settings_.report_interval.count()}});
   }
 
@@ -199,9 +203,11 @@ class Routes {
     if (auto error = read_rank_claim(request.body(), claim)) return error->response();
     const Result<uint32_t> rank = controller_.claim_rank(job_id.value, claim.name, claim.nodes);
     if (!rank.ok()) {
-      const bool full = rank.status().code() == ErrorCode::kResourceExhausted;
-      return http::problem(full ? status::conflict : status::unprocessable_entity, {},
-                           rank.status().message());
+      const ErrorCode code = rank.status().code();
+      const status answer = code == ErrorCode::kResourceExhausted ? status::conflict
+                            : code == ErrorCode::kUnavailable     ? status::service_unavailable
+                                                                  : status::unprocessable_entity;
+      return http::problem(answer, {}, rank.status().message());
     }
     return http::json_response(
         {{"job_id", job_id.value}, {"name", claim.name}, {"node", *rank}, {"nodes", claim.nodes}});

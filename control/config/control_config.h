@@ -30,6 +30,8 @@ struct ControlConfig {
   std::chrono::milliseconds stale_after{5000};
   // A job none of whose gateways reported for this long is forgotten (0: never).
   std::chrono::milliseconds forget_after{3600000};
+  // At most this many jobs are kept; reports and rank claims of a further one are refused (503).
+  uint32_t max_jobs = 1024;
 
   // policy: the settings of every job's policy, and how new versions are scheduled.
   PolicySettings policy = {.name = "static", .default_codec = "topk:density=0.01"};

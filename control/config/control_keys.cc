@@ -241,6 +241,7 @@ constexpr ControlKey kKeys[] = {
     {"nodes.report_interval_ms", false, store_milliseconds<&C::report_interval, 1>},
     {"nodes.stale_after_ms", false, store_milliseconds<&C::stale_after, 1>},
     {"nodes.forget_after_ms", false, store_milliseconds<&C::forget_after, 0>},
+    {"nodes.max_jobs", false, store_unsigned<&C::max_jobs, 1, 1u << 20>},
     {"policy.policy", false, store_policy_name},
     {"policy.default_codec", false, store_policy_string<&P::default_codec>},
     {"policy.target_communicate_seconds", false,

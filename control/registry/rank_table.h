@@ -54,6 +54,10 @@ class RankTable {
   /// The name that holds `rank` of the job, live or not; nullptr when none does.
   const std::string* holder_of(uint64_t job_id, uint32_t rank) const;
 
+  /// Whether the table holds claims of the job, and of how many jobs it holds claims.
+  bool knows(uint64_t job_id) const { return jobs_.contains(job_id); }
+  std::size_t job_count() const { return jobs_.size(); }
+
  private:
   struct Holder {
     uint32_t rank = 0;

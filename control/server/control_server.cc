@@ -47,7 +47,8 @@ struct ControlServer::Parts {
       : registry(metrics::make_registry("controller")),
         metrics(*registry),
         controller(std::move(decider), config.stale_after, metrics,
-                   std::min(config.report_interval, config.stale_after), config.forget_after),
+                   std::min(config.report_interval, config.stale_after), config.forget_after,
+                   config.max_jobs),
         server(http::ServerOptions{
             .bind_address = config.listen_host,
             .port = config.listen_port,

@@ -13,17 +13,29 @@ const PolicyVersion& ControllerView::version_of(uint64_t job_id) const {
   return found == policies.end() ? kNone : found->second.latest;
 }
 
+namespace {
+
+Status too_many_jobs(uint64_t job_id, uint32_t max_jobs) {
+  return Status(ErrorCode::kUnavailable,
+                "job " + std::to_string(job_id) + " refused: the controller keeps at most " +
+                    std::to_string(max_jobs) +
+                    " jobs (nodes.max_jobs) until one is forgotten (nodes.forget_after_ms)");
+}
+
+}  // namespace
+
 Controller::Controller(Decider decider, std::chrono::milliseconds stale_after,
                        ControllerMetrics& metrics, std::chrono::milliseconds refresh_interval,
-                       std::chrono::milliseconds forget_after)
+                       std::chrono::milliseconds forget_after, uint32_t max_jobs)
     : forget_after_(forget_after),
+      max_jobs_(max_jobs),
       registry_(stale_after),
       rank_table_(stale_after),
       decider_(std::move(decider)),
       metrics_(metrics),
       long_polls_([this] { tick(); }, refresh_interval) {}
 
-uint64_t Controller::report(NodeReport report) {
+Result<uint64_t> Controller::report(NodeReport report) {
   const uint64_t job_id = report.job_id;
   const uint32_t node = report.node;
   const std::string address = report.address;
@@ -31,6 +43,9 @@ uint64_t Controller::report(NodeReport report) {
   uint64_t latest = 0;
   {
     std::lock_guard lock(mutex_);
+    if (registry_.find(job_id) == nullptr && registry_.jobs().size() >= max_jobs_) {
+      return too_many_jobs(job_id, max_jobs_);
+    }
     const Clock::time_point now = Clock::now();
     const RecordNotes notes = registry_.record(std::move(report), now);
     metrics_.count_report();
@@ -55,6 +70,9 @@ uint64_t Controller::report(NodeReport report) {
 
 Result<uint32_t> Controller::claim_rank(uint64_t job_id, const std::string& name, uint32_t nodes) {
   std::lock_guard lock(mutex_);
+  if (!rank_table_.knows(job_id) && rank_table_.job_count() >= max_jobs_) {
+    return too_many_jobs(job_id, max_jobs_);
+  }
   const Clock::time_point now = Clock::now();
   std::set<uint32_t> reported_live;
   if (const JobState* job = registry_.find(job_id)) {

@@ -50,17 +50,24 @@ class Controller {
   /// `metrics` must outlive the controller. Every `refresh_interval` the pending policy runs that
   /// are due are made, the gauges refreshed and the jobs silent for `forget_after` (0: never)
   /// forgotten: their reports, versions, rank claims and series.
+  /// At most `max_jobs` jobs are kept: reports and rank claims of a further job are refused until
+  /// one is forgotten.
   Controller(Decider decider, std::chrono::milliseconds stale_after, ControllerMetrics& metrics,
              std::chrono::milliseconds refresh_interval = std::chrono::seconds(1),
-             std::chrono::milliseconds forget_after = std::chrono::milliseconds(0));
+             std::chrono::milliseconds forget_after = std::chrono::milliseconds(0),
+             uint32_t max_jobs = kDefaultMaxJobs);
+
+  static constexpr uint32_t kDefaultMaxJobs = 1024;
 
   /// Stores a validated report and re-decides its job, now when its policy's last run is at least
-  /// the minimum interval old, else at a later tick. Returns the job's latest version.
-  uint64_t report(NodeReport report);
+  /// the minimum interval old, else at a later tick. Returns the job's latest version;
+  /// kUnavailable for a new job when max_jobs are kept.
+  Result<uint64_t> report(NodeReport report);
 
   /// Claims a rank of job `job_id` of `nodes` ranks for `name` (RankTable::claim, with the
   /// job's gateways that report and are not stale). kResourceExhausted, naming the holders,
-  /// when every rank is held by another live gateway.
+  /// when every rank is held by another live gateway; kUnavailable for a new job when the table
+  /// holds claims of max_jobs jobs.
   Result<uint32_t> claim_rank(uint64_t job_id, const std::string& name, uint32_t nodes);
 
   /// Replaces the policy settings and re-decides every job; kInvalidArgument naming the setting.
@@ -98,6 +105,7 @@ class Controller {
   void decide_all();
 
   std::chrono::milliseconds forget_after_;
+  uint32_t max_jobs_;
   mutable std::mutex mutex_;
   JobRegistry registry_;
   RankTable rank_table_;

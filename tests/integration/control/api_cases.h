@@ -255,6 +255,30 @@ inline void register_known_job(TestClient& client) {
   }
 }
 
+/// A controller that keeps one job (nodes.max_jobs: 1), set up with full_controller_setup().
+inline ControlConfig full_controller_config() {
+  ControlConfig config = test_config();
+  config.max_jobs = 1;
+  return config;
+}
+
+/// Job 42 reported (register_known_job) and job 9 holds a rank claim: the reports and the rank
+/// table are full.
+inline void full_controller_setup(TestClient& client) {
+  register_known_job(client);
+  const Reply claimed =
+      client.send_json(verb::post, "/v1/jobs/9/ranks", R"({"name":"node-a","nodes":2})", bearer());
+  ASSERT_EQ(claimed.result(), status::ok) << claimed.body();
+}
+
+/// The cases of a full controller: a new job's report and rank claim.
+inline std::vector<ApiCase> full_controller_cases() {
+  return {{"ReportNewJobWhenFull", verb::post, "/v1/nodes", "/v1/nodes", report(7, 0, 1).dump(),
+           status::service_unavailable, ""},
+          {"RanksNewJobWhenFull", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/7/ranks",
+           R"({"name":"node-a","nodes":2})", status::service_unavailable, ""}};
+}
+
 /// Sends a case's request on `client` and returns the reply.
 inline Reply send_case(TestClient& client, const ApiCase& api_case) {
   Headers headers;

@@ -35,5 +35,22 @@ std::string case_name(const ::testing::TestParamInfo<ApiCase>& api_case) {
 
 INSTANTIATE_TEST_SUITE_P(Controller, ApiTest, ::testing::ValuesIn(api_cases()), case_name);
 
+class FullControllerApiTest : public ControlFixture,
+                              public ::testing::WithParamInterface<ApiCase> {};
+
+TEST_P(FullControllerApiTest, AnswersWithTheDocumentedStatus) {
+  start(full_controller_config());
+  {
+    TestClient setup = connect();
+    full_controller_setup(setup);
+  }
+  TestClient client = connect();
+  expect_problem(send_case(client, GetParam()), GetParam().expected, GetParam().field);
+  EXPECT_EQ(connect().send(verb::get, "/v1/jobs/42").result(), status::ok);  // it goes on
+}
+
+INSTANTIATE_TEST_SUITE_P(Controller, FullControllerApiTest,
+                         ::testing::ValuesIn(full_controller_cases()), case_name);
+
 }  // namespace
 }  // namespace gradgate::control::testing

@@ -144,6 +144,37 @@ TEST_F(MembershipTest, SilentJobIsForgottenAndComesBackAfresh) {
   EXPECT_EQ(get(client, "/v1/policy?job_id=42")["version"], 2);
 }
 
+// A fleet of misconfigured job ids must not grow the controller without bound: beyond
+// nodes.max_jobs a new job's reports and rank claims are refused (503, counted), known jobs go on.
+TEST_F(MembershipTest, NewJobsBeyondMaxJobsAreRefusedAndKnownOnesGoOn) {
+  ControlConfig config = test_config();
+  config.max_jobs = 2;
+  start(config);
+  TestClient client = connect();
+  post_report(client, report(1, 0, 1));
+  post_report(client, report(2, 0, 1));
+  const Reply refused = client.send_json(verb::post, "/v1/nodes", report(3, 0, 1).dump(), bearer());
+  EXPECT_EQ(refused.result(), status::service_unavailable) << refused.body();
+  EXPECT_NE(body_of(refused).value("detail", "").find("at most 2 jobs (nodes.max_jobs)"),
+            std::string::npos)
+      << refused.body();
+  post_report(client, report(1, 0, 1, 5));  // a known job reports on
+  EXPECT_EQ(get(client, "/v1/jobs")["jobs"].size(), 2u);
+  EXPECT_NE(client.send(verb::get, "/metrics")
+                .body()
+                .find(R"(gradgate_controller_report_errors_total{kind="too_many_jobs"} 1)"),
+            std::string::npos);
+
+  // Rank claims: the table holds claims of at most two jobs.
+  for (const char* job : {"11", "12", "13"}) {
+    const Reply claimed =
+        client.send_json(verb::post, std::string("/v1/jobs/") + job + "/ranks",
+                         nlohmann::json{{"name", "node-a"}, {"nodes", 1}}.dump(), bearer());
+    EXPECT_EQ(claimed.result(), job == std::string("13") ? status::service_unavailable : status::ok)
+        << job << ": " << claimed.body();
+  }
+}
+
 TEST_F(MembershipTest, RestartedGatewayReplacesItsPredecessor) {
   start();
   TestClient client = connect();
