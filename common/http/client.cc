@@ -37,6 +37,13 @@ class RunningRequest {
   RunningRequest(const RunningRequest&) = delete;
   RunningRequest& operator=(const RunningRequest&) = delete;
 
+  /// Whether the request was cancelled already.
+  bool cancelled() const {
+    if (cancel_ == nullptr) return false;
+    std::lock_guard lock(cancel_->mutex_);
+    return cancel_->cancelled_;
+  }
+
   /// Readies the io_context for the next operation; false once cancelled. Under the cancel's
   /// lock, so that a cancel() either comes first or stops the operation about to run.
   bool resume() {
@@ -90,8 +97,10 @@ beast::error_code run_bounded(RunningRequest& request, asio::io_context& io,
   if (request.resume()) io.run();
   if (finished) return error;
   stream.close();
-  io.restart();
-  io.run();
+  while (!finished) {  // another cancel() may stop this run too
+    io.restart();
+    io.run();
+  }
   return asio::error::operation_aborted;
 }
 
@@ -103,6 +112,7 @@ Result<ClientResponse> send_request(const ClientOptions& options, verb method,
   RunningRequest running(options.cancel, io);
   beast::tcp_stream stream(io);
   beast::error_code ec;
+  if (running.cancelled()) return aborted(options);  // the name lookup cannot be cancelled
   asio::ip::tcp::resolver resolver(io);
   const auto addresses = resolver.resolve(options.host, std::to_string(options.port), ec);
   if (ec) return failure(ec, "resolving", options);

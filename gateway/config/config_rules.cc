@@ -221,8 +221,16 @@ class Checker {
     }
   }
 
-  // Every segment travels as one message: the largest message and the send queue must hold it.
+  // Every segment travels as one message: the largest message and the send queue must hold it
+  // (frames denser than none's, top-k near density 1, need more than this floor).
   void check_segment_messages(const GatewayConfig& config) {
+    if (config.segment_bytes > tcp::kMaxLength - kSegmentMessageOverhead) {
+      issue("collective.segment_bytes",
+            "must be at most " + std::to_string(tcp::kMaxLength - kSegmentMessageOverhead) +
+                ": a segment travels as one message (at most 2^31 - 1 bytes)",
+            {"collective.segment_bytes"});
+      return;
+    }
     const uint64_t message = config.segment_bytes + kSegmentMessageOverhead;
     for (const auto& [key, value] :
          {std::pair{"transport.max_message_bytes", config.max_message_bytes},

@@ -302,8 +302,8 @@ __global__ void __launch_bounds__(kSelectThreads, 3)
                                    &tally->count[1], static_cast<unsigned long long>(count)));
       listed.first[tile] = start;
       listed.count[tile] = count;
-      tile_start = start;
-    }
+      tile_start = start;  // written again after the next tile's scan, whose barriers follow
+    }                      // every read of it below
     __syncthreads();
     const uint32_t stored =
         write_ranked(out, tile_start, ranks, items.flags, items.kept, [first](int slot) {
@@ -536,8 +536,6 @@ Result<unsigned> resident_blocks(Kernel kernel, uint64_t count, uint64_t per_blo
   return static_cast<unsigned>(std::min(needed, *resident));
 }
 
-}  // namespace
-
 // Checks that a ListedTiles has room for the tiles of n elements.
 Status check_listed_tiles(const ListedTiles& listed, uint64_t n) {
   if (tile_order::tile_count(n) <= listed.max_tiles) return {};
@@ -545,6 +543,8 @@ Status check_listed_tiles(const ListedTiles& listed, uint64_t n) {
                                           " elements exceeds its tile records (" +
                                           std::to_string(listed.max_tiles) + " tiles)");
 }
+
+}  // namespace
 
 Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, bool clear_listed,
                            const PairList& out, const ListedTiles& listed, Tally* tally,

@@ -42,7 +42,7 @@ TEST_P(FullControllerApiTest, AnswersWithTheDocumentedStatus) {
   start(full_controller_config());
   {
     TestClient setup = connect();
-    full_controller_setup(setup);
+    ASSERT_NO_FATAL_FAILURE(full_controller_setup(setup));
   }
   TestClient client = connect();
   expect_problem(send_case(client, GetParam()), GetParam().expected, GetParam().field);

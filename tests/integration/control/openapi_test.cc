@@ -96,7 +96,7 @@ TEST_F(OpenApiTest, DocumentAndServerAnswerTheSame) {
   start(full_controller_config());  // a controller that keeps no further job
   {
     TestClient setup = connect();
-    full_controller_setup(setup);
+    ASSERT_NO_FATAL_FAILURE(full_controller_setup(setup));
   }
   send_cases(full_controller_cases());
   const std::set<Answer> in_document = documented();

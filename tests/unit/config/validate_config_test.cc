@@ -128,6 +128,10 @@ TEST(ValidateConfig, MessagesAndSendQueuesHoldASegment) {
                           "collective.segment_bytes + 256 = 1048832, got 1048576",
                           "transport.send_queue_bytes: must hold a segment's message: at least "
                           "collective.segment_bytes + 256 = 1048832, got 524288"));
+  config.segment_bytes = ~uint64_t{0};  // + 256 would wrap
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre("collective.segment_bytes: must be at most 2147483391: a segment travels "
+                          "as one message (at most 2^31 - 1 bytes)"));
   config.segment_bytes = 0;  // whole tensors: their sizes are not known here
   EXPECT_THAT(validate_gateway_config(config), IsEmpty());
   config.send_queue_bytes = (uint64_t{1} << 40) + 1;  // x (nodes - 1) would overflow at scale
