@@ -133,25 +133,17 @@ struct DeclareCuda {
   CudaBuffer buffer;
 };
 
-struct DeclareOk {
-  static constexpr MessageType kType = MessageType::kDeclareOk;
+/// A message whose body is a tensor's key alone.
+template <MessageType Type>
+struct KeyMessage {
+  static constexpr MessageType kType = Type;
   uint32_t key = 0;
 };
 
-struct Allreduce {
-  static constexpr MessageType kType = MessageType::kAllreduce;
-  uint32_t key = 0;
-};
-
-struct Release {
-  static constexpr MessageType kType = MessageType::kRelease;
-  uint32_t key = 0;
-};
-
-struct ReleaseOk {
-  static constexpr MessageType kType = MessageType::kReleaseOk;
-  uint32_t key = 0;
-};
+using DeclareOk = KeyMessage<MessageType::kDeclareOk>;
+using Allreduce = KeyMessage<MessageType::kAllreduce>;
+using Release = KeyMessage<MessageType::kRelease>;
+using ReleaseOk = KeyMessage<MessageType::kReleaseOk>;
 
 struct AllreduceDone {
   static constexpr MessageType kType = MessageType::kAllreduceDone;
@@ -258,10 +250,10 @@ inline void write_body(Writer& w, const DeclareCuda& m) {
   w.put(m.buffer.offset);
   w.put(m.buffer.ready_event_handle);
 }
-inline void write_body(Writer& w, const DeclareOk& m) { w.put(m.key); }
-inline void write_body(Writer& w, const Allreduce& m) { w.put(m.key); }
-inline void write_body(Writer& w, const Release& m) { w.put(m.key); }
-inline void write_body(Writer& w, const ReleaseOk& m) { w.put(m.key); }
+template <MessageType Type>
+void write_body(Writer& w, const KeyMessage<Type>& m) {
+  w.put(m.key);
+}
 inline void write_body(Writer& w, const AllreduceDone& m) {
   w.put(m.status);
   w.put_text(m.message, kMaxTextBytes);
@@ -289,10 +281,10 @@ inline bool read_body(Reader& r, DeclareCuda& m) {
   return read_body(r, m.tensor) && r.get(m.buffer.device_uuid) && r.get(m.buffer.memory_handle) &&
          r.get(m.buffer.offset) && r.get(m.buffer.ready_event_handle);
 }
-inline bool read_body(Reader& r, DeclareOk& m) { return r.get(m.key); }
-inline bool read_body(Reader& r, Allreduce& m) { return r.get(m.key); }
-inline bool read_body(Reader& r, Release& m) { return r.get(m.key); }
-inline bool read_body(Reader& r, ReleaseOk& m) { return r.get(m.key); }
+template <MessageType Type>
+bool read_body(Reader& r, KeyMessage<Type>& m) {
+  return r.get(m.key);
+}
 inline bool read_body(Reader& r, AllreduceDone& m) {
   return r.get(m.status) && r.get_text(m.message, kMaxTextBytes) && r.get(m.step) &&
          r.get(m.raw_bytes) && r.get(m.wire_bytes) && r.get(m.encode_seconds) &&
