@@ -50,14 +50,11 @@ class Controller {
   /// `metrics` must outlive the controller. Every `refresh_interval` the pending policy runs that
   /// are due are made, the gauges refreshed and the jobs silent for `forget_after` (0: never)
   /// forgotten: their reports, versions, rank claims and series.
-  /// At most `max_jobs` jobs are kept: reports and rank claims of a further job are refused until
-  /// one is forgotten.
+  /// At most `max_jobs` jobs with reports, and as many with rank claims, are kept: a further
+  /// job's reports or claims are refused until one is forgotten.
   Controller(Decider decider, std::chrono::milliseconds stale_after, ControllerMetrics& metrics,
-             std::chrono::milliseconds refresh_interval = std::chrono::seconds(1),
-             std::chrono::milliseconds forget_after = std::chrono::milliseconds(0),
-             uint32_t max_jobs = kDefaultMaxJobs);
-
-  static constexpr uint32_t kDefaultMaxJobs = 1024;
+             std::chrono::milliseconds refresh_interval, std::chrono::milliseconds forget_after,
+             uint32_t max_jobs);
 
   /// Stores a validated report and re-decides its job, now when its policy's last run is at least
   /// the minimum interval old, else at a later tick. Returns the job's latest version;

@@ -772,8 +772,8 @@ void Gateway::detach_worker_locked(Tensor& tensor, uint32_t local_rank, const st
   const bool asked = any_request(tensor.waiting);
   if (tensor.buffers[local_rank].data != nullptr) tensor.departed[local_rank] = true;
   tensor.buffers[local_rank] = WorkerBuffer{};
-  tensor.waiting[local_rank] =
-      nullptr;  // its session is gone, or it has no request: nobody to tell
+  // Its session is gone, or it has no request: nobody to tell.
+  tensor.waiting[local_rank] = nullptr;
   tensor.in_flight[local_rank] = nullptr;
   if (asked) fail_next_step_locked(tensor, Status(ErrorCode::kAborted, why), calls);
 }
