@@ -64,13 +64,20 @@ std::array<std::unique_ptr<bench::ChildProcess>, 2> start_endless_workers(bench:
           start_worker(job, 1, 0, tensors, 0, 1, job.dir() + "/w1", forever)};
 }
 
+// A job of `nodes` gateways (one worker each, codec none) that report to the controller at `url`
+// every `report_interval_ms`.
+bench::LocalJobOptions reporting_to(const std::string& url, uint32_t nodes,
+                                    uint32_t report_interval_ms) {
+  auto options = job_options(nodes, 1, "none");
+  options.control_url = url;
+  options.report_interval_ms = report_interval_ms;
+  return options;
+}
+
 TEST(GatewaysAndController, FollowPoliciesKeepTheLastOneWhileItIsDownAndRejoinWhenItReturns) {
-  auto options = job_options(2, 1, "none");
-  options.report_interval_ms = 200;
   ControllerProcess controller;
   controller.start("topk:density=0.01");
-  options.control_url = controller.url();
-  bench::LocalJob job(options);
+  bench::LocalJob job(reporting_to(controller.url(), 2, 200));
   auto [w0, w1] = start_endless_workers(job);
 
   // The controller's policy reaches both gateways and their steps run under it.
@@ -136,9 +143,7 @@ void expect_three_gateways_meet_and_agree(bench::LocalJob& job) {
 TEST(GatewaysAndController, SigtermEndsAGatewayWhosePolicyRequestWaitsOnTheController) {
   ControllerProcess controller;
   controller.start("none");
-  auto options = job_options(2, 1, "none");
-  options.control_url = controller.url();
-  options.report_interval_ms = 200;
+  auto options = reporting_to(controller.url(), 2, 200);
   options.settings = {"control.poll_wait_ms=60000"};
   bench::LocalJob job(options);
   auto workers = start_endless_workers(job);
@@ -156,9 +161,7 @@ TEST(GatewaysAndController, SigtermEndsAGatewayWhosePolicyRequestWaitsOnTheContr
 TEST(GatewaysAndController, GatewaysTakeTheirPeersFromTheController) {
   ControllerProcess controller;
   controller.start("none");
-  auto options = job_options(3, 1, "none");
-  options.control_url = controller.url();
-  options.report_interval_ms = 100;
+  auto options = reporting_to(controller.url(), 3, 100);
   options.membership_from_controller = true;  // no addresses in their configs
   bench::LocalJob job(options);
   expect_three_gateways_meet_and_agree(job);
@@ -168,9 +171,7 @@ TEST(GatewaysAndController, GatewaysTakeTheirPeersFromTheController) {
 TEST(GatewaysAndController, IdenticalGatewaysTakeTheirRanksFromTheControllerAndKeepThem) {
   ControllerProcess controller;
   controller.start("none");
-  auto options = job_options(3, 1, "none");
-  options.control_url = controller.url();
-  options.report_interval_ms = 100;
+  auto options = reporting_to(controller.url(), 3, 100);
   options.membership_from_controller = true;
   options.ranks_from_controller = true;
   bench::LocalJob job(options);
@@ -256,10 +257,7 @@ bool log_until(bench::LocalJob& job, uint32_t rank, const std::string& text) {
 
 TEST(GatewaysAndController, AControllerWithoutTheNodeViewStillSetsEachGatewaysCodecs) {
   ControllerWithoutNodeView controller;
-  auto options = job_options(2, 1, "none");
-  options.report_interval_ms = 100;
-  options.control_url = controller.url();
-  bench::LocalJob job(options);
+  bench::LocalJob job(reporting_to(controller.url(), 2, 100));
   auto [w0, w1] = start_endless_workers(job);
 
   // Each gateway runs its own node's codec of the whole policy.
