@@ -48,6 +48,7 @@ void ControlClient::stop() {
 }
 
 void ControlClient::note_reachable(const Status& answer) {
+  if (answer.code() == ErrorCode::kAborted) return;  // cancelled by stop(): says nothing of it
   const bool unreachable = !answer.ok();
   if (fail_static_.exchange(unreachable) == unreachable) return;
   if (unreachable) {
@@ -67,7 +68,6 @@ void ControlClient::note_refusal(const Status& why) {
 
 Status ControlClient::report(const nlohmann::json& body) {
   auto answer = http::send_request(options_.server, http::verb::post, "/v1/nodes", body.dump());
-  if (answer.status().code() == ErrorCode::kAborted) return answer.status();  // stopping
   note_reachable(answer.status());
   if (!answer.ok()) return answer.status();
   Status taken = http::expect_ok(*answer, "the report to the controller");
@@ -107,7 +107,6 @@ bool ControlClient::poll_once(uint32_t& known_version) {
                        "&wait_ms=" + std::to_string(options_.poll_wait.count());
   if (ask_node_view_) target += "&node=" + std::to_string(options_.node);
   auto answer = http::send_request(server, http::verb::get, target);
-  if (answer.status().code() == ErrorCode::kAborted) return false;  // stopping
   note_reachable(answer.status());
   if (!answer.ok()) return false;
   if (answer->status == 404) return false;  // the job is not known yet: no policy to follow

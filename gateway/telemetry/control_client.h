@@ -61,7 +61,8 @@ class ControlClient {
   /// should wait retry_delay (no answer, no job yet, or a refusal).
   bool poll_once(uint32_t& known_version);
   Status take_policy(const nlohmann::json& policy, uint32_t& known_version);
-  /// `answer` came back (or not): fail-static follows, logged when it changes.
+  /// `answer` came back (or not): fail-static follows, logged when it changes. A request that
+  /// stop() cancelled says nothing of the controller.
   void note_reachable(const Status& answer);
   /// The controller refused something or sent what this gateway cannot use: logged once per
   /// distinct message.
