@@ -30,14 +30,22 @@ bool is_parse_error(const error_code& error) {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
+  // `slot`: the slot this connection holds, given back when it is destroyed; none when it is
+  // refused over the connection limit.
   Connection(net::ip::tcp::socket socket, const ServerOptions& options, const Router& router,
-             std::shared_ptr<AnswerGate> gate)
+             std::shared_ptr<AnswerGate> gate, std::shared_ptr<ConnectionSlots> slot)
       : stream_(std::move(socket)),
         read_deadline_(stream_.get_executor()),
         answer_wait_(stream_.get_executor()),
         options_(options),
         router_(router),
-        gate_(std::move(gate)) {}
+        gate_(std::move(gate)),
+        slot_(std::move(slot)) {}
+  ~Connection() {
+    if (slot_) slot_->give_back();
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
   void read_request() {
     route_ = {};
@@ -57,6 +65,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
                            [self = shared_from_this()](const error_code& error, std::size_t) {
                              self->on_read(error);
                            });
+  }
+
+  // Answers a connection over the limit without reading from it, and closes it.
+  void refuse_over_limit(uint32_t limit) {
+    Response response = problem(status::service_unavailable, {},
+                                "the server serves its limit of " + std::to_string(limit) +
+                                    " connections at once; retry later");
+    response.headers.emplace_back("Retry-After", "1");
+    refuse(std::move(response));
   }
 
  private:
@@ -212,6 +229,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const ServerOptions& options_;
   const Router& router_;
   std::shared_ptr<AnswerGate> gate_;
+  std::shared_ptr<ConnectionSlots> slot_;
   beast::flat_buffer buffer_;
   std::optional<beast_http::request_parser<beast_http::string_body>> parser_;
   beast_http::response<beast_http::string_body> response_;
@@ -225,8 +243,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
 }  // namespace
 
 void serve_connection(net::ip::tcp::socket socket, const ServerOptions& options,
-                      const Router& router, std::shared_ptr<AnswerGate> gate) {
-  std::make_shared<Connection>(std::move(socket), options, router, std::move(gate))->read_request();
+                      const Router& router, std::shared_ptr<AnswerGate> gate,
+                      std::shared_ptr<ConnectionSlots> slots) {
+  if (!slots->try_take()) {
+    std::make_shared<Connection>(std::move(socket), options, router, std::move(gate), nullptr)
+        ->refuse_over_limit(slots->limit());
+    return;
+  }
+  std::make_shared<Connection>(std::move(socket), options, router, std::move(gate),
+                               std::move(slots))
+      ->read_request();
 }
 
 }  // namespace gradgate::http

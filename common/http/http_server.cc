@@ -48,6 +48,9 @@ void HttpServer::add_async_route(verb method, std::string_view pattern, AsyncHan
 Status HttpServer::start() {
   if (started_) return Status(ErrorCode::kInternal, "the HTTP server is started already");
   GRADGATE_RETURN_IF_ERROR(routes_status_);
+  if (options_.max_connections == 0) {
+    return Status(ErrorCode::kInvalidArgument, "max_connections must be at least 1");
+  }
   error_code error;
   const net::ip::address address = net::ip::make_address(options_.bind_address, error);
   if (error) {
@@ -59,6 +62,7 @@ Status HttpServer::start() {
 
   io_ = std::make_unique<net::io_context>(1);
   answers_ = std::make_shared<AnswerGate>();
+  slots_ = std::make_shared<ConnectionSlots>(options_.max_connections);
   acceptor_.emplace(*io_);
   accept_backoff_.emplace(*io_);
   auto fail = [&](std::string_view step, const std::string& why) {
@@ -94,7 +98,7 @@ void HttpServer::accept() {
       net::make_strand(*io_), [this](const error_code& error, net::ip::tcp::socket socket) {
         if (error == net::error::operation_aborted) return;
         if (!error) {
-          serve_connection(std::move(socket), options_, router_, answers_);
+          serve_connection(std::move(socket), options_, router_, answers_, slots_);
           return accept();
         }
         spdlog::warn("HTTP: accept on port {} failed: {}", port_, error.message());

@@ -10,9 +10,10 @@
 // Built-in answers, all application/problem+json: 400 malformed request, 401/403 bearer token,
 // 404 unknown path, 405 (with Allow) known path and another method, 408 request not received
 // within the timeout, 413 body over the limit (refused from its Content-Length, not read),
-// 415 non-JSON body on a json_body route, 431 headers over the limit, 500 handler threw.
-// Keep-alive is supported. Errors found while reading a request (400 malformed HTTP, 408, 413,
-// 431) close the connection after the answer; the others leave it open.
+// 415 non-JSON body on a json_body route, 431 headers over the limit, 500 handler threw,
+// 503 (with Retry-After) a connection over the connection limit. Keep-alive is supported.
+// Errors found while reading a request (400 malformed HTTP, 408, 413, 431) and the connection
+// limit's 503 close the connection after the answer; the others leave it open.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -28,6 +29,7 @@
 #include <string_view>
 #include <thread>
 
+#include "common/http/connection_limit.h"
 #include "common/http/message.h"
 #include "common/http/responder.h"
 #include "common/http/router.h"
@@ -37,6 +39,7 @@
 namespace gradgate::http {
 
 class AnswerGate;
+class ConnectionSlots;
 
 struct ServerOptions {
   std::string bind_address = "127.0.0.1";
@@ -47,6 +50,9 @@ struct ServerOptions {
   /// waiting for it: the connection was accepted or the previous response sent. An idle
   /// connection is closed after it. Also bounds writing a response.
   std::chrono::milliseconds request_timeout = std::chrono::seconds(10);
+  /// The most connections served at once: each may hold a request of up to max_body_bytes. A
+  /// connection accepted beyond it is answered 503 with Retry-After and closed, unread.
+  uint32_t max_connections = 256;
   /// Routes with `requires_token` need this token; an empty one disables the check.
   TokenCheck token{};
   /// When set, called for every response sent, on the I/O thread, with the pattern of the route
@@ -72,8 +78,8 @@ class HttpServer {
   void add_async_route(verb method, std::string_view pattern, AsyncHandler handler,
                        RouteOptions options = {});
 
-  /// Binds, listens and starts the I/O thread. Errors: a bad route (kInvalidArgument), a bad
-  /// bind address (kInvalidArgument), the address in use (kUnavailable), a second start
+  /// Binds, listens and starts the I/O thread. Errors: a bad route, a bad bind address or a
+  /// max_connections of 0 (kInvalidArgument), the address in use (kUnavailable), a second start
   /// (kInternal).
   Status start();
   /// Closes the listener and every connection and joins the I/O thread; pending Responders then
@@ -93,6 +99,7 @@ class HttpServer {
   Router router_;
   Status routes_status_;
   std::shared_ptr<AnswerGate> answers_;  // open while the server runs
+  std::shared_ptr<ConnectionSlots> slots_;
   bool started_ = false;
   uint16_t port_ = 0;
   std::unique_ptr<boost::asio::io_context> io_;

@@ -1,5 +1,6 @@
 #include "common/metrics/metrics.h"
 
+#include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/text_serializer.h>
 #include <string>
@@ -29,6 +30,20 @@ void serve_metrics(http::HttpServer& server, std::shared_ptr<prometheus::Registr
         return http::Response{.content_type = std::string(kTextFormatContentType),
                               .body = prometheus::TextSerializer().Serialize(registry->Collect())};
       });
+}
+
+std::function<void(std::string_view route, http::status code)> count_responses(
+    std::shared_ptr<prometheus::Registry> registry, const std::string& name) {
+  auto& responses = prometheus::BuildCounter()
+                        .Name(name)
+                        .Help("Responses of the HTTP server, by route pattern and status")
+                        .Register(*registry);
+  return [registry = std::move(registry), &responses](std::string_view route, http::status code) {
+    responses
+        .Add({{"route", route.empty() ? "unmatched" : std::string(route)},
+              {"code", std::to_string(static_cast<int>(code))}})
+        .Increment();
+  };
 }
 
 }  // namespace gradgate::metrics

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <prometheus/registry.h>
+#include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "common/http/http_server.h"
@@ -23,5 +25,11 @@ std::shared_ptr<prometheus::Registry> make_registry(std::string_view component);
 
 /// Adds GET /metrics to `server` (before start()), serving everything in `registry`.
 void serve_metrics(http::HttpServer& server, std::shared_ptr<prometheus::Registry> registry);
+
+/// An HttpServer's on_response (ServerOptions) that counts every response in the counter `name`
+/// of `registry`, by route pattern (`unmatched`: unknown paths and requests refused before
+/// routing, connections over the limit among them) and status code.
+std::function<void(std::string_view route, http::status code)> count_responses(
+    std::shared_ptr<prometheus::Registry> registry, const std::string& name);
 
 }  // namespace gradgate::metrics

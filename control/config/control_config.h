@@ -20,6 +20,9 @@ struct ControlConfig {
   uint16_t listen_port = 9400;  // 0: the system picks one
   uint64_t max_body_bytes = uint64_t{1} << 20;
   std::chrono::milliseconds request_timeout{10000};
+  // At most this many connections are served at once; more are answered 503 and closed. A
+  // gateway holds up to two (its long poll and a report).
+  uint32_t max_connections = 4096;
 
   // auth: the bearer token of mutating calls; the file wins; neither set: no authentication.
   std::string token_file;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "common/http/connection_limit.h"
 #include "gateway/config/config_text.h"
 
 namespace gradgate::control {
@@ -236,6 +237,8 @@ constexpr ControlKey kKeys[] = {
     {"server.listen", false, store_listen},
     {"server.max_body_bytes", false, store_unsigned<&C::max_body_bytes, 1, kMaxBodyBytes>},
     {"server.request_timeout_ms", false, store_milliseconds<&C::request_timeout, 1>},
+    {"server.max_connections", false,
+     store_unsigned<&C::max_connections, 1, http::kMaxConnectionsLimit>},
     {"auth.token_file", false, store_string<&C::token_file>},
     {"auth.token_env", false, store_string<&C::token_env>},
     {"nodes.report_interval_ms", false, store_milliseconds<&C::report_interval, 1>},

@@ -49,15 +49,14 @@ struct ControlServer::Parts {
         controller(std::move(decider), config.stale_after, metrics,
                    std::min(config.report_interval, config.stale_after), config.forget_after,
                    config.max_jobs),
-        server(http::ServerOptions{
-            .bind_address = config.listen_host,
-            .port = config.listen_port,
-            .max_body_bytes = config.max_body_bytes,
-            .request_timeout = config.request_timeout,
-            .token = http::TokenCheck(std::move(token)),
-            .on_response = [this](std::string_view route, http::status code) {
-              metrics.count_request(route.empty() ? "unmatched" : route, static_cast<int>(code));
-            }}) {}
+        server(http::ServerOptions{.bind_address = config.listen_host,
+                                   .port = config.listen_port,
+                                   .max_body_bytes = config.max_body_bytes,
+                                   .request_timeout = config.request_timeout,
+                                   .max_connections = config.max_connections,
+                                   .token = http::TokenCheck(std::move(token)),
+                                   .on_response = metrics::count_responses(
+                                       registry, "gradgate_controller_http_requests_total")}) {}
 };
 
 Result<std::unique_ptr<ControlServer>> ControlServer::make(const ControlConfig& config) {

@@ -41,19 +41,13 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
       target_ratio_(gauge(registry, "gradgate_controller_target_ratio",
                           "Raw over wire bytes per step predicted by a job's policy version")),
       predicted_communicate_(gauge(registry, "gradgate_controller_predicted_communicate_seconds",
-                                   "Wire seconds per step predicted by a job's policy version")),
-      requests_(counter(registry, "gradgate_controller_http_requests_total",
-                        "Responses of the controller's HTTP server, by route pattern and status")) {
+                                   "Wire seconds per step predicted by a job's policy version")) {
   nodes_.Add({{"state", "live"}});
   nodes_.Add({{"state", "stale"}});
 }
 
 void ControllerMetrics::count_report_error(std::string_view kind) {
   report_errors_.Add({{"kind", std::string(kind)}}).Increment();
-}
-
-void ControllerMetrics::count_request(std::string_view route, int code) {
-  requests_.Add({{"route", std::string(route)}, {"code", std::to_string(code)}}).Increment();
 }
 
 void ControllerMetrics::set_membership(std::size_t jobs, std::size_t live_nodes,

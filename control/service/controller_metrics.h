@@ -1,7 +1,6 @@
 // The controller's Prometheus metrics (docs/metrics.md, "Controller"). Labels are bounded: `job`
 // by the number of jobs the controller serves (a forgotten job's series are removed), `from`/`to`
-// by their sizes, `route` by the route table, `kind` and `policy` by fixed sets; never a tensor
-// name or a step. Thread-safe.
+// by their sizes, `kind` and `policy` by fixed sets; never a tensor name or a step. Thread-safe.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -29,9 +28,6 @@ class ControllerMetrics {
   void count_report() { reports_.Increment(); }
   /// `kind`: "malformed" (400), "invalid" (422), "policy" (the policy refused the measurements).
   void count_report_error(std::string_view kind);
-  /// A response of the controller's HTTP server; `route` is the pattern of the route it matched
-  /// ("/v1/jobs/{id}"), "unmatched" for unknown paths and requests refused before routing.
-  void count_request(std::string_view route, int code);
 
   void set_membership(std::size_t jobs, std::size_t live_nodes, std::size_t stale_nodes);
   /// A job's new policy version: its number, ratio and predicted time, one more decision.
@@ -63,7 +59,6 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Gauge>& link_bandwidth_;
   prometheus::Family<prometheus::Gauge>& target_ratio_;
   prometheus::Family<prometheus::Gauge>& predicted_communicate_;
-  prometheus::Family<prometheus::Counter>& requests_;
   std::mutex series_mutex_;
   /// By job: how to remove each of its series.
   std::map<uint64_t, std::map<const void*, std::function<void()>>> series_;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/http/connection_limit.h"
 #include "common/job_limits.h"
 #include "gateway/config/config_text.h"
 
@@ -131,6 +132,8 @@ constexpr ConfigKey kKeys[] = {
     {"dpdk.inject_reorder", false, store_parsed<&C::dpdk_inject_reorder, parse_fraction>, nullptr},
     {"dpdk.inject_seed", false, store_unsigned<&C::dpdk_inject_seed, kU64Max>, nullptr},
     {"admin.listen", false, store_parsed<&C::admin_listen, parse_endpoint>, nullptr},
+    {"admin.max_connections", false,
+     store_unsigned<&C::admin_max_connections, http::kMaxConnectionsLimit>, nullptr},
     {"control.url", false, store_optional_endpoint<&C::controller>, nullptr},
     {"control.token_file", false, store_string<&C::control_token_file>, nullptr},
     {"control.token_env", false, store_string<&C::control_token_env>, nullptr},

@@ -47,6 +47,7 @@ class Checker {
     if (config.local_workers == 0) {
       issue("job.local_workers", "must be at least 1", {"job.local_workers"});
     }
+    check_positive("admin.max_connections", config.admin_max_connections);
     check_ingress(config);
     check_compression(config);
     check_transport(config);

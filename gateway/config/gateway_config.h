@@ -108,6 +108,7 @@ struct GatewayConfig {
 
   // admin: the gateway's own HTTP API (/livez, /readyz, /metrics, /v1/status)
   Endpoint admin_listen{"127.0.0.1", 0};  // port 0: any free port (the ready file tells which)
+  uint32_t admin_max_connections = 64;     // served at once; more are answered 503 and closed
 
   // control: the controller this gateway reports to and takes policies from ("" url: none)
   Endpoint controller;             // host:port; an empty host: none

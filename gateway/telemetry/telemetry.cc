@@ -28,6 +28,8 @@ Status Telemetry::start(uint16_t transport_port) {
     http::ServerOptions options;
     options.bind_address = config_.admin_listen.host;
     options.port = config_.admin_listen.port;
+    options.max_connections = config_.admin_max_connections;
+    options.on_response = metrics::count_responses(registry_, "gradgate_http_requests_total");
     admin_ = std::make_unique<http::HttpServer>(options);
     // Ready once every other gateway of the job is connected: before that no all-reduce can run.
     http::serve_health(*admin_, [this]() -> Status {

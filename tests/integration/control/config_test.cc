@@ -24,6 +24,7 @@ TEST(ControlConfigTest, ShippedExampleLoadsWithItsDocumentedValues) {
   ASSERT_TRUE(config.ok()) << config.status().to_string();
   EXPECT_EQ(config->listen_host, "127.0.0.1");
   EXPECT_EQ(config->listen_port, 9400);
+  EXPECT_EQ(config->max_connections, 4096u);
   EXPECT_EQ(config->token_env, "GRADGATE_API_TOKEN");
   EXPECT_EQ(config->stale_after, std::chrono::milliseconds(5000));
   EXPECT_EQ(config->forget_after, std::chrono::milliseconds(3600000));
@@ -43,7 +44,7 @@ TEST(ControlConfigTest, MissingFileIsNotFound) {
 
 TEST(ControlConfigTest, EveryProblemNamesItsKeyPath) {
   auto config = parse(R"(
-server: {listen: "127.0.0.1:99999", colour: blue}
+server: {listen: "127.0.0.1:99999", colour: blue, max_connections: 0}
 nodes: {stale_after_ms: -5}
 policy:
   policy: fastest
@@ -54,6 +55,7 @@ extra: {}
 )");
   expect_error(config, "server.listen:");
   expect_error(config, "server.colour: unknown key");
+  expect_error(config, "server.max_connections:");
   expect_error(config, "nodes.stale_after_ms:");
   expect_error(config, "policy.policy: expected static | bandwidth | dagc-r | dagc-a");
   expect_error(config, "policy.ladder[1]: must be a single value");

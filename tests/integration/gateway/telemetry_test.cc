@@ -110,6 +110,14 @@ TEST(GatewayTelemetry, MetricsAndStatusFollowTheAllreduces) {
   EXPECT_EQ(sample(gauges, "gradgate_peers_up"), 1.0);
   EXPECT_EQ(sample(gauges, "gradgate_tensors"), 0.0);
   EXPECT_EQ(sample(gauges, "gradgate_residual_memory_bytes"), 0.0);
+  // Every response of the admin API is counted, by route and status.
+  for (const char* probe : {"/livez", "/readyz"}) {
+    EXPECT_EQ(sample(gauges, std::string(R"(gradgate_http_requests_total{code="200",route=")") +
+                                 probe + "\"}"),
+              1.0)
+        << probe << "\n"
+        << gauges;
+  }
 }
 
 // A worker that sends what is not the ingress protocol is counted where Grafana sees errors.

@@ -133,9 +133,10 @@ TEST(ConfigErrors, SocketPath) {
 }
 
 TEST(ConfigErrors, ZeroTimeoutsAndSizes) {
-  for (const char* key : {"transport.connect_timeout_ms", "transport.reconnect_min_ms",
-                          "transport.send_queue_bytes", "transport.max_message_bytes",
-                          "collective.timeout_ms", "streams.residual_memory_cap_bytes"}) {
+  for (const char* key :
+       {"transport.connect_timeout_ms", "transport.reconnect_min_ms", "transport.send_queue_bytes",
+        "transport.max_message_bytes", "collective.timeout_ms", "streams.residual_memory_cap_bytes",
+        "admin.max_connections"}) {
     const std::string path(key);
     const auto dot = path.find('.');
     const std::string yaml =

@@ -69,6 +69,8 @@ collective:
   segment_bytes: 0
 streams:
   residual_memory_cap_bytes: 3000
+admin:
+  max_connections: 7
 logging:
   level: debug
   format: json
@@ -91,6 +93,7 @@ logging:
   EXPECT_EQ(config->max_message_bytes, 2000u);
   EXPECT_EQ(config->timeout, std::chrono::milliseconds(777));
   EXPECT_EQ(config->residual_memory_cap_bytes, 3000u);
+  EXPECT_EQ(config->admin_max_connections, 7u);
   EXPECT_EQ(config->log_level, "debug");
   EXPECT_EQ(config->log_format, "json");
 }
