@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "common/http/connection.h"
+#include "common/net/listener.h"
 
 namespace gradgate::http {
 namespace {
@@ -51,43 +52,33 @@ Status HttpServer::start() {
   if (options_.max_connections == 0) {
     return Status(ErrorCode::kInvalidArgument, "max_connections must be at least 1");
   }
-  error_code error;
-  const net::ip::address address = net::ip::make_address(options_.bind_address, error);
-  if (error) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "bind address '" + options_.bind_address + "': " + error.message());
-  }
-  const net::ip::tcp::endpoint endpoint(address, options_.port);
-  const std::string where = options_.bind_address + ":" + std::to_string(options_.port);
-
   io_ = std::make_unique<net::io_context>(1);
-  answers_ = std::make_shared<AnswerGate>();
-  slots_ = std::make_shared<ConnectionSlots>(options_.max_connections);
-  acceptor_.emplace(*io_);
-  accept_backoff_.emplace(*io_);
-  auto fail = [&](std::string_view step, const std::string& why) {
+  auto fail = [&](Status error) {
     acceptor_.reset();
     accept_backoff_.reset();
     io_.reset();
-    return Status(ErrorCode::kUnavailable,
-                  "cannot " + std::string(step) + " " + where + ": " + why);
+    return error;
   };
-  acceptor_->open(endpoint.protocol(), error);
-  if (error) return fail("open a socket for", error.message());
-  acceptor_->set_option(net::socket_base::reuse_address(true), error);
-  if (error) return fail("set SO_REUSEADDR for", error.message());
-  acceptor_->bind(endpoint, error);
-  if (error) return fail("bind to", error.message());
-  acceptor_->listen(net::socket_base::max_listen_connections, error);
-  if (error) return fail("listen on", error.message());
+  auto listening = gradgate::net::listen_tcp(*io_, options_.bind_address, options_.port);
+  if (!listening.ok()) return fail(listening.status());
+  acceptor_.emplace(std::move(listening).value());
+  error_code error;
   port_ = acceptor_->local_endpoint(error).port();
-  if (error) return fail("read the port of", error.message());
+  if (error) {
+    return fail(Status(ErrorCode::kUnavailable, "cannot read the port of " + options_.bind_address +
+                                                    ": " + error.message()));
+  }
+  answers_ = std::make_shared<AnswerGate>();
+  slots_ = std::make_shared<ConnectionSlots>(options_.max_connections);
+  accept_backoff_.emplace(*io_);
 
   accept();
   try {
     io_thread_ = std::thread([this] { io_->run(); });
   } catch (const std::system_error& thread_error) {
-    return fail("start the I/O thread of", thread_error.what());
+    return fail(
+        Status(ErrorCode::kUnavailable,
+               std::string("cannot start the HTTP server's I/O thread: ") + thread_error.what()));
   }
   started_ = true;
   return Status::ok_status();

@@ -14,6 +14,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "common/net/listener.h"
 #include "gateway/transport/counters.h"
 #include "gateway/transport/log_throttle.h"
 #include "gateway/transport/send_checks.h"
@@ -177,26 +178,12 @@ Status TcpTransport::Mesh::start(Handlers handlers) {
 
 Status TcpTransport::Mesh::bind_listener() {
   const std::string host = options_.listen.host.empty() ? "0.0.0.0" : options_.listen.host;
-  const std::string where =
-      "transport: listen on " + host + ":" + std::to_string(options_.listen.port) + ": ";
+  auto listening = net::listen_tcp(*io_, host, options_.listen.port);
+  if (!listening.ok()) {
+    return Status(listening.status().code(), "transport: " + listening.status().message());
+  }
+  acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(std::move(listening).value());
   error_code ec;
-  asio::ip::tcp::resolver resolver(*io_);
-  const auto addresses = resolver.resolve(
-      host, std::to_string(options_.listen.port),
-      asio::ip::tcp::resolver::passive | asio::ip::tcp::resolver::numeric_service, ec);
-  if (ec || addresses.empty()) {
-    return Status(ErrorCode::kUnavailable, where + (ec ? ec.message() : "no address"));
-  }
-  const asio::ip::tcp::endpoint endpoint = addresses.begin()->endpoint();
-  acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(*io_);
-  acceptor_->open(endpoint.protocol(), ec);
-  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_->bind(endpoint, ec);
-  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    acceptor_.reset();
-    return Status(ErrorCode::kUnavailable, where + ec.message());
-  }
   listen_port_ = acceptor_->local_endpoint(ec).port();
   return {};
 }

@@ -206,8 +206,21 @@ TEST(HttpServerLifecycle, PortInUseAndBadAddressFailStart) {
   const Status taken = second.start();
   EXPECT_EQ(taken.code(), ErrorCode::kUnavailable);
   EXPECT_NE(taken.message().find(std::to_string(first.port())), std::string::npos);
-  HttpServer bad_address({.bind_address = "not-an-address"});
-  EXPECT_EQ(bad_address.start().code(), ErrorCode::kInvalidArgument);
+  HttpServer bad_address({.bind_address = "not an address"});
+  const Status refused = bad_address.start();
+  EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("'not an address' is not an IPv4 address or host name"),
+            std::string::npos)
+      << refused.message();
+}
+
+TEST(HttpServerLifecycle, AHostNameListensOnItsIpv4Address) {
+  // localhost comes from /etc/hosts: no DNS is asked.
+  HttpServer server({.bind_address = "localhost"});
+  server.add_route(verb::get, "/livez", [](const Request&) { return json_response({}); });
+  const Status started = server.start();
+  ASSERT_TRUE(started.ok()) << started.to_string();
+  EXPECT_EQ(TestClient(server.port()).send(verb::get, "/livez").result(), status::ok);
 }
 
 TEST(HttpServerLifecycle, StopIsIdempotentAndClosesTheListener) {

@@ -1,0 +1,56 @@
+#include "common/net/listener.h"
+
+#include <algorithm>
+
+namespace gradgate::net {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using error_code = boost::system::error_code;
+
+// Letters, digits, '.', '-' and '_' (as in Kubernetes' names): what a host name may hold. Other
+// text is refused before it reaches the resolver, which would ask DNS about it.
+bool is_host_name(const std::string& host) {
+  return !host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == '_';
+  });
+}
+
+}  // namespace
+
+Result<tcp::acceptor> listen_tcp(asio::io_context& io, const std::string& host, uint16_t port) {
+  const std::string where = host + ":" + std::to_string(port);
+  if (!is_host_name(host)) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "listen address '" + host + "' is not an IPv4 address or host name");
+  }
+  error_code error;
+  tcp::resolver resolver(io);
+  const auto addresses =
+      resolver.resolve(tcp::v4(), host, std::to_string(port),
+                       tcp::resolver::passive | tcp::resolver::numeric_service, error);
+  if (error || addresses.empty()) {
+    return Status(ErrorCode::kUnavailable, "cannot resolve " + where + " to an IPv4 address: " +
+                                               (error ? error.message() : "no address"));
+  }
+  const tcp::endpoint endpoint = addresses.begin()->endpoint();
+  const auto fail = [&](const char* step) {
+    return Status(ErrorCode::kUnavailable, std::string("cannot ") + step + " " + where + " (" +
+                                               endpoint.address().to_string() +
+                                               "): " + error.message());
+  };
+  tcp::acceptor acceptor(io);
+  acceptor.open(endpoint.protocol(), error);
+  if (error) return fail("open a socket for");
+  acceptor.set_option(asio::socket_base::reuse_address(true), error);
+  if (error) return fail("set SO_REUSEADDR for");
+  acceptor.bind(endpoint, error);
+  if (error) return fail("bind to");
+  acceptor.listen(asio::socket_base::max_listen_connections, error);
+  if (error) return fail("listen on");
+  return acceptor;
+}
+
+}  // namespace gradgate::net
