@@ -1,5 +1,6 @@
 #include "common/http/connection.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -8,6 +9,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 
@@ -23,31 +25,48 @@ namespace beast_http = boost::beast::http;
 using error_code = boost::system::error_code;
 
 constexpr std::size_t kDrainChunkBytes = 16 * 1024;
+// How long a connection refused over the limit may take to read its 503 and close: short, since
+// it holds a descriptor and a drain buffer outside the limit.
+constexpr std::chrono::milliseconds kRefusedCloseTime{1000};
 
 bool is_parse_error(const error_code& error) {
   return error.category() == beast_http::make_error_code(beast_http::error::bad_target).category();
 }
 
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection final : public Evictable, public std::enable_shared_from_this<Connection> {
  public:
-  // `slot`: the slot this connection holds, given back when it is destroyed; none when it is
-  // refused over the connection limit.
+  // `ticket`: the slot of `slots` this connection holds, given back when it is destroyed; none
+  // for a connection refused over the limit (it holds one of the slots' refusals).
   Connection(net::ip::tcp::socket socket, const ServerOptions& options, const Router& router,
-             std::shared_ptr<AnswerGate> gate, std::shared_ptr<ConnectionSlots> slot)
+             std::shared_ptr<AnswerGate> gate, std::shared_ptr<ConnectionSlots> slots,
+             std::optional<ConnectionSlots::Ticket> ticket)
       : stream_(std::move(socket)),
         read_deadline_(stream_.get_executor()),
         answer_wait_(stream_.get_executor()),
         options_(options),
         router_(router),
         gate_(std::move(gate)),
-        slot_(std::move(slot)) {}
-  ~Connection() {
-    if (slot_) slot_->give_back();
+        slots_(std::move(slots)),
+        ticket_(ticket) {}
+  ~Connection() override {
+    if (ticket_) {
+      slots_->give_back(*ticket_);
+    } else {
+      slots_->give_back_refusal();
+    }
   }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
+  // A new connection takes this one's slot while it waits for a request: it closes quietly.
+  void evict() override {
+    evicted_ = true;
+    error_code ignored;
+    stream_.socket().cancel(ignored);
+  }
+
   void read_request() {
+    wait_for_client();
     route_ = {};
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
@@ -67,11 +86,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
                            });
   }
 
-  // Answers a connection over the limit without reading from it, and closes it.
+  // Answers a connection over the limit before it sends anything (to HEAD too, with the body),
+  // and closes it.
   void refuse_over_limit(uint32_t limit) {
-    Response response = problem(status::service_unavailable, {},
-                                "the server serves its limit of " + std::to_string(limit) +
-                                    " connections at once; retry later");
+    Response response =
+        problem(status::service_unavailable, {},
+                "the server's " + std::to_string(limit) +
+                    " connections are all busy with requests (server limit); retry later");
     response.headers.emplace_back("Retry-After", "1");
     refuse(std::move(response));
   }
@@ -84,9 +105,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     stream_.socket().cancel(ignored);
   }
 
+  // While waiting for the client (its request, or its close) the slot may go to a new
+  // connection; while working on a request it is kept.
+  void wait_for_client() {
+    if (ticket_) slots_->waiting(*ticket_, weak_from_this());
+  }
+  void work_on_request() {
+    if (ticket_) slots_->busy(*ticket_);
+  }
+
   void on_read(const error_code& error) {
     reads_finished_ = reads_started_;
     read_deadline_.cancel();
+    if (evicted_) return;  // dropping `this` closes
+    work_on_request();
     if (timed_out_ && error) {
       // An idle keep-alive connection is closed quietly; a request cut short gets its 408.
       if (!parser_->got_some() && buffer_.size() == 0) return;
@@ -209,9 +241,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // until it closes or the timeout passes: closing with unread data would reset the connection
   // and could destroy our response before the client reads it.
   void close_gracefully() {
+    wait_for_client();
     error_code ignored;
     stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(options_.request_timeout);
+    stream_.expires_after(ticket_ ? options_.request_timeout
+                                  : std::min(options_.request_timeout, kRefusedCloseTime));
     drain();
   }
 
@@ -229,7 +263,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const ServerOptions& options_;
   const Router& router_;
   std::shared_ptr<AnswerGate> gate_;
-  std::shared_ptr<ConnectionSlots> slot_;
+  std::shared_ptr<ConnectionSlots> slots_;
+  std::optional<ConnectionSlots::Ticket> ticket_;
+  bool evicted_ = false;
   beast::flat_buffer buffer_;
   std::optional<beast_http::request_parser<beast_http::string_body>> parser_;
   beast_http::response<beast_http::string_body> response_;
@@ -245,14 +281,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
 void serve_connection(net::ip::tcp::socket socket, const ServerOptions& options,
                       const Router& router, std::shared_ptr<AnswerGate> gate,
                       std::shared_ptr<ConnectionSlots> slots) {
-  if (!slots->try_take()) {
-    std::make_shared<Connection>(std::move(socket), options, router, std::move(gate), nullptr)
-        ->refuse_over_limit(slots->limit());
-    return;
-  }
-  std::make_shared<Connection>(std::move(socket), options, router, std::move(gate),
-                               std::move(slots))
-      ->read_request();
+  if (const auto ticket = slots->take()) {
+    std::make_shared<Connection>(std::move(socket), options, router, std::move(gate),
+                                 std::move(slots), ticket)
+        ->read_request();
+  } else if (slots->take_refusal()) {
+    const uint32_t limit = slots->limit();
+    std::make_shared<Connection>(std::move(socket), options, router, std::move(gate),
+                                 std::move(slots), std::nullopt)
+        ->refuse_over_limit(limit);
+  }  // else: too many refused already; dropping the socket closes it
 }
 
 }  // namespace gradgate::http

@@ -5,12 +5,11 @@
 // client closing.
 #pragma once
 
-#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
-#include <cstdint>
 #include <memory>
 #include <mutex>
 
+#include "common/http/connection_slots.h"
 #include "common/http/http_server.h"
 #include "common/http/router.h"
 
@@ -37,28 +36,8 @@ class AnswerGate {
   bool open_ = true;
 };
 
-/// The connections a server serves at once, against ServerOptions::max_connections. Slots are
-/// taken on the server's I/O thread; a connection gives its slot back when it is destroyed, which
-/// may happen on another thread (the last owner of a connection can be a Responder's call).
-class ConnectionSlots {
- public:
-  explicit ConnectionSlots(uint32_t limit) : limit_(limit) {}
-  uint32_t limit() const { return limit_; }
-  /// Takes a slot; false when all are taken. On the I/O thread only.
-  bool try_take() {
-    if (open_.load() >= limit_) return false;
-    ++open_;
-    return true;
-  }
-  void give_back() { --open_; }
-
- private:
-  const uint32_t limit_;
-  std::atomic<uint32_t> open_{0};
-};
-
-/// Serves `socket` until it closes, in one of `slots`; when none is free, answers 503 and closes.
-/// `options` and `router` must outlive the socket's io_context.
+/// Serves `socket` until it closes, in one of `slots` (connection_slots.h); when every slot is
+/// busy, answers 503 and closes. `options` and `router` must outlive the socket's io_context.
 void serve_connection(boost::asio::ip::tcp::socket socket, const ServerOptions& options,
                       const Router& router, std::shared_ptr<AnswerGate> gate,
                       std::shared_ptr<ConnectionSlots> slots);

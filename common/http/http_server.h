@@ -42,6 +42,8 @@ class AnswerGate;
 class ConnectionSlots;
 
 struct ServerOptions {
+  /// A dotted-quad IPv4 address, or a host name (listens on its first IPv4 address; resolved at
+  /// start, through DNS where /etc/hosts does not have it).
   std::string bind_address = "127.0.0.1";
   uint16_t port = 0;  // 0: the system picks one; HttpServer::port() tells which
   std::size_t max_body_bytes = std::size_t{1} << 20;
@@ -50,8 +52,10 @@ struct ServerOptions {
   /// waiting for it: the connection was accepted or the previous response sent. An idle
   /// connection is closed after it. Also bounds writing a response.
   std::chrono::milliseconds request_timeout = std::chrono::seconds(10);
-  /// The most connections served at once: each may hold a request of up to max_body_bytes. A
-  /// connection accepted beyond it is answered 503 with Retry-After and closed, unread.
+  /// The most connections served at once: each may hold a request of up to max_body_bytes. At the
+  /// limit a new connection takes the slot of the one that has waited longest for a request
+  /// (closed quietly); only when all are busy with requests is it answered 503 with Retry-After,
+  /// before it sends anything, and closed (connection_slots.h).
   uint32_t max_connections = 256;
   /// Routes with `requires_token` need this token; an empty one disables the check.
   TokenCheck token{};
@@ -78,9 +82,9 @@ class HttpServer {
   void add_async_route(verb method, std::string_view pattern, AsyncHandler handler,
                        RouteOptions options = {});
 
-  /// Binds, listens and starts the I/O thread. Errors: a bad route, a bad bind address or a
-  /// max_connections of 0 (kInvalidArgument), the address in use (kUnavailable), a second start
-  /// (kInternal).
+  /// Binds, listens and starts the I/O thread. Errors: a bad route, a bind address that is no
+  /// IPv4 address or host name, or a max_connections of 0 (kInvalidArgument); a host name that
+  /// does not resolve, or the address in use (kUnavailable); a second start (kInternal).
   Status start();
   /// Closes the listener and every connection and joins the I/O thread; pending Responders then
   /// do nothing. Idempotent; not from a handler (it would join its own thread).

@@ -1,28 +1,16 @@
 #include "common/net/listener.h"
 
-#include <algorithm>
+#include "common/net/host_name.h"
 
 namespace gradgate::net {
-namespace {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
-// Letters, digits, '.', '-' and '_' (as in Kubernetes' names): what a host name may hold. Other
-// text is refused before it reaches the resolver, which would ask DNS about it.
-bool is_host_name(const std::string& host) {
-  return !host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '-' || c == '_';
-  });
-}
-
-}  // namespace
-
 Result<tcp::acceptor> listen_tcp(asio::io_context& io, const std::string& host, uint16_t port) {
   const std::string where = host + ":" + std::to_string(port);
-  if (!is_host_name(host)) {
+  if (!is_host(host)) {  // refused before DNS is asked about it
     return Status(ErrorCode::kInvalidArgument,
                   "listen address '" + host + "' is not an IPv4 address or host name");
   }

@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "common/net/host_name.h"
+
 namespace gradgate::gateway {
 namespace {
 
@@ -18,11 +20,6 @@ std::string quoted(std::string_view text) {
   out.append(text);
   out += '"';
   return out;
-}
-
-bool is_host_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '-' || c == '_';
 }
 
 constexpr std::array<std::pair<CollectiveMode, std::string_view>, 4> kCollectiveModes{{
@@ -68,11 +65,9 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
   const std::string_view host = text.substr(0, colon);
   const std::string_view port_text = text.substr(colon + 1);
   if (host.empty()) return invalid(quoted(text) + " is not host:port (the host is empty)");
-  for (const char c : host) {
-    if (!is_host_char(c)) {
-      return invalid(quoted(text) + " is not host:port (host " + quoted(host) +
-                     " is not an IPv4 address or host name)");
-    }
+  if (!net::is_host(host)) {
+    return invalid(quoted(text) + " is not host:port (host " + quoted(host) +
+                   " is not an IPv4 address or host name)");
   }
   const auto port = parse_unsigned(port_text, std::numeric_limits<uint16_t>::max());
   if (!port.ok()) {

@@ -2,7 +2,8 @@
 // long it took, as the steps end (observe), and the gauges and counters that mirror the core's,
 // the transport's and the mailbox's own counts (refresh, called by the telemetry loop every
 // control.report_interval_ms: a scrape sees them at most that old). Labels are bounded: codec name,
-// peer rank, error kind — never a tensor name or a step.
+// peer rank, error kind — never a tensor name or a step. (The admin API's response counter,
+// by route pattern and status, is registered with the server: metrics::count_responses.)
 #pragma once
 
 #include <prometheus/counter.h>

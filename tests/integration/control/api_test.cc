@@ -52,5 +52,21 @@ TEST_P(FullControllerApiTest, AnswersWithTheDocumentedStatus) {
 INSTANTIATE_TEST_SUITE_P(Controller, FullControllerApiTest,
                          ::testing::ValuesIn(full_controller_cases()), case_name);
 
+class ControllerConnectionsTest : public ControlFixture {};
+
+// server.max_connections reaches the server: with one slot, a second connection takes the slot
+// of the first (idle after its answer), which is closed.
+TEST_F(ControllerConnectionsTest, ServerMaxConnectionsBoundsTheConnections) {
+  ControlConfig config = test_config();
+  config.max_connections = 1;
+  config.request_timeout = std::chrono::seconds(60);  // no idle close within the client's 10 s
+  start(config);
+  TestClient first = connect();
+  ASSERT_EQ(first.send(verb::get, "/livez").result(), status::ok);
+  EXPECT_EQ(connect().send(verb::get, "/livez").result(), status::ok);
+  Reply none;
+  EXPECT_TRUE(closed_without_answer(first.read(none)));
+}
+
 }  // namespace
 }  // namespace gradgate::control::testing

@@ -21,6 +21,7 @@ namespace gradgate::control::testing {
 using http::status;
 using http::verb;
 namespace beast_http = boost::beast::http;
+using http::testing::closed_without_answer;
 using http::testing::expect_problem;
 using http::testing::Headers;
 using http::testing::Reply;

@@ -19,6 +19,7 @@
 #include "common/http/client.h"
 #include "gradgate/client.h"
 #include "gradgate/config.h"
+#include "http_test_support.h"
 #include "job.h"
 
 namespace gradgate::gateway::testing {
@@ -118,6 +119,20 @@ TEST(GatewayTelemetry, MetricsAndStatusFollowTheAllreduces) {
         << probe << "\n"
         << gauges;
   }
+}
+
+// admin.max_connections reaches the admin API: with one slot, a second connection takes the slot
+// of the first (idle after its answer), which is closed.
+TEST(GatewayTelemetry, AdminMaxConnectionsBoundsTheConnections) {
+  auto options = job_options(1, 1, "none");
+  options.settings.push_back("admin.max_connections=1");
+  bench::LocalJob job(options);
+  http::testing::TestClient first(job.admin_port(0));
+  ASSERT_EQ(first.send(http::verb::get, "/livez").result(), http::status::ok);
+  http::testing::TestClient second(job.admin_port(0));
+  EXPECT_EQ(second.send(http::verb::get, "/livez").result(), http::status::ok);
+  http::testing::Reply none;
+  EXPECT_TRUE(http::testing::closed_without_answer(first.read(none)));
 }
 
 // A worker that sends what is not the ingress protocol is counted where Grafana sees errors.

@@ -146,6 +146,11 @@ TEST(ConfigErrors, ZeroTimeoutsAndSizes) {
   }
 }
 
+TEST(ConfigErrors, AdminConnectionsAtMost65536) {
+  EXPECT_THAT(only_error_with("admin:\n  max_connections: 65537\n"),
+              AllOf(StartsWith("gateway.yaml: admin.max_connections:"), HasSubstr("65536")));
+}
+
 TEST(ConfigErrors, RingNeedsASummableCodec) {
   EXPECT_THAT(only_error_with("compression:\n  codec: \"topk:density=0.01\"\n  collective: ring\n"),
               StartsWith("gateway.yaml: compression.collective: ring needs a summable codec"));

@@ -52,6 +52,12 @@ TEST(ParseEndpoint, ExplainsWhatIsWrong) {
               HasSubstr("is not an IPv4 address or host name"));
   EXPECT_THAT(parse_endpoint("::1:80").status().message(),
               HasSubstr("is not an IPv4 address or host name"));
+  // Digits and dots alone must be a dotted quad: a resolver would read "0" as 0.0.0.0.
+  for (const char* shorthand : {"0:80", "127.1:80", "127.0.0.256:80", "1.2.3.4.5:80"}) {
+    EXPECT_THAT(parse_endpoint(shorthand).status().message(),
+                HasSubstr("is not an IPv4 address or host name"))
+        << shorthand;
+  }
   EXPECT_THAT(parse_endpoint("host:http").status().message(), HasSubstr("is not a number"));
   EXPECT_THAT(parse_endpoint("host:").status().message(), HasSubstr("is not a number"));
   EXPECT_THAT(parse_endpoint("host:-1").status().message(), HasSubstr("is not a number"));

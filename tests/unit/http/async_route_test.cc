@@ -2,37 +2,12 @@
 // thread; only its first call counts; a client that leaves or a server that stops makes it a
 // no-op; the usual checks (token, 500 on a throw) still apply.
 #include <future>
-#include <mutex>
 #include <stdexcept>
 
 #include "http_test_support.h"
 
 namespace gradgate::http::testing {
 namespace {
-
-// Hands the Responders of the deferred route to the test thread, in the order of the requests.
-class Responders {
- public:
-  void add(Responder responder) {
-    std::lock_guard lock(mutex_);
-    promises_[added_++].set_value(std::move(responder));
-  }
-  /// The responder of the `index`th request, once its handler ran (bounded wait).
-  std::optional<Responder> get(std::size_t index) {
-    std::future<Responder> future;
-    {
-      std::lock_guard lock(mutex_);
-      future = promises_[index].get_future();
-    }
-    if (future.wait_for(kClientTimeout) != std::future_status::ready) return std::nullopt;
-    return future.get();
-  }
-
- private:
-  std::mutex mutex_;
-  std::size_t added_ = 0;
-  std::promise<Responder> promises_[4];
-};
 
 class AsyncRouteTest : public ServerFixture {
  protected:

@@ -1,9 +1,11 @@
-// ServerOptions::max_connections over real HTTP: connections beyond the limit are answered 503
-// with Retry-After and closed, those within it are served as before, and a connection that
-// closes gives its slot to the next.
+// ServerOptions::max_connections over real HTTP: at the limit a new connection takes the slot of
+// the one that has waited longest for a request, which is closed; only when every connection is
+// busy with a request is the new one answered 503 (with Retry-After) and closed, and refused
+// connections beyond the limit are closed without an answer.
 #include <chrono>
+#include <list>
 #include <mutex>
-#include <optional>
+#include <thread>
 #include <vector>
 
 #include "http_test_support.h"
@@ -16,16 +18,36 @@ constexpr uint32_t kLimit = 2;
 class ConnectionLimitTest : public ServerFixture {
  protected:
   void SetUp() override {
-    ServerOptions options{.max_connections = kLimit};
+    ServerOptions options{.request_timeout = std::chrono::seconds(30), .max_connections = kLimit};
     options.on_response = [this](std::string_view, status code) {
       std::lock_guard lock(mutex_);
       codes_.push_back(code);
     };
-    start_server(std::move(options), [](HttpServer& server) {
+    start_server(std::move(options), [this](HttpServer& server) {
       server.add_route(verb::get, "/livez", [](const Request&) {
         return json_response({{"status", "ok"}});
       });
+      // Keeps its connection busy until the test answers.
+      server.add_async_route(verb::get, "/v1/hold", [this](const Request&, Responder respond) {
+        held_.add(std::move(respond));
+      });
     });
+  }
+
+  // Occupies every slot with a request the server works on: the clients and, once every handler
+  // ran, the Responders that answer them.
+  std::vector<Responder> hold_every_slot(std::list<TestClient>& clients) {
+    std::vector<Responder> responders;
+    for (uint32_t i = 0; i < kLimit; ++i) {
+      clients.emplace_back(server_->port());
+      ClientRequest request(verb::get, "/v1/hold", 11);
+      request.set(beast_http::field::host, "127.0.0.1");
+      EXPECT_FALSE(clients.back().write(request));
+    }
+    for (uint32_t i = 0; i < kLimit; ++i) {
+      if (auto responder = held_.get(i)) responders.push_back(*std::move(responder));
+    }
+    return responders;
   }
 
   std::vector<status> codes() {
@@ -33,48 +55,92 @@ class ConnectionLimitTest : public ServerFixture {
     return codes_;
   }
 
+  Responders held_;
   std::mutex mutex_;
   std::vector<status> codes_;
 };
 
-TEST_F(ConnectionLimitTest, ConnectionsOverTheLimitGet503AndAreClosed) {
-  TestClient first = connect();
-  TestClient second = connect();
-  ASSERT_EQ(first.send(verb::get, "/livez").result(), status::ok);
-  ASSERT_EQ(second.send(verb::get, "/livez").result(), status::ok);
-
-  TestClient third = connect();
-  const Reply refused = third.send(verb::get, "/livez");
-  expect_problem(refused, status::service_unavailable, {}, "limit of 2 connections");
-  EXPECT_EQ(refused[beast_http::field::retry_after], "1");
-  EXPECT_FALSE(refused.keep_alive());
-  Reply none;
-  EXPECT_EQ(third.read(none), beast_http::error::end_of_stream);
-
-  // The connections within the limit go on being served.
-  EXPECT_EQ(first.send(verb::get, "/livez").result(), status::ok);
-  EXPECT_EQ(second.send(verb::get, "/livez").result(), status::ok);
-  const std::vector<status> expected = {status::ok, status::ok, status::service_unavailable,
-                                        status::ok, status::ok};
-  EXPECT_EQ(codes(), expected);
+// Connects until `accepted` holds for the reply to GET /livez, every 10 ms for up to 10 s (well
+// below the request timeout): the server frees places as it notices clients leave, which a
+// client cannot observe.
+template <typename Accepted>
+bool eventually(uint16_t port, Accepted accepted) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int attempt = 0; attempt < 1000 && std::chrono::steady_clock::now() < deadline; ++attempt) {
+    TestClient client(port);
+    ClientRequest request(verb::get, "/livez", 11);
+    request.set(beast_http::field::host, "127.0.0.1");
+    Reply reply;
+    if (!client.write(request) && !client.read(reply) && accepted(reply)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
-TEST_F(ConnectionLimitTest, AClosedConnectionGivesItsSlotToTheNext) {
-  TestClient held = connect();
-  ASSERT_EQ(held.send(verb::get, "/livez").result(), status::ok);
-  {
-    TestClient leaving = connect();
-    ASSERT_EQ(leaving.send(verb::get, "/livez").result(), status::ok);
-  }  // closed here; the server notices when it reads the end of the stream
-  // Until it has, a new connection may still be refused: ask again, a bounded number of times.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  std::optional<status> last;
-  for (int attempt = 0; attempt < 20000 && std::chrono::steady_clock::now() < deadline; ++attempt) {
-    last = connect().send(verb::get, "/livez").result();
-    if (*last != status::service_unavailable) break;
+TEST_F(ConnectionLimitTest, ANewConnectionTakesTheSlotOfTheLongestIdle) {
+  TestClient oldest = connect();
+  TestClient newer = connect();
+  ASSERT_EQ(oldest.send(verb::get, "/livez").result(), status::ok);
+  ASSERT_EQ(newer.send(verb::get, "/livez").result(), status::ok);
+
+  // Both wait for their next request; the third connection is served in the oldest one's slot.
+  EXPECT_EQ(connect().send(verb::get, "/livez").result(), status::ok);
+  Reply none;
+  EXPECT_TRUE(closed_without_answer(oldest.read(none)));
+  EXPECT_EQ(newer.send(verb::get, "/livez").result(), status::ok);
+}
+
+TEST_F(ConnectionLimitTest, WhenEveryConnectionIsBusyANewOneGets503AndIsClosed) {
+  std::list<TestClient> busy;
+  std::vector<Responder> responders = hold_every_slot(busy);
+  ASSERT_EQ(responders.size(), kLimit);
+
+  TestClient refused = connect();
+  const Reply reply = refused.send(verb::get, "/livez");
+  expect_problem(reply, status::service_unavailable, {}, "2 connections are all busy");
+  EXPECT_EQ(reply[beast_http::field::retry_after], "1");
+  EXPECT_FALSE(reply.keep_alive());
+  Reply none;
+  EXPECT_EQ(refused.read(none), beast_http::error::end_of_stream);
+
+  // The busy connections are answered as usual.
+  auto client = busy.begin();
+  for (uint32_t i = 0; i < kLimit; ++i, ++client) {
+    responders[i](json_response({{"held", i}}));
+    Reply answer;
+    ASSERT_FALSE(client->read(answer));
+    EXPECT_EQ(answer.result(), status::ok);
   }
-  EXPECT_EQ(last, status::ok);
-  EXPECT_EQ(held.send(verb::get, "/livez").result(), status::ok);
+  EXPECT_EQ(codes().front(), status::service_unavailable);
+}
+
+TEST_F(ConnectionLimitTest, RefusedConnectionsAreBoundedAndLeaveWithinASecond) {
+  std::list<TestClient> busy;
+  ASSERT_EQ(hold_every_slot(busy).size(), kLimit);
+  std::list<TestClient> refused;  // they read their 503 and stay
+  for (uint32_t i = 0; i < kLimit; ++i) {
+    refused.emplace_back(server_->port());
+    Reply reply;
+    ASSERT_FALSE(refused.back().read(reply));
+    ASSERT_EQ(reply.result(), status::service_unavailable);
+  }
+  TestClient beyond = connect();
+  Reply none;
+  EXPECT_TRUE(closed_without_answer(beyond.read(none)))
+      << "no 503 beyond " << kLimit << " refused connections";
+
+  // The server closes the refused ones after a second, not after the 30 s request timeout.
+  EXPECT_TRUE(eventually(server_->port(), [](const Reply& reply) {
+    return reply.result() == status::service_unavailable;
+  }));
+}
+
+TEST_F(ConnectionLimitTest, AClientThatLeavesDuringItsRequestGivesItsSlotBack) {
+  std::list<TestClient> busy;
+  ASSERT_EQ(hold_every_slot(busy).size(), kLimit);
+  busy.pop_front();  // closed while its request is held: the server notices and drops it
+  EXPECT_TRUE(
+      eventually(server_->port(), [](const Reply& reply) { return reply.result() == status::ok; }));
 }
 
 TEST(ConnectionLimit, ZeroConnectionsIsRefusedAtStart) {

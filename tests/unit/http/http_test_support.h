@@ -5,16 +5,21 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -68,6 +73,36 @@ class TestClient {
 /// field (absent otherwise) and a part of its detail.
 void expect_problem(const Reply& reply, status code, std::string_view field = {},
                     std::string_view detail_part = {});
+
+/// Whether a read that expected a reply found the connection closed instead.
+inline bool closed_without_answer(const error_code& read) {
+  return read == beast_http::error::end_of_stream || read == boost::asio::error::connection_reset;
+}
+
+/// Hands the Responders of a deferred route to the test thread, in the order of the requests
+/// (at most four).
+class Responders {
+ public:
+  void add(Responder responder) {
+    std::lock_guard lock(mutex_);
+    promises_[added_++].set_value(std::move(responder));
+  }
+  /// The responder of the `index`th request, once its handler ran (bounded wait).
+  std::optional<Responder> get(std::size_t index) {
+    std::future<Responder> future;
+    {
+      std::lock_guard lock(mutex_);
+      future = promises_[index].get_future();
+    }
+    if (future.wait_for(kClientTimeout) != std::future_status::ready) return std::nullopt;
+    return future.get();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::size_t added_ = 0;
+  std::promise<Responder> promises_[4];
+};
 
 /// Starts an HttpServer on 127.0.0.1 and a system-picked port; stops it at the end of the test.
 class ServerFixture : public ::testing::Test {

@@ -73,24 +73,25 @@ TEST_F(MetricsTest, ReadyzFollowsTheReadinessCheck) {
   EXPECT_EQ(nlohmann::json::parse(ready.body()), nlohmann::json({{"status", "ok"}}));
 }
 
-TEST(ResponseCounterTest, CountsResponsesByRouteAndCodeAndConnectionsOverTheLimit) {
+TEST(ResponseCounterTest, CountsResponsesByRoutePatternAndCode) {
   auto registry = metrics::make_registry("test");
-  ServerOptions options{.max_connections = 1};
+  ServerOptions options;
   options.on_response = metrics::count_responses(registry, "gradgate_test_http_requests_total");
   HttpServer server(std::move(options));
   metrics::serve_metrics(server, registry);
+  server.add_route(verb::get, "/v1/jobs/{id}", [](const Request&) { return json_response({}); });
   ASSERT_TRUE(server.start().ok());
-  TestClient held(server.port());
-  ASSERT_EQ(held.send(verb::get, "/metrics").result(), status::ok);
-  ASSERT_EQ(held.send(verb::get, "/nowhere").result(), status::not_found);
-  ASSERT_EQ(TestClient(server.port()).send(verb::get, "/metrics").result(),
-            status::service_unavailable);
+  TestClient client(server.port());
+  ASSERT_EQ(client.send(verb::get, "/metrics").result(), status::ok);
+  ASSERT_EQ(client.send(verb::get, "/v1/jobs/1").result(), status::ok);
+  ASSERT_EQ(client.send(verb::get, "/v1/jobs/2").result(), status::ok);
+  ASSERT_EQ(client.send(verb::get, "/nowhere").result(), status::not_found);
 
-  const std::string text = held.send(verb::get, "/metrics").body();
+  const std::string text = client.send(verb::get, "/metrics").body();
   for (const char* series :
        {R"(gradgate_test_http_requests_total{code="200",route="/metrics"} 1)",
-        R"(gradgate_test_http_requests_total{code="404",route="unmatched"} 1)",
-        R"(gradgate_test_http_requests_total{code="503",route="unmatched"} 1)"}) {
+        R"(gradgate_test_http_requests_total{code="200",route="/v1/jobs/{id}"} 2)",
+        R"(gradgate_test_http_requests_total{code="404",route="unmatched"} 1)"}) {
     EXPECT_NE(text.find(series), std::string::npos) << series << "\n" << text;
   }
 }

@@ -206,12 +206,16 @@ TEST(HttpServerLifecycle, PortInUseAndBadAddressFailStart) {
   const Status taken = second.start();
   EXPECT_EQ(taken.code(), ErrorCode::kUnavailable);
   EXPECT_NE(taken.message().find(std::to_string(first.port())), std::string::npos);
-  HttpServer bad_address({.bind_address = "not an address"});
-  const Status refused = bad_address.start();
-  EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(refused.message().find("'not an address' is not an IPv4 address or host name"),
-            std::string::npos)
-      << refused.message();
+  // Refused before any lookup: text no host name holds, and shorthand addresses ("0" would
+  // listen on every interface).
+  for (const char* bad : {"not an address", "0", "127.1", "127.0.0.256", "::1"}) {
+    HttpServer bad_address({.bind_address = bad});
+    const Status refused = bad_address.start();
+    EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.message().find(bad), std::string::npos) << refused.message();
+    EXPECT_NE(refused.message().find("is not an IPv4 address or host name"), std::string::npos)
+        << refused.message();
+  }
 }
 
 TEST(HttpServerLifecycle, AHostNameListensOnItsIpv4Address) {
