@@ -52,6 +52,30 @@ TEST(TcpMeshTest, TwoTransportsConnectAndExchangeInOrderBothWays) {
   EXPECT_EQ(stats.foreign, 0u);
 }
 
+// transport.listen may be a host name (here from /etc/hosts: no DNS is asked), and the peers may
+// dial one; a port in use fails start, naming the address.
+TEST(TcpMeshTest, ListensOnAHostNameAndFailsOnAPortInUse) {
+  std::vector<uint16_t> ports;
+  TcpTransportOptions first = loopback_options(0, 2, ports);
+  first.listen.host = "localhost";
+  Node listening = start_node(first, &ports);
+  ASSERT_TRUE(listening.transport);
+  TcpTransportOptions second = loopback_options(1, 2, ports);
+  second.peers[0].host = "localhost";
+  Node dialing = start_node(second, &ports);
+  ASSERT_TRUE(dialing.transport);
+  EXPECT_TRUE(eventually([&] { return listening.transport->peer_up(1); }));
+
+  TcpTransport taken(loopback_options(0, 2, {}, ports[0]));
+  Recorder recorder;
+  const Status refused = taken.start(recorder.handlers());
+  EXPECT_EQ(refused.code(), ErrorCode::kUnavailable);
+  EXPECT_NE(
+      refused.message().find("transport: cannot bind to 127.0.0.1:" + std::to_string(ports[0])),
+      std::string::npos)
+      << refused.to_string();
+}
+
 TEST(TcpMeshTest, FourTransportsFormAFullMeshWithOneConnectionPerPair) {
   auto nodes = start_mesh(4);
   ASSERT_EQ(nodes.size(), 4u);
