@@ -156,7 +156,8 @@ TEST(Dashboards, EveryPanelQueryReturnsDataAndEveryRuleEvaluates) {
     return v == 3;
   })) << prometheus.log();
 
-  // Errors for the error panels: a peer of another job, a report that is not JSON.
+  // Errors for the error panels: a peer of another job, a report that is not JSON, an unknown
+  // path on a gateway's admin API.
   RawPeer foreign(job.port(0));
   ASSERT_TRUE(foreign.connected() && foreign.send_hello(999, 1));
   foreign.read_until_closed();
@@ -165,6 +166,10 @@ TEST(Dashboards, EveryPanelQueryReturnsDataAndEveryRuleEvaluates) {
   const auto refused =
       http::send_request(to_controller, http::verb::post, "/v1/nodes", "not a report");
   ASSERT_TRUE(refused.ok() && refused->status == 400);
+  http::ClientOptions to_gateway;
+  to_gateway.port = job.admin_port(0);
+  const auto unknown = http::send_request(to_gateway, http::verb::get, "/v1/nowhere");
+  ASSERT_TRUE(unknown.ok() && unknown->status == 404);
 
   // Traffic until every panel has data (bounded: 90 s).
   std::map<std::string, Answer> last;
