@@ -25,8 +25,7 @@ namespace beast_http = boost::beast::http;
 using error_code = boost::system::error_code;
 
 constexpr std::size_t kDrainChunkBytes = 16 * 1024;
-// How long a connection refused over the limit may take to read its 503 and close: short, since
-// it holds a descriptor and a drain buffer outside the limit.
+// How long a connection refused over the limit may take to read its 503 and close.
 constexpr std::chrono::milliseconds kRefusedCloseTime{1000};
 
 bool is_parse_error(const error_code& error) {
@@ -58,15 +57,25 @@ class Connection final : public Evictable, public std::enable_shared_from_this<C
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // A new connection takes this one's slot while it waits for a request: it closes quietly.
+  // Bytes of the client not read yet: a request that arrived (in the socket, in the buffer, or
+  // begun in the parser). While closing, only what is still in the socket counts: the rest
+  // belongs to the request already answered.
+  bool has_input() const override {
+    error_code ignored;
+    if (stream_.socket().available(ignored) > 0) return true;
+    return !closing_ && (buffer_.size() > 0 || (parser_ && parser_->got_some()));
+  }
+
+  // A new connection takes this one's slot: closing the socket ends whatever read is pending (a
+  // cancel would not stick to a read that completes meanwhile and starts the next).
   void evict() override {
     evicted_ = true;
     error_code ignored;
-    stream_.socket().cancel(ignored);
+    stream_.socket().close(ignored);
   }
 
   void read_request() {
-    wait_for_client();
+    wait_for_client(ConnectionSlots::Wait::kRequest);
     route_ = {};
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
@@ -107,8 +116,8 @@ class Connection final : public Evictable, public std::enable_shared_from_this<C
 
   // While waiting for the client (its request, or its close) the slot may go to a new
   // connection; while working on a request it is kept.
-  void wait_for_client() {
-    if (ticket_) slots_->waiting(*ticket_, weak_from_this());
+  void wait_for_client(ConnectionSlots::Wait wait) {
+    if (ticket_) slots_->waiting(*ticket_, wait, weak_from_this());
   }
   void work_on_request() {
     if (ticket_) slots_->busy(*ticket_);
@@ -224,7 +233,7 @@ class Connection final : public Evictable, public std::enable_shared_from_this<C
     response_.keep_alive(keep_alive);
     response_.prepare_payload();
     if (header_only) response_.body().clear();
-    stream_.expires_after(options_.request_timeout);
+    stream_.expires_after(close_time());
     beast_http::async_write(stream_, response_,
                             [self = shared_from_this()](const error_code& error, std::size_t) {
                               self->on_write(error);
@@ -241,20 +250,34 @@ class Connection final : public Evictable, public std::enable_shared_from_this<C
   // until it closes or the timeout passes: closing with unread data would reset the connection
   // and could destroy our response before the client reads it.
   void close_gracefully() {
-    wait_for_client();
+    closing_ = true;
+    wait_for_client(ConnectionSlots::Wait::kClose);
     error_code ignored;
     stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(ticket_ ? options_.request_timeout
-                                  : std::min(options_.request_timeout, kRefusedCloseTime));
+    // Our own deadline, checked after every read: the stream's is never seen to expire while a
+    // client sends without pause (each read completes before the timer's handler runs).
+    drain_until_ = std::chrono::steady_clock::now() + close_time();
+    stream_.expires_at(drain_until_);
     drain();
   }
 
   void drain() {
     buffer_.clear();
-    stream_.async_read_some(buffer_.prepare(kDrainChunkBytes),
-                            [self = shared_from_this()](const error_code& error, std::size_t) {
-                              if (!error) self->drain();
-                            });
+    stream_.async_read_some(
+        buffer_.prepare(kDrainChunkBytes),
+        [self = shared_from_this()](const error_code& error, std::size_t) {
+          if (!error && !self->evicted_ && std::chrono::steady_clock::now() < self->drain_until_) {
+            self->drain();
+          }
+        });
+  }
+
+  // How long a response may take to write, and the client to close after the last one: the
+  // request timeout, or for a connection refused over the limit at most a second (it holds a
+  // descriptor and a buffer outside the limit).
+  std::chrono::milliseconds close_time() const {
+    return ticket_ ? options_.request_timeout
+                   : std::min(options_.request_timeout, kRefusedCloseTime);
   }
 
   beast::tcp_stream stream_;
@@ -266,6 +289,8 @@ class Connection final : public Evictable, public std::enable_shared_from_this<C
   std::shared_ptr<ConnectionSlots> slots_;
   std::optional<ConnectionSlots::Ticket> ticket_;
   bool evicted_ = false;
+  bool closing_ = false;
+  std::chrono::steady_clock::time_point drain_until_{};
   beast::flat_buffer buffer_;
   std::optional<beast_http::request_parser<beast_http::string_body>> parser_;
   beast_http::response<beast_http::string_body> response_;

@@ -1,49 +1,86 @@
 #include "common/http/connection_slots.h"
 
+#include <vector>
+
 namespace gradgate::http {
 
-std::optional<ConnectionSlots::Ticket> ConnectionSlots::take() {
-  std::shared_ptr<Evictable> evicted;
-  Ticket ticket = 0;
-  {
-    std::lock_guard lock(mutex_);
-    if (holders_.size() >= limit_) {
-      if (waiting_.empty()) return std::nullopt;
-      const auto oldest = waiting_.begin();
-      const auto holder = holders_.find(oldest->second);
-      evicted = holder->second.connection.lock();
-      holders_.erase(holder);
-      waiting_.erase(oldest);
-    }
-    ticket = next_ticket_++;
-    holders_.emplace(ticket, Holder{});
+std::vector<ConnectionSlots::Candidate> ConnectionSlots::candidates_locked() const {
+  std::vector<Candidate> idle, closing;
+  for (const auto& [since, ticket] : waiting_) {
+    const Holder& holder = holders_.at(ticket);
+    auto& list = *holder.wait == Wait::kRequest ? idle : closing;
+    list.push_back({ticket, since, holder.connection});
   }
-  if (evicted) evicted->evict();  // outside the lock: it may give back nothing, but it may log
+  idle.insert(idle.end(), closing.begin(), closing.end());
+  return idle;
+}
+
+std::optional<ConnectionSlots::Ticket> ConnectionSlots::take_from_locked(
+    const Candidate& candidate) {
+  const auto waiting = waiting_.find(candidate.since);
+  if (waiting == waiting_.end() || waiting->second != candidate.ticket) return std::nullopt;
+  waiting_.erase(waiting);
+  holders_.erase(candidate.ticket);
+  return add_holder_locked();
+}
+
+ConnectionSlots::Ticket ConnectionSlots::add_holder_locked() {
+  const Ticket ticket = next_ticket_++;
+  holders_.emplace(ticket, Holder{});
   return ticket;
 }
 
-void ConnectionSlots::waiting(Ticket ticket, std::weak_ptr<Evictable> connection) {
+std::optional<ConnectionSlots::Ticket> ConnectionSlots::take() {
+  std::vector<Candidate> candidates;
+  {
+    std::lock_guard lock(mutex_);
+    if (holders_.size() < limit_) return add_holder_locked();
+    candidates = candidates_locked();
+  }
+  // The connections are asked without the lock: dropping the last reference to one gives its
+  // slot back, which takes the lock. Only this thread marks them busy, so what they answer holds
+  // until the slot is taken below.
+  for (const Candidate& candidate : candidates) {
+    const std::shared_ptr<Evictable> connection = candidate.connection.lock();
+    if (!connection || connection->has_input()) continue;
+    std::optional<Ticket> ticket;
+    {
+      std::lock_guard lock(mutex_);
+      ticket = take_from_locked(candidate);
+    }
+    if (!ticket) continue;  // gone meanwhile (destroyed on another thread): its slot is free
+    connection->evict();
+    return ticket;
+  }
+  std::lock_guard lock(mutex_);  // a slot given back meanwhile
+  if (holders_.size() < limit_) return add_holder_locked();
+  return std::nullopt;
+}
+
+void ConnectionSlots::waiting(Ticket ticket, Wait wait, std::weak_ptr<Evictable> connection) {
   std::lock_guard lock(mutex_);
   const auto holder = holders_.find(ticket);
-  if (holder == holders_.end() || holder->second.waiting_since) return;
+  if (holder == holders_.end()) return;
+  if (holder->second.wait) waiting_.erase(holder->second.since);
   holder->second.connection = std::move(connection);
-  holder->second.waiting_since = next_wait_++;
-  waiting_.emplace(*holder->second.waiting_since, ticket);
+  holder->second.wait = wait;
+  holder->second.since = next_wait_++;
+  waiting_.emplace(holder->second.since, ticket);
 }
 
 void ConnectionSlots::busy(Ticket ticket) {
   std::lock_guard lock(mutex_);
   const auto holder = holders_.find(ticket);
-  if (holder == holders_.end() || !holder->second.waiting_since) return;
-  waiting_.erase(*holder->second.waiting_since);
-  holder->second.waiting_since.reset();
+  if (holder == holders_.end() || !holder->second.wait) return;
+  waiting_.erase(holder->second.since);
+  holder->second.wait.reset();
 }
 
 void ConnectionSlots::give_back(Ticket ticket) {
   std::lock_guard lock(mutex_);
   const auto holder = holders_.find(ticket);
   if (holder == holders_.end()) return;  // evicted: its slot went to another connection
-  if (holder->second.waiting_since) waiting_.erase(*holder->second.waiting_since);
+  if (holder->second.wait) waiting_.erase(holder->second.since);
   holders_.erase(holder);
 }
 

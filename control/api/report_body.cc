@@ -7,6 +7,7 @@
 
 #include "common/job_limits.h"
 #include "control/policy/measurements_check.h"
+#include "gateway/config/config_text.h"
 #include "gradgate/kernels/frame.h"
 
 namespace gradgate::control {
@@ -135,7 +136,10 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
     report.node = static_cast<uint32_t>(*node);
     if (report.node >= report.nodes) root.reject("node", "must be below /nodes");
     report.address = *address;
-    if (address->empty()) root.reject("address", "must not be empty");
+    // The other gateways dial it (membership by the controller): refused here, not skipped there.
+    if (!gateway::parse_endpoint(*address).ok()) {
+      root.reject("address", "must be host:port (an IPv4 address or host name)");
+    }
     report.admin = admin.value_or("");
     report.step = static_cast<uint64_t>(*step);
     report.policy_version = static_cast<uint64_t>(*policy_version);

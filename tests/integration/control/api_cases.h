@@ -65,6 +65,8 @@ inline std::vector<ApiCase> api_cases() {
       {{"codec", "zip"}, {"encode_bytes_per_second", 1e9}, {"decode_bytes_per_second", 1e9}}};
   nlohmann::json no_address = node;
   no_address.erase("address");
+  nlohmann::json bad_address = node;
+  bad_address["address"] = "0:4001";  // a shorthand address, which the others could not dial
   nlohmann::json huge_volume = node;  // two of them would sum to infinity
   huge_volume["workers"] = {{{"local_rank", 0}, {"data_volume", 1e308}}};
   const std::string settings = R"({"policy":"bandwidth","target_communicate_seconds":0.05})";
@@ -83,6 +85,8 @@ inline std::vector<ApiCase> api_cases() {
        status::bad_request, "/job_id"},
       {"ReportMissingMember", verb::post, "/v1/nodes", "/v1/nodes", no_address.dump(),
        status::bad_request, "/address"},
+      {"ReportBadAddress", verb::post, "/v1/nodes", "/v1/nodes", bad_address.dump(),
+       status::unprocessable_entity, "/address"},
       {"ReportLargestJobId", verb::post, "/v1/nodes", "/v1/nodes",
        with(node, "job_id", 18446744073709551615u), status::ok, ""},
       {"ReportTooManyNodes", verb::post, "/v1/nodes", "/v1/nodes", with(node, "nodes", 65537),

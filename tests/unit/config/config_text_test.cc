@@ -45,6 +45,22 @@ TEST(ParseEndpoint, ReadsHostAndPort) {
   EXPECT_EQ(*parse_endpoint("0.0.0.0:65535"), (Endpoint{"0.0.0.0", 65535}));
 }
 
+TEST(ParseEndpoint, HostNamesFollowTheirRules) {
+  for (const char* good :
+       {"localhost:1", "localhost.:1", "node_1.cluster-a.local:1", "a-b:1", "10.0.0.1.nip.io:1"}) {
+    EXPECT_TRUE(parse_endpoint(good).ok())
+        << good << ": " << parse_endpoint(good).status().message();
+  }
+  for (const char* bad : {"-a:1", "a-:1", "a..b:1", ".a:1", "a.-b:1", "1.2.3.4.5:1"}) {
+    EXPECT_THAT(parse_endpoint(bad).status().message(),
+                HasSubstr("is not an IPv4 address or host name"))
+        << bad;
+  }
+  EXPECT_FALSE(parse_endpoint(std::string(64, 'a') + ":1").ok()) << "a label of 64 characters";
+  EXPECT_FALSE(
+      parse_endpoint(std::string(127, 'a').replace(1, 1, ".") + std::string(130, 'b') + ":1").ok());
+}
+
 TEST(ParseEndpoint, ExplainsWhatIsWrong) {
   EXPECT_THAT(parse_endpoint("abc").status().message(), HasSubstr("\"abc\" is not host:port"));
   EXPECT_THAT(parse_endpoint(":80").status().message(), HasSubstr("the host is empty"));
@@ -53,7 +69,8 @@ TEST(ParseEndpoint, ExplainsWhatIsWrong) {
   EXPECT_THAT(parse_endpoint("::1:80").status().message(),
               HasSubstr("is not an IPv4 address or host name"));
   // Digits and dots alone must be a dotted quad: a resolver would read "0" as 0.0.0.0.
-  for (const char* shorthand : {"0:80", "127.1:80", "127.0.0.256:80", "1.2.3.4.5:80"}) {
+  for (const char* shorthand :
+       {"0:80", "127.1:80", "127.0.0.256:80", "0x0:80", "0x7f.1:80", "0x7f000001:80"}) {
     EXPECT_THAT(parse_endpoint(shorthand).status().message(),
                 HasSubstr("is not an IPv4 address or host name"))
         << shorthand;

@@ -3,9 +3,12 @@
 // busy with a request is the new one answered 503 (with Retry-After) and closed, and refused
 // connections beyond the limit are closed without an answer.
 #include <chrono>
+#include <future>
 #include <list>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "http_test_support.h"
@@ -19,9 +22,9 @@ class ConnectionLimitTest : public ServerFixture {
  protected:
   void SetUp() override {
     ServerOptions options{.request_timeout = std::chrono::seconds(30), .max_connections = kLimit};
-    options.on_response = [this](std::string_view, status code) {
+    options.on_response = [this](std::string_view route, status code) {
       std::lock_guard lock(mutex_);
-      codes_.push_back(code);
+      responses_.emplace_back(std::string(route), code);
     };
     start_server(std::move(options), [this](HttpServer& server) {
       server.add_route(verb::get, "/livez", [](const Request&) {
@@ -30,6 +33,12 @@ class ConnectionLimitTest : public ServerFixture {
       // Keeps its connection busy until the test answers.
       server.add_async_route(verb::get, "/v1/hold", [this](const Request&, Responder respond) {
         held_.add(std::move(respond));
+      });
+      // Keeps the server's I/O thread busy until the test lets it go (bounded).
+      server.add_route(verb::get, "/v1/block", [this](const Request&) {
+        entered_.set_value();
+        (void)released_.wait_for(kClientTimeout);
+        return json_response({});
       });
     });
   }
@@ -50,14 +59,17 @@ class ConnectionLimitTest : public ServerFixture {
     return responders;
   }
 
-  std::vector<status> codes() {
+  std::vector<std::pair<std::string, status>> responses() {
     std::lock_guard lock(mutex_);
-    return codes_;
+    return responses_;
   }
 
   Responders held_;
+  std::promise<void> entered_;
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
   std::mutex mutex_;
-  std::vector<status> codes_;
+  std::vector<std::pair<std::string, status>> responses_;
 };
 
 // Connects until `accepted` holds for the reply to GET /livez, every 10 ms for up to 10 s (well
@@ -90,6 +102,35 @@ TEST_F(ConnectionLimitTest, ANewConnectionTakesTheSlotOfTheLongestIdle) {
   EXPECT_EQ(newer.send(verb::get, "/livez").result(), status::ok);
 }
 
+// A connection whose next request has arrived but is not read yet (the I/O thread was busy)
+// keeps its slot: the request is answered, and the new connection is served or refused.
+TEST_F(ConnectionLimitTest, ARequestThatArrivedIsAnsweredNotEvicted) {
+  TestClient idle = connect();
+  ASSERT_EQ(idle.send(verb::get, "/livez").result(), status::ok);
+  auto blocking = std::async(std::launch::async, [port = server_->port()] {
+    return TestClient(port).send(verb::get, "/v1/block").result();
+  });
+  ASSERT_EQ(entered_.get_future().wait_for(kClientTimeout), std::future_status::ready);
+
+  TestClient newcomer = connect();  // waits in the server's accept queue
+  ClientRequest first(verb::get, "/livez", 11);
+  first.set(beast_http::field::host, "127.0.0.1");
+  ASSERT_FALSE(newcomer.write(first));
+  ClientRequest next(verb::get, "/livez", 11);
+  next.set(beast_http::field::host, "127.0.0.1");
+  ASSERT_FALSE(idle.write(next));  // arrives while the I/O thread is held
+  release_.set_value();
+
+  Reply answer;
+  ASSERT_FALSE(idle.read(answer)) << "the request that had arrived was dropped";
+  EXPECT_EQ(answer.result(), status::ok);
+  Reply other;
+  ASSERT_FALSE(newcomer.read(other));
+  EXPECT_TRUE(other.result() == status::ok || other.result() == status::service_unavailable)
+      << other.result();
+  EXPECT_EQ(blocking.get(), status::ok);
+}
+
 TEST_F(ConnectionLimitTest, WhenEveryConnectionIsBusyANewOneGets503AndIsClosed) {
   std::list<TestClient> busy;
   std::vector<Responder> responders = hold_every_slot(busy);
@@ -111,7 +152,8 @@ TEST_F(ConnectionLimitTest, WhenEveryConnectionIsBusyANewOneGets503AndIsClosed) 
     ASSERT_FALSE(client->read(answer));
     EXPECT_EQ(answer.result(), status::ok);
   }
-  EXPECT_EQ(codes().front(), status::service_unavailable);
+  EXPECT_EQ(responses().front(), std::make_pair(std::string(), status::service_unavailable))
+      << "counted as a response of no route";
 }
 
 TEST_F(ConnectionLimitTest, RefusedConnectionsAreBoundedAndLeaveWithinASecond) {
@@ -124,6 +166,7 @@ TEST_F(ConnectionLimitTest, RefusedConnectionsAreBoundedAndLeaveWithinASecond) {
     ASSERT_FALSE(refused.back().read(reply));
     ASSERT_EQ(reply.result(), status::service_unavailable);
   }
+  const auto refused_at = std::chrono::steady_clock::now();
   TestClient beyond = connect();
   Reply none;
   EXPECT_TRUE(closed_without_answer(beyond.read(none)))
@@ -133,6 +176,7 @@ TEST_F(ConnectionLimitTest, RefusedConnectionsAreBoundedAndLeaveWithinASecond) {
   EXPECT_TRUE(eventually(server_->port(), [](const Reply& reply) {
     return reply.result() == status::service_unavailable;
   }));
+  EXPECT_LT(std::chrono::steady_clock::now() - refused_at, std::chrono::seconds(3));
 }
 
 TEST_F(ConnectionLimitTest, AClientThatLeavesDuringItsRequestGivesItsSlotBack) {

@@ -67,6 +67,24 @@ TEST_F(LimitsTest, ChunkedBodyOverTheLimitIs413) {
   expect_still_serving();
 }
 
+TEST_F(LimitsTest, AClientThatGoesOnSendingAfterA413IsClosedAtTheTimeout) {
+  // The refused body keeps coming without a pause: the server reads it for the request timeout
+  // only (300 ms), then closes, and the client's writes fail.
+  TestClient client = connect();
+  ASSERT_FALSE(client.write_raw(
+      "PUT /v1/policy HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000000\r\n\r\n"));
+  const std::string chunk(64 * 1024, 'x');
+  const auto start = std::chrono::steady_clock::now();
+  const auto bound = start + std::chrono::seconds(20);
+  error_code error;
+  for (int i = 0; i < 1000000 && !error && std::chrono::steady_clock::now() < bound; ++i) {
+    error = client.write_raw(chunk);
+  }
+  EXPECT_TRUE(error) << "the server never closed the connection";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  expect_still_serving();
+}
+
 TEST_F(LimitsTest, HeadersOverTheLimitAre431) {
   TestClient client = connect();
   const Reply reply =

@@ -208,7 +208,7 @@ TEST(HttpServerLifecycle, PortInUseAndBadAddressFailStart) {
   EXPECT_NE(taken.message().find(std::to_string(first.port())), std::string::npos);
   // Refused before any lookup: text no host name holds, and shorthand addresses ("0" would
   // listen on every interface).
-  for (const char* bad : {"not an address", "0", "127.1", "127.0.0.256", "::1"}) {
+  for (const char* bad : {"not an address", "0", "127.1", "127.0.0.256", "0x0", "::1", "-a"}) {
     HttpServer bad_address({.bind_address = bad});
     const Status refused = bad_address.start();
     EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument) << bad;
