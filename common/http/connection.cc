@@ -25,8 +25,11 @@ namespace beast_http = boost::beast::http;
 using error_code = boost::system::error_code;
 
 constexpr std::size_t kDrainChunkBytes = 16 * 1024;
-// How long a connection refused over the limit may take to read its 503 and close.
+// How long a connection refused over the limit may take to write its 503, and then its client
+// to close.
 constexpr std::chrono::milliseconds kRefusedCloseTime{1000};
+// How long a read cancelled at its deadline may take to end before the socket is closed.
+constexpr std::chrono::milliseconds kCancelGrace{100};
 
 bool is_parse_error(const error_code& error) {
   return error.category() == beast_http::make_error_code(beast_http::error::bad_target).category();
@@ -57,19 +60,20 @@ class Connection final : public Evictable, public std::enable_shared_from_this<C
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Bytes of the client not read yet: a request that arrived (in the socket, in the buffer, or
-  // begun in the parser). While closing, only what is still in the socket counts: the rest
-  // belongs to the request already answered.
+  // A request that arrived and is not answered yet: bytes in the socket, or a whole request read
+  // whose handler has not run. A request begun but not whole does not count, or a client could
+  // hold its slot by sending one byte and stalling.
   bool has_input() const override {
     error_code ignored;
     if (stream_.socket().available(ignored) > 0) return true;
-    return !closing_ && (buffer_.size() > 0 || (parser_ && parser_->got_some()));
+    return !closing_ && parser_ && parser_->is_done();
   }
 
   // A new connection takes this one's slot: closing the socket ends whatever read is pending (a
   // cancel would not stick to a read that completes meanwhile and starts the next).
   void evict() override {
     evicted_ = true;
+    read_deadline_.cancel();
     error_code ignored;
     stream_.socket().close(ignored);
   }
@@ -107,11 +111,22 @@ class Connection final : public Evictable, public std::enable_shared_from_this<C
   }
 
  private:
+  // Cancels the read so that the client gets its 408. A cancel does not stick to a read that
+  // completes meanwhile (the composed read goes on with the next one): if the read still runs a
+  // moment later, the socket is closed instead, without an answer.
   void on_read_deadline(const error_code& error, uint64_t read_number) {
     if (error || read_number != reads_started_ || reads_finished_ == read_number) return;
-    timed_out_ = true;
     error_code ignored;
+    if (timed_out_) {
+      stream_.socket().close(ignored);
+      return;
+    }
+    timed_out_ = true;
     stream_.socket().cancel(ignored);
+    read_deadline_.expires_after(kCancelGrace);
+    read_deadline_.async_wait([self = shared_from_this(), read_number](const error_code& again) {
+      self->on_read_deadline(again, read_number);
+    });
   }
 
   // While waiting for the client (its request, or its close) the slot may go to a new

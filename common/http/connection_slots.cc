@@ -7,9 +7,10 @@ namespace gradgate::http {
 std::vector<ConnectionSlots::Candidate> ConnectionSlots::candidates_locked() const {
   std::vector<Candidate> idle, closing;
   for (const auto& [since, ticket] : waiting_) {
-    const Holder& holder = holders_.at(ticket);
-    auto& list = *holder.wait == Wait::kRequest ? idle : closing;
-    list.push_back({ticket, since, holder.connection});
+    const auto holder = holders_.find(ticket);
+    if (holder == holders_.end() || !holder->second.wait) continue;  // cannot be: kept in step
+    auto& list = *holder->second.wait == Wait::kRequest ? idle : closing;
+    list.push_back({ticket, since, holder->second.connection});
   }
   idle.insert(idle.end(), closing.begin(), closing.end());
   return idle;
@@ -48,7 +49,7 @@ std::optional<ConnectionSlots::Ticket> ConnectionSlots::take() {
       std::lock_guard lock(mutex_);
       ticket = take_from_locked(candidate);
     }
-    if (!ticket) continue;  // gone meanwhile (destroyed on another thread): its slot is free
+    if (!ticket) continue;  // no longer waiting as listed
     connection->evict();
     return ticket;
   }

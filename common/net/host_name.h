@@ -1,5 +1,6 @@
 // What a configured host may be: a dotted-quad IPv4 address, or a host name (RFC 1123 labels of
-// letters, digits and '-', and '_' as Kubernetes' names may have; a trailing dot allowed). Kept
+// letters, digits and '-', and '_' as Kubernetes' names may have; no trailing dot, which
+// /etc/hosts would not match). Kept
 // apart from the resolver so that configuration checks use it without a network library.
 #pragma once
 
@@ -16,12 +17,12 @@ namespace gradgate::net {
 /// shorthand forms ("0" for every interface, "127.1", "0x7f.1") must be a dotted quad; a name's
 /// last label is not all digits ("127.0.0.256" is a bad address, not a name to look up).
 inline bool is_host(std::string_view host) {
+  if (host.find('\0') != std::string_view::npos) return false;  // C functions would stop there
   const std::string text(host);
   in_addr address{};
   if (inet_aton(text.c_str(), &address) != 0) {
     return inet_pton(AF_INET, text.c_str(), &address) == 1;
   }
-  if (!host.empty() && host.back() == '.') host.remove_suffix(1);  // the root: "localhost."
   if (host.empty() || host.size() > 253) return false;
   const auto digit = [](char c) { return c >= '0' && c <= '9'; };
   const std::string_view last = host.substr(host.rfind('.') + 1);

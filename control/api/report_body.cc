@@ -137,8 +137,8 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
     if (report.node >= report.nodes) root.reject("node", "must be below /nodes");
     report.address = *address;
     // The other gateways dial it (membership by the controller): refused here, not skipped there.
-    if (!gateway::parse_endpoint(*address).ok()) {
-      root.reject("address", "must be host:port (an IPv4 address or host name)");
+    if (auto endpoint = gateway::parse_endpoint(*address); !endpoint.ok()) {
+      root.reject("address", endpoint.status().message());
     }
     report.admin = admin.value_or("");
     report.step = static_cast<uint64_t>(*step);

@@ -46,19 +46,24 @@ TEST(ParseEndpoint, ReadsHostAndPort) {
 }
 
 TEST(ParseEndpoint, HostNamesFollowTheirRules) {
-  for (const char* good :
-       {"localhost:1", "localhost.:1", "node_1.cluster-a.local:1", "a-b:1", "10.0.0.1.nip.io:1"}) {
+  for (const char* good : {"localhost:1", "node_1.cluster-a.local:1", "a-b:1", "10.0.0.1.nip.io:1",
+                           "my-svc.my-ns.svc.cluster.local:1", "CONTROLLER:1"}) {
     EXPECT_TRUE(parse_endpoint(good).ok())
         << good << ": " << parse_endpoint(good).status().message();
   }
-  for (const char* bad : {"-a:1", "a-:1", "a..b:1", ".a:1", "a.-b:1", "1.2.3.4.5:1"}) {
+  for (const char* bad :
+       {"-a:1", "a-:1", "a..b:1", ".a:1", "a.-b:1", "1.2.3.4.5:1", "localhost.:1"}) {
     EXPECT_THAT(parse_endpoint(bad).status().message(),
                 HasSubstr("is not an IPv4 address or host name"))
         << bad;
   }
   EXPECT_FALSE(parse_endpoint(std::string(64, 'a') + ":1").ok()) << "a label of 64 characters";
-  EXPECT_FALSE(
-      parse_endpoint(std::string(127, 'a').replace(1, 1, ".") + std::string(130, 'b') + ":1").ok());
+  std::string long_name = std::string(60, 'a');
+  for (int label = 0; label < 4; ++label) long_name += "." + std::string(60, 'b');
+  EXPECT_FALSE(parse_endpoint(long_name + ":1").ok()) << "304 characters, each label valid";
+  EXPECT_TRUE(parse_endpoint(long_name.substr(0, 243) + ":1").ok()) << "4 labels, 243 characters";
+  const std::string with_nul("127.0.0.1\0junk:1", 16);
+  EXPECT_FALSE(parse_endpoint(with_nul).ok()) << "C functions would read 127.0.0.1";
 }
 
 TEST(ParseEndpoint, ExplainsWhatIsWrong) {

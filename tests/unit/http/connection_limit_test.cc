@@ -102,6 +102,20 @@ TEST_F(ConnectionLimitTest, ANewConnectionTakesTheSlotOfTheLongestIdle) {
   EXPECT_EQ(newer.send(verb::get, "/livez").result(), status::ok);
 }
 
+// A client that sends part of a request and stalls holds nothing: it gives way like an idle one
+// (the oldest first), so that such clients cannot lock others out.
+TEST_F(ConnectionLimitTest, AStalledPartialRequestGivesWay) {
+  TestClient stalled = connect();
+  ASSERT_FALSE(stalled.write_raw("GET /livez HTTP/1.1\r\nHo"));
+  TestClient idle = connect();
+  ASSERT_EQ(idle.send(verb::get, "/livez").result(), status::ok);
+
+  EXPECT_EQ(connect().send(verb::get, "/livez").result(), status::ok);
+  Reply none;
+  EXPECT_TRUE(closed_without_answer(stalled.read(none)));
+  EXPECT_EQ(idle.send(verb::get, "/livez").result(), status::ok);
+}
+
 // A connection whose next request has arrived but is not read yet (the I/O thread was busy)
 // keeps its slot: the request is answered, and the new connection is served or refused.
 TEST_F(ConnectionLimitTest, ARequestThatArrivedIsAnsweredNotEvicted) {
