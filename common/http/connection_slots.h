@@ -4,10 +4,10 @@
 // A connection that waits for its client holds its slot only until a new connection needs it:
 // the new connection takes the slot of the one that has waited longest and closes it. Idle
 // keep-alive connections give way first, then connections closing after an answer (whose client
-// may not have read it yet); never one whose client has sent bytes not yet read (a request that
-// arrived), nor one busy with a request (its handler, a deferred route's wait, its response). So
-// clients that open connections and leave them idle cannot lock others (a kubelet's probe,
-// Prometheus) out. When no connection can give way, the new one is refused; refused connections
+// may not have read it yet); never one with a request that arrived and is not answered yet, nor
+// one busy with a request (its handler, a deferred route's wait, its response). A part of a
+// request does not count: so clients that open connections and leave them idle, or send a few
+// bytes and stall, cannot lock others (a kubelet's probe, Prometheus) out. When no connection can give way, the new one is refused; refused connections
 // are bounded too (as many as the limit), beyond that closed without an answer.
 #pragma once
 
@@ -25,7 +25,8 @@ namespace gradgate::http {
 class Evictable {
  public:
   virtual ~Evictable() = default;
-  /// Whether its client has sent bytes that it has not read yet.
+  /// Whether a request of its client arrived and is not answered yet: bytes unread in its socket,
+  /// or a whole request read whose handler has not run.
   virtual bool has_input() const = 0;
   /// Closes it now, without an answer.
   virtual void evict() = 0;
