@@ -7,8 +7,9 @@
 // may not have read it yet); never one with a request that arrived and is not answered yet, nor
 // one busy with a request (its handler, a deferred route's wait, its response). A part of a
 // request does not count: so clients that open connections and leave them idle, or send a few
-// bytes and stall, cannot lock others (a kubelet's probe, Prometheus) out. When no connection can give way, the new one is refused; refused connections
-// are bounded too (as many as the limit), beyond that closed without an answer.
+// bytes and stall, cannot lock others (a kubelet's probe, Prometheus) out. When no connection
+// can give way, the new one is refused; refused connections are bounded too (as many as the
+// limit), beyond that closed without an answer.
 #pragma once
 
 #include <cstdint>
