@@ -49,8 +49,7 @@ class ConnectionLimitTest : public ServerFixture {
     std::vector<Responder> responders;
     for (uint32_t i = 0; i < kLimit; ++i) {
       clients.emplace_back(server_->port());
-      ClientRequest request(verb::get, "/v1/hold", 11);
-      request.set(beast_http::field::host, "127.0.0.1");
+      ClientRequest request = get_request("/v1/hold");
       EXPECT_FALSE(clients.back().write(request));
     }
     for (uint32_t i = 0; i < kLimit; ++i) {
@@ -80,13 +79,21 @@ bool eventually(uint16_t port, Accepted accepted) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (int attempt = 0; attempt < 1000 && std::chrono::steady_clock::now() < deadline; ++attempt) {
     TestClient client(port);
-    ClientRequest request(verb::get, "/livez", 11);
-    request.set(beast_http::field::host, "127.0.0.1");
+    ClientRequest request = get_request("/livez");
     Reply reply;
     if (!client.write(request) && !client.read(reply) && accepted(reply)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+// A new connection is served; `evicted`, whose slot it took, is closed without an answer, and
+// `kept` goes on being served.
+void expect_served_in_place_of(TestClient& evicted, TestClient& kept, uint16_t port) {
+  EXPECT_EQ(TestClient(port).send(verb::get, "/livez").result(), status::ok);
+  Reply none;
+  EXPECT_TRUE(closed_without_answer(evicted.read(none)));
+  EXPECT_EQ(kept.send(verb::get, "/livez").result(), status::ok);
 }
 
 TEST_F(ConnectionLimitTest, ANewConnectionTakesTheSlotOfTheLongestIdle) {
@@ -96,10 +103,7 @@ TEST_F(ConnectionLimitTest, ANewConnectionTakesTheSlotOfTheLongestIdle) {
   ASSERT_EQ(newer.send(verb::get, "/livez").result(), status::ok);
 
   // Both wait for their next request; the third connection is served in the oldest one's slot.
-  EXPECT_EQ(connect().send(verb::get, "/livez").result(), status::ok);
-  Reply none;
-  EXPECT_TRUE(closed_without_answer(oldest.read(none)));
-  EXPECT_EQ(newer.send(verb::get, "/livez").result(), status::ok);
+  expect_served_in_place_of(oldest, newer, server_->port());
 }
 
 // A client that sends part of a request and stalls holds nothing: it gives way like an idle one
@@ -110,10 +114,7 @@ TEST_F(ConnectionLimitTest, AStalledPartialRequestGivesWay) {
   TestClient idle = connect();
   ASSERT_EQ(idle.send(verb::get, "/livez").result(), status::ok);
 
-  EXPECT_EQ(connect().send(verb::get, "/livez").result(), status::ok);
-  Reply none;
-  EXPECT_TRUE(closed_without_answer(stalled.read(none)));
-  EXPECT_EQ(idle.send(verb::get, "/livez").result(), status::ok);
+  expect_served_in_place_of(stalled, idle, server_->port());
 }
 
 // A connection whose next request has arrived but is not read yet (the I/O thread was busy)
@@ -127,11 +128,9 @@ TEST_F(ConnectionLimitTest, ARequestThatArrivedIsAnsweredNotEvicted) {
   ASSERT_EQ(entered_.get_future().wait_for(kClientTimeout), std::future_status::ready);
 
   TestClient newcomer = connect();  // waits in the server's accept queue
-  ClientRequest first(verb::get, "/livez", 11);
-  first.set(beast_http::field::host, "127.0.0.1");
+  ClientRequest first = get_request("/livez");
   ASSERT_FALSE(newcomer.write(first));
-  ClientRequest next(verb::get, "/livez", 11);
-  next.set(beast_http::field::host, "127.0.0.1");
+  ClientRequest next = get_request("/livez");
   ASSERT_FALSE(idle.write(next));  // arrives while the I/O thread is held
   release_.set_value();
 

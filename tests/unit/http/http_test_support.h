@@ -74,6 +74,13 @@ class TestClient {
 void expect_problem(const Reply& reply, status code, std::string_view field = {},
                     std::string_view detail_part = {});
 
+/// A GET of `target` as TestClient::write sends it (HTTP/1.1, a Host header).
+inline ClientRequest get_request(std::string target) {
+  ClientRequest request(verb::get, std::move(target), 11);
+  request.set(beast_http::field::host, "127.0.0.1");
+  return request;
+}
+
 /// Whether a read that expected a reply found the connection closed instead.
 inline bool closed_without_answer(const error_code& read) {
   return read == beast_http::error::end_of_stream || read == boost::asio::error::connection_reset;
