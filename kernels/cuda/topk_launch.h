@@ -59,6 +59,17 @@ struct ListedTiles {
 /// The scratch that keep's scan of a ListedTiles of `max_tiles` tiles needs.
 Result<size_t> listed_tiles_temp_bytes(uint64_t max_tiles);
 
+/// How the first pass reads full tiles of 16-byte aligned arrays: into registers when the tile's
+/// turn comes (the default), or staged, copied into shared memory (cp.async) while the tile before
+/// is ranked and stored, so that a block has loads in flight all the time. The environment
+/// variable kFirstPassVariable chooses ("registers" or "staged") at every launch; the staged pass
+/// is a measurement candidate (kernels/cuda/PERF_NOTES.md) and gives the same results.
+enum class FirstPass { kRegisters, kStaged };
+inline constexpr const char* kFirstPassVariable = "GRADGATE_TOPK_FIRST_PASS";
+
+/// The first pass that kFirstPassVariable chooses; an error names a value that is neither.
+Result<FirstPass> first_pass_from_environment();
+
 /// The first pass of an encode (with `e`) or a read-only rescan (e == nullptr: v = g): with e,
 /// v = e + g where that is finite, else v = e. Appends (i, v) of every finite |v| > t to `out`,
 /// tile by tile (`listed` records where each tile's pairs went), for as many as fit. With e, the

@@ -7,11 +7,15 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include <cuda_pipeline.h>
+
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <cuda/std/functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "cuda_check.h"
@@ -203,6 +207,22 @@ struct TileInputs {
   float r[kItems];
 };
 
+// Where a thread's 16-byte access of `row` lies among a full tile's float4s.
+__device__ inline uint32_t row_vector(int row) {
+  return threadIdx.x + static_cast<uint32_t>(row) * kSelectThreads;
+}
+
+// Puts a row's g and residual, one float4 each, into their slots.
+__device__ inline void unpack_row(int row, float4 gv, float4 ev, TileInputs& in) {
+  const float gs[kLanes] = {gv.x, gv.y, gv.z, gv.w};
+  const float es[kLanes] = {ev.x, ev.y, ev.z, ev.w};
+#pragma unroll
+  for (int lane = 0; lane < kLanes; ++lane) {
+    in.g[row * kLanes + lane] = gs[lane];
+    in.r[row * kLanes + lane] = es[lane];
+  }
+}
+
 // Loads a tile's inputs, every load issued before any is used: 16-byte loads where `vectors` (a
 // full tile of 16-byte aligned arrays), one float4 per row of the thread.
 __device__ inline void load_inputs(const float* g, const float* e, uint64_t n, uint64_t first,
@@ -212,15 +232,7 @@ __device__ inline void load_inputs(const float* g, const float* e, uint64_t n, u
     const auto* e4 = e ? reinterpret_cast<const float4*>(e + first) : nullptr;
 #pragma unroll
     for (int row = 0; row < kRows; ++row) {
-      const float4 gv = g4[threadIdx.x + row * kSelectThreads];
-      const float4 ev = e4 ? e4[threadIdx.x + row * kSelectThreads] : float4{};
-      const float gs[kLanes] = {gv.x, gv.y, gv.z, gv.w};
-      const float es[kLanes] = {ev.x, ev.y, ev.z, ev.w};
-#pragma unroll
-      for (int lane = 0; lane < kLanes; ++lane) {
-        in.g[row * kLanes + lane] = gs[lane];
-        in.r[row * kLanes + lane] = es[lane];
-      }
+      unpack_row(row, g4[row_vector(row)], e4 ? e4[row_vector(row)] : float4{}, in);
     }
     return;
   }
@@ -256,7 +268,7 @@ __device__ inline void store_residual(float* e, uint64_t n, uint64_t first, bool
 #pragma unroll
     for (int row = 0; row < kRows; ++row) {
       const float* o = out + row * kLanes;
-      e4[threadIdx.x + row * kSelectThreads] = float4{o[0], o[1], o[2], o[3]};
+      e4[row_vector(row)] = float4{o[0], o[1], o[2], o[3]};
     }
     return;
   }
@@ -267,15 +279,52 @@ __device__ inline void store_residual(float* e, uint64_t n, uint64_t first, bool
   }
 }
 
-// Tiles grid-stride over a grid that the GPU holds at once; full tiles of aligned arrays
-// (kVectors) take 16-byte accesses. Each tile's listed pairs go out in index order at the place
-// that one atomic on the listed count gives the tile (recorded in `listed`); with clear_listed
-// their e is 0. No tile waits on another. The statistics are reduced over the block's tiles and
-// tallied once per block. Three blocks per SM (at most 85 registers).
-template <bool kVectors>
+// How the first pass reads a tile (FirstPass below chooses between the two vector ones).
+enum class TileLoads {
+  kScalar,   // 4-byte loads: arrays not 16-byte aligned
+  kVectors,  // full tiles: 16-byte loads into registers, issued when the tile's turn comes
+  kStaged,   // full tiles: copied into shared memory (cp.async) while the tile before is worked on
+};
+
+// A full tile's g and residual as the staged pass copies them, each thread's float4s at
+// row_vector(row): a thread reads back only what it copied itself, so no barrier hands a stage
+// from the copying threads to the reading ones.
+struct TileStage {
+  float4 g[kRows * kSelectThreads];
+  float4 e[kRows * kSelectThreads];
+};
+constexpr int kStages = 2;  // the tile being worked on and the next one, in flight
+constexpr size_t kStagedSharedBytes = kStages * sizeof(TileStage);
+
+// Starts copying the tile at `first` into `stage` when it is full and commits a copy group either
+// way, so that a block's group j is always its tile j.
+__device__ inline void stage_tile(const float* g, const float* e, uint64_t n, uint64_t first,
+                                  TileStage& stage) {
+  if (first + kTile <= n) {
+    const auto* g4 = reinterpret_cast<const float4*>(g + first);
+    const auto* e4 = e ? reinterpret_cast<const float4*>(e + first) : nullptr;
+#pragma unroll
+    for (int row = 0; row < kRows; ++row) {
+      __pipeline_memcpy_async(&stage.g[row_vector(row)], &g4[row_vector(row)], sizeof(float4));
+      if (e4) {
+        __pipeline_memcpy_async(&stage.e[row_vector(row)], &e4[row_vector(row)], sizeof(float4));
+      }
+    }
+  }
+  __pipeline_commit();
+}
+
+// Tiles grid-stride over a grid that the GPU holds at once; full tiles of aligned arrays take
+// 16-byte accesses, staged through kStagedSharedBytes of dynamic shared memory with kStaged. Each
+// tile's listed pairs go out in index order at the place that one atomic on the listed count
+// gives the tile (recorded in `listed`); with clear_listed their e is 0. No tile waits on another.
+// The statistics are reduced over the block's tiles and tallied once per block. Three blocks per
+// SM (at most 85 registers).
+template <TileLoads kLoads>
 __global__ void __launch_bounds__(kSelectThreads, 3)
     collect_kernel(const float* g, float* e, uint64_t n, float t, bool clear_listed, PairList out,
                    ListedTiles listed, Tally* tally) {
+  extern __shared__ TileStage stages[];  // kStages of them with kStaged, else none
   __shared__ TileScan::TempStorage scan;
   __shared__ uint32_t tile_start;
   __shared__ double warp_sums[kSelectThreads / 32];
@@ -284,11 +333,38 @@ __global__ void __launch_bounds__(kSelectThreads, 3)
   CollectTotals totals;
   double sum = 0.0;
   const uint64_t tiles = tile_order::tile_count(n);
-  const auto vectors = [n](uint64_t first) { return kVectors && first + kTile <= n; };
-  for (uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  const auto vectors = [n](uint64_t first) {
+    return kLoads != TileLoads::kScalar && first + kTile <= n;
+  };
+  const auto tile_first = [](uint64_t tile, int ahead) {
+    return (tile + ahead * gridDim.x) * kTile;
+  };
+  if constexpr (kLoads == TileLoads::kStaged) {
+    for (int ahead = 0; ahead < kStages - 1; ++ahead) {
+      stage_tile(g, e, n, tile_first(blockIdx.x, ahead), stages[ahead]);
+    }
+  }
+  int round = 0;  // of this block's tiles
+  for (uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++round) {
     const uint64_t first = tile * kTile;
     TileInputs inputs;
-    load_inputs(g, e, n, first, vectors(first), inputs);
+    if constexpr (kLoads == TileLoads::kStaged) {
+      // The stage refilled here held the tile before this one, which this thread has read.
+      stage_tile(g, e, n, tile_first(tile, kStages - 1), stages[(round + kStages - 1) % kStages]);
+      __pipeline_wait_prior(kStages - 1);
+      if (vectors(first)) {
+        const TileStage& stage = stages[round % kStages];
+#pragma unroll
+        for (int row = 0; row < kRows; ++row) {
+          unpack_row(row, stage.g[row_vector(row)], e ? stage.e[row_vector(row)] : float4{},
+                     inputs);
+        }
+      } else {
+        load_inputs(g, e, n, first, false, inputs);
+      }
+    } else {
+      load_inputs(g, e, n, first, vectors(first), inputs);
+    }
     CollectedItems items;
     float tile_sum = 0.0f;
     collect_inputs(inputs, e != nullptr, n, first, t, items, totals, tile_sum);
@@ -507,21 +583,27 @@ __global__ void __launch_bounds__(kSelectThreads)
   }
 }
 
-// The blocks of `kernel` (kSelectThreads threads each) that the current GPU holds at once: asked
-// of the runtime on the thread's first launch per kernel and GPU, then remembered (per thread, as
-// Scratch::current keeps its scratch).
+// The blocks of `kernel` (kSelectThreads threads and `dynamic_shared` bytes of dynamic shared
+// memory each) that the current GPU holds at once: asked of the runtime on the thread's first
+// launch per kernel and GPU, then remembered (per thread, as Scratch::current keeps its scratch).
+// The first time also lets the kernel have more than the default 48 KiB of dynamic shared memory
+// where it asks for that.
 template <typename Kernel>
-Result<uint64_t> resident_blocks_of(Kernel kernel) {
+Result<uint64_t> resident_blocks_of(Kernel kernel, size_t dynamic_shared) {
   thread_local std::map<std::pair<const void*, int>, uint64_t> known;
   int device = 0;
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
   if (const auto it = known.find(key); it != known.end()) return it->second;
+  if (dynamic_shared > 48 * 1024) {
+    GRADGATE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_shared)));
+  }
   int multiprocessors = 0, per_multiprocessor = 0;
   GRADGATE_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_multiprocessor, kernel, kSelectThreads, 0));
+      &per_multiprocessor, kernel, kSelectThreads, dynamic_shared));
   const auto resident = static_cast<uint64_t>(std::max(multiprocessors * per_multiprocessor, 1));
   known.emplace(key, resident);
   return resident;
@@ -529,8 +611,9 @@ Result<uint64_t> resident_blocks_of(Kernel kernel) {
 
 // Blocks for a kernel over `count` items, `per_block` a tile: at most what the GPU holds at once.
 template <typename Kernel>
-Result<unsigned> resident_blocks(Kernel kernel, uint64_t count, uint64_t per_block) {
-  auto resident = resident_blocks_of(kernel);
+Result<unsigned> resident_blocks(Kernel kernel, uint64_t count, uint64_t per_block,
+                                 size_t dynamic_shared = 0) {
+  auto resident = resident_blocks_of(kernel, dynamic_shared);
   if (!resident.ok()) return resident.status();
   const uint64_t needed = std::max<uint64_t>((count + per_block - 1) / per_block, 1);
   return static_cast<unsigned>(std::min(needed, *resident));
@@ -546,17 +629,32 @@ Status check_listed_tiles(const ListedTiles& listed, uint64_t n) {
 
 }  // namespace
 
+Result<FirstPass> first_pass_from_environment() {
+  const char* value = std::getenv(kFirstPassVariable);
+  if (value == nullptr || value == std::string_view("registers")) return FirstPass::kRegisters;
+  if (value == std::string_view("staged")) return FirstPass::kStaged;
+  return Status(ErrorCode::kInvalidArgument,
+                std::string(kFirstPassVariable) + "=" + value + ": expected registers or staged");
+}
+
 Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, bool clear_listed,
                            const PairList& out, const ListedTiles& listed, Tally* tally,
                            cudaStream_t stream) {
   GRADGATE_RETURN_IF_ERROR(check_listed_tiles(listed, n));
+  auto first_pass = first_pass_from_environment();
+  if (!first_pass.ok()) return first_pass.status();
   const bool vectors = (reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(e)) % 16 == 0;
-  const auto kernel = vectors ? collect_kernel<true> : collect_kernel<false>;
+  const bool staged = vectors && *first_pass == FirstPass::kStaged;
+  const auto kernel = !vectors ? collect_kernel<TileLoads::kScalar>
+                      : staged ? collect_kernel<TileLoads::kStaged>
+                               : collect_kernel<TileLoads::kVectors>;
+  const size_t shared = staged ? kStagedSharedBytes : 0;
   // As many blocks as the GPU holds at once: no last partial wave, and each block's statistics
   // cost one atomic.
-  auto blocks = resident_blocks(kernel, n, kTile);
+  auto blocks = resident_blocks(kernel, n, kTile, shared);
   if (!blocks.ok()) return blocks.status();
-  kernel<<<*blocks, kSelectThreads, 0, stream>>>(g, e, n, t, clear_listed && e, out, listed, tally);
+  kernel<<<*blocks, kSelectThreads, shared, stream>>>(g, e, n, t, clear_listed && e, out, listed,
+                                                      tally);
   GRADGATE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return {};
 }

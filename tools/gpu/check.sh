@@ -75,16 +75,19 @@ if ((built && have_gpu)); then
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   # The sanitizers slow every kernel by orders of magnitude: not the large sizes nor the 100-step
   # loops.
-  large='*1048579*:*ErrorFeedbackInvariantHoldsOver100Steps*'
+  large='*1048579*:*ErrorFeedbackInvariantHoldsOver100Steps*:*SeveralTilesPerBlock*'
   # Shared-memory hazards of top-k's ordered compactions (block scan, look-back, tile broadcast):
-  # its tests at the small sizes.
+  # its tests at the small sizes; then the staged first pass, whose stages are reused only when a
+  # block has several tiles, at one large size.
   run racecheck 90 "$out/racecheck.log" "$sanitizer" --tool racecheck --error-exitcode 1 \
     "$cuda_tests_bin" "--gtest_filter=*Topk*-$large:*ThresholdCountsStayInTheWindow*"
+  run racecheck_staged 60 "$out/racecheck.log" "$sanitizer" --tool racecheck --error-exitcode 1 \
+    "$cuda_tests_bin" "--gtest_filter=*SeveralTilesPerBlock/topk_density_0_01_select_exact"
   # Every test at the small sizes. Last, so that it takes whatever time is left.
   run memcheck 180 "$out/memcheck.log" "$sanitizer" --tool memcheck --error-exitcode 1 \
     "$cuda_tests_bin" "--gtest_filter=-$large:PowersgdGpuTest.ValuesMatchTheCpuCodecWithinTolerance"
 else
-  for step in racecheck memcheck bench torch_topk; do skip "$step" "$( ((built)) && echo no GPU || echo no build)"; done
+  for step in racecheck racecheck_staged memcheck bench torch_topk; do skip "$step" "$( ((built)) && echo no GPU || echo no build)"; done
 fi
 
 {

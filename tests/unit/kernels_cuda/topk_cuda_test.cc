@@ -1,13 +1,14 @@
 // The CUDA topk codec against the CPU codec: exact selection gives the same frames byte for byte
 // and the same residuals bit for bit; threshold selection keeps k to 1.1 k elements, cold and warm,
 // in at most two passes in steady state; frames decode across the two; error feedback holds over
-// 100 steps; non-finite gradients and malformed frames fail as on the CPU. Every test skips
-// without a CUDA device.
+// 100 steps; non-finite gradients and malformed frames fail as on the CPU; the staged first pass
+// gives the same frames. Every test skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -133,6 +134,54 @@ TEST_F(TopkCudaTest, TiesThatNoThresholdSeparatesAreSelectedFromTheWholeArrayLik
       ASSERT_NO_FATAL_FAILURE(codecs.expect_same_step(grad, context(MemoryKind::kHost, step)));
     }
   }
+}
+
+// Chooses topk's first pass through GRADGATE_TOPK_FIRST_PASS (docs/codecs.md) while it lives.
+class FirstPassChoice {
+ public:
+  explicit FirstPassChoice(const char* value) { setenv(kVariable, value, 1); }
+  ~FirstPassChoice() { unsetenv(kVariable); }
+  FirstPassChoice(const FirstPassChoice&) = delete;
+  FirstPassChoice& operator=(const FirstPassChoice&) = delete;
+
+ private:
+  static constexpr const char* kVariable = "GRADGATE_TOPK_FIRST_PASS";
+};
+
+// The staged first pass against the CPU codec, for a spec that clears the residual in the pass
+// (fp32 values), one without a residual and one that does not clear it (fp16 values).
+class TopkStagedFirstPassTest : public cuda_test::GpuParamTest<const char*> {};
+
+TEST_P(TopkStagedFirstPassTest, MatchesTheCpuCodecOverSeveralTilesPerBlock) {
+  // 2^23 + 5 elements: 2049 tiles of 4096, several for each block of a grid that fills any GPU of
+  // up to 600 resident blocks, so that a block copies its next tile while it works on one; the
+  // short last tile takes the plain loads. A cold step, then warm ones.
+  const FirstPassChoice staged("staged");
+  const size_t n = (size_t{1} << 23) + 5;
+  CodecPair codecs(GetParam(), n);
+  for (uint64_t step = 0; step < 4; ++step) {
+    const auto grad = gradient(step % 2 == 1, n, 500 + step);
+    ASSERT_NO_FATAL_FAILURE(codecs.expect_same_step(grad, context(MemoryKind::kHost, step)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Specs, TopkStagedFirstPassTest,
+                         ::testing::Values("topk:density=0.01,select=exact",
+                                           "topk:density=0.001,select=exact,ef=0",
+                                           "topk:density=0.01,select=exact,values=fp16"),
+                         [](const ::testing::TestParamInfo<const char*>& test) {
+                           return test_util::spec_test_name(test.param);
+                         });
+
+TEST_F(TopkCudaTest, AnUnknownFirstPassFailsTheEncodeByName) {
+  const FirstPassChoice unknown("fastest");
+  const size_t n = 5000;
+  CodecPair codecs("topk:density=0.01", n);
+  const auto frame = codecs.encode_gpu(gradient(false, n, 7), context(MemoryKind::kDevice, 0));
+  ASSERT_FALSE(frame.ok());
+  EXPECT_EQ(frame.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(frame.status().message().find("GRADGATE_TOPK_FIRST_PASS=fastest"), std::string::npos)
+      << frame.status().message();
 }
 
 TEST_F(TopkCudaTest, CpuFramesDecodeOnTheGpuToTheSameValues) {
