@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "gateway/collective/operation.h"
 #include "gateway/collective/stopwatch.h"
@@ -15,7 +16,10 @@ bool decodes_alike_on_gpu_and_cpu(kernels::CodecId codec) {
 
 CollectiveEngine::CollectiveEngine(CollectiveOptions options, Transport& transport,
                                    Mailbox& mailbox)
-    : options_(options), transport_(transport), mailbox_(mailbox) {}
+    : options_(options),
+      transport_(transport),
+      mailbox_(mailbox),
+      held_aborts_(options.nodes, options.timeout) {}
 
 Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
   if (op.codec == nullptr || op.streams == nullptr) {
@@ -64,7 +68,7 @@ Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
     // A peer's abort of the same kind has reached the others already (its sender tells every
     // gateway); one of another kind has not told them ours.
     if (status.code() != ErrorCode::kAborted && !(peer && peer->code() == status.code())) {
-      operation.broadcast_abort(status);
+      broadcast_abort(operation.abort_message(status));
     }
     mailbox_.finish(op.tensor_id, op.seq);
     return Status(status.code(), std::string(algorithm_name(op.streams->algorithm)) +
@@ -85,7 +89,33 @@ void CollectiveEngine::abort(const AllreduceOp& op, const Status& why) {
 }
 
 void CollectiveEngine::tell_abort(const AllreduceOp& op, const Status& why) {
-  Operation(options_, transport_, mailbox_, op).broadcast_abort(why);
+  broadcast_abort(Operation(options_, transport_, mailbox_, op).abort_message(why));
+}
+
+void CollectiveEngine::peer_changed(uint32_t rank, bool up) {
+  mailbox_.set_peer_up(rank, up);
+  if (up) send_held_aborts(rank);
+}
+
+void CollectiveEngine::broadcast_abort(const Message& abort) {
+  for (uint32_t peer = 0; peer < options_.nodes; ++peer) {
+    if (peer == options_.rank) continue;
+    if (transport_.send(peer, abort).code() != ErrorCode::kUnavailable) continue;
+    held_aborts_.hold(peer, abort);
+    // The peer may have come up since the send failed, its on_peer already run: the transport
+    // counts a peer up before it calls on_peer, so one of the two sends what is held.
+    send_held_aborts(peer);
+  }
+}
+
+void CollectiveEngine::send_held_aborts(uint32_t rank) {
+  if (!transport_.peer_up(rank)) return;
+  for (Message& abort : held_aborts_.take(rank)) {
+    // Down again already: kept for the next time it is back.
+    if (transport_.send(rank, abort).code() == ErrorCode::kUnavailable) {
+      held_aborts_.hold(rank, std::move(abort));
+    }
+  }
 }
 
 }  // namespace gradgate::gateway

@@ -297,7 +297,7 @@ Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t 
   return mail;
 }
 
-void Operation::broadcast_abort(const Status& why) {
+Message Operation::abort_message(const Status& why) const {
   const std::string reason = why.to_string();
   const auto payload = std::as_bytes(std::span<const char>(reason.data(), reason.size()));
   // The newest version this gateway knows a peer runs goes along, so that a gateway a version
@@ -306,10 +306,7 @@ void Operation::broadcast_abort(const Status& why) {
   const uint32_t newest = std::max(op_.policy_version, mailbox_.newest_peer_policy(op_.tensor_id));
   const Envelope envelope{
       MessageKind::kAbort, 0, op_.tensor_id, static_cast<uint32_t>(why.code()), op_.seq, newest};
-  auto message = std::make_shared<const MessageBytes>(make_message(envelope, payload));
-  for (uint32_t peer = 0; peer < nodes(); ++peer) {
-    if (peer != rank() && mailbox_.peer_up(peer)) (void)transport_.send(peer, message);
-  }
+  return std::make_shared<const MessageBytes>(make_message(envelope, payload));
 }
 
 }  // namespace gradgate::gateway

@@ -64,8 +64,8 @@ class Operation {
   /// receive() of a message that carries a frame, whose checksum and lengths are verified.
   Result<Mail> receive_frame(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk);
 
-  /// Tells every peer that this gateway gave up on the operation (best effort).
-  void broadcast_abort(const Status& why);
+  /// The message that tells the peers this gateway gave up on the operation, and why.
+  Message abort_message(const Status& why) const;
 
  private:
   /// The step context of `chunk`'s stream (with its agreed scale, once agreed).

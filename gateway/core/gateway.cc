@@ -97,7 +97,7 @@ Status Gateway::start() {
     return filed.code() == ErrorCode::kResourceExhausted;
   };
   handlers.on_peer = [this](uint32_t rank, bool up) {
-    mailbox_.set_peer_up(rank, up);
+    engine_.peer_changed(rank, up);
     spdlog::info("gateway {} {}", rank, up ? "connected" : "disconnected");
   };
   GRADGATE_RETURN_IF_ERROR(transport_.start(std::move(handlers)));

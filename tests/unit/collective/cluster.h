@@ -3,8 +3,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -25,7 +27,10 @@ struct CollectiveNode {
 
 class Cluster {
  public:
-  Cluster(uint32_t nodes, std::chrono::milliseconds timeout) : timeout_(timeout) {
+  /// Nodes from rank `started` on have their engines but their transports not started yet
+  /// (start_transport): peers that are not connected.
+  Cluster(uint32_t nodes, std::chrono::milliseconds timeout, uint32_t started = UINT32_MAX)
+      : timeout_(timeout), started_(started) {
     std::vector<uint16_t> ports;
     for (uint32_t rank = 0; rank < nodes; ++rank) start_node(rank, nodes, ports);
   }
@@ -36,6 +41,13 @@ class Cluster {
 
   uint32_t size() const { return static_cast<uint32_t>(nodes_.size()); }
   CollectiveNode& node(uint32_t rank) { return nodes_[rank]; }
+
+  /// Starts the transport of a node the constructor left unstarted: it dials the lower ranks.
+  void start_transport(uint32_t rank) {
+    if (!nodes_[rank].transport->start(handlers_[rank]).ok()) {
+      throw std::runtime_error("transport start");
+    }
+  }
 
   /// True once every mailbox sees every peer up (bounded wait).
   bool wait_connected(std::chrono::seconds limit = std::chrono::seconds(10)) {
@@ -61,21 +73,27 @@ class Cluster {
     node.transport =
         std::make_unique<TcpTransport>(loopback_options(rank, nodes, ports, 0, kJobId));
     node.mailbox = std::make_unique<Mailbox>(nodes, 1ull << 30, std::chrono::milliseconds(60000));
+    node.engine = std::make_unique<CollectiveEngine>(
+        CollectiveOptions{rank, nodes, kJobId, timeout_}, *node.transport, *node.mailbox);
     Mailbox* mailbox = node.mailbox.get();
+    CollectiveEngine* engine = node.engine.get();
     Transport::Handlers handlers;
     handlers.on_message = [mailbox](uint32_t from, MessageBytes&& message) {
       return mailbox->deliver(from, std::move(message)).ok();
     };
-    handlers.on_peer = [mailbox](uint32_t peer, bool up) { mailbox->set_peer_up(peer, up); };
-    if (!node.transport->start(handlers).ok()) throw std::runtime_error("transport start");
-    ports.push_back(node.transport->listen_port());
-    node.engine = std::make_unique<CollectiveEngine>(
-        CollectiveOptions{rank, nodes, kJobId, timeout_}, *node.transport, *node.mailbox);
+    handlers.on_peer = [engine](uint32_t peer, bool up) { engine->peer_changed(peer, up); };
+    if (rank < started_) {
+      if (!node.transport->start(handlers).ok()) throw std::runtime_error("transport start");
+      ports.push_back(node.transport->listen_port());
+    }
+    handlers_.push_back(std::move(handlers));
     nodes_.push_back(std::move(node));
   }
 
   std::chrono::milliseconds timeout_;
+  uint32_t started_;
   std::vector<CollectiveNode> nodes_;
+  std::vector<Transport::Handlers> handlers_;  // by rank
 };
 
 }  // namespace gradgate::gateway::testing

@@ -20,8 +20,10 @@ using testing::Cluster;
 using Seconds = std::chrono::duration<double>;
 
 struct TwoGateways {
-  explicit TwoGateways(std::chrono::milliseconds timeout, const std::string& spec = "none")
-      : cluster(2, timeout) {
+  /// `started`: as Cluster's (1: gateway 1's transport starts later).
+  explicit TwoGateways(std::chrono::milliseconds timeout, const std::string& spec = "none",
+                       uint32_t started = 2)
+      : cluster(2, timeout, started) {
     auto params = kernels::parse_codec_spec(spec);
     codec = std::move(kernels::make_cpu_codec(*params)).value();
     kernels::TensorDesc desc;
@@ -33,9 +35,11 @@ struct TwoGateways {
       data.emplace_back(1000, 1.0f);
     }
   }
+  AllreduceOp op(uint32_t rank, uint64_t seq) {
+    return {9, seq, 0, data[rank], codec.get(), &streams[rank]};
+  }
   Result<AllreduceReport> run(uint32_t rank, uint64_t seq = 0) {
-    return cluster.node(rank).engine->allreduce(
-        {9, seq, 0, data[rank], codec.get(), &streams[rank]});
+    return cluster.node(rank).engine->allreduce(op(rank, seq));
   }
 
   Cluster cluster;
@@ -146,6 +150,27 @@ TEST(CollectiveFaults, OutOfMemoryFailsTheStepAndAbortsThePeerAtOnce) {
   EXPECT_EQ(results[0].code(), ErrorCode::kResourceExhausted) << results[0].to_string();
   EXPECT_EQ(results[1].code(), ErrorCode::kAborted) << results[1].to_string();
   EXPECT_NE(results[1].message().find("gateway 0"), std::string::npos) << results[1].message();
+}
+
+// A gateway that gives up on a step while a peer is not connected tells that peer once it is: the
+// peer's step ends with the reason at once, not at the timeout.
+TEST(CollectiveFaults, AnAbortReachesAPeerThatWasNotConnectedWhenItWasSent) {
+  TwoGateways job(std::chrono::milliseconds(20000), "none", 1);
+  const std::string why = "only 1 of the 2 local workers asked for the all-reduce";
+  job.cluster.node(1).engine->abort(job.op(1, 0), Status(ErrorCode::kTimeout, why));
+  Status result;
+  const auto start = Clock::now();
+  std::thread waiter([&] { result = job.run(0).status(); });
+  job.cluster.start_transport(1);
+  waiter.join();
+  EXPECT_LT(Seconds(Clock::now() - start).count(), 10.0) << "waited for the timeout";
+  EXPECT_EQ(result.code(), ErrorCode::kAborted) << result.to_string();
+  EXPECT_NE(result.message().find(why), std::string::npos) << result.message();
+  // Told once: the next step runs normally on both.
+  std::vector<Status> next(2);
+  job.cluster.on_every_node([&](uint32_t rank) { next[rank] = job.run(rank, 1).status(); });
+  EXPECT_TRUE(next[0].ok()) << next[0].to_string();
+  EXPECT_TRUE(next[1].ok()) << next[1].to_string();
 }
 
 TEST(CollectiveFaults, AbsentPeerTimesOut) {
