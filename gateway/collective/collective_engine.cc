@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <exception>
 #include <string>
-#include <utility>
 
 #include "gateway/collective/operation.h"
 #include "gateway/collective/stopwatch.h"
@@ -19,7 +18,7 @@ CollectiveEngine::CollectiveEngine(CollectiveOptions options, Transport& transpo
     : options_(options),
       transport_(transport),
       mailbox_(mailbox),
-      held_aborts_(options.nodes, options.timeout) {}
+      recent_aborts_(options.nodes, options.timeout) {}
 
 Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
   if (op.codec == nullptr || op.streams == nullptr) {
@@ -94,27 +93,17 @@ void CollectiveEngine::tell_abort(const AllreduceOp& op, const Status& why) {
 
 void CollectiveEngine::peer_changed(uint32_t rank, bool up) {
   mailbox_.set_peer_up(rank, up);
-  if (up) send_held_aborts(rank);
+  if (!up) return;
+  for (const Message& abort : recent_aborts_.kept(rank)) (void)transport_.send(rank, abort);
 }
 
 void CollectiveEngine::broadcast_abort(const Message& abort) {
   for (uint32_t peer = 0; peer < options_.nodes; ++peer) {
     if (peer == options_.rank) continue;
-    if (transport_.send(peer, abort).code() != ErrorCode::kUnavailable) continue;
-    held_aborts_.hold(peer, abort);
-    // The peer may have come up since the send failed, its on_peer already run: the transport
-    // counts a peer up before it calls on_peer, so one of the two sends what is held.
-    send_held_aborts(peer);
-  }
-}
-
-void CollectiveEngine::send_held_aborts(uint32_t rank) {
-  if (!transport_.peer_up(rank)) return;
-  for (Message& abort : held_aborts_.take(rank)) {
-    // Down again already: kept for the next time it is back.
-    if (transport_.send(rank, abort).code() == ErrorCode::kUnavailable) {
-      held_aborts_.hold(rank, std::move(abort));
-    }
+    // Kept before it is sent: a link that comes up meanwhile gets it from peer_changed, if this
+    // send finds it still down.
+    recent_aborts_.keep(peer, abort);
+    (void)transport_.send(peer, abort);
   }
 }
 

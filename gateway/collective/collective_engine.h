@@ -5,7 +5,7 @@
 // same order everywhere. The call blocks its thread until done; it never waits past the
 // configured timeout, and ends early when a peer disconnects or aborts. On a local error it tells
 // the other gateways (an abort message), so their workers get the error at once instead of at
-// the timeout; a peer that is not connected then is told when it is back (pending_aborts.h).
+// the timeout; a peer that is not connected then is told when it is back (recent_aborts.h).
 #pragma once
 
 #include <chrono>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "gateway/collective/mailbox.h"
-#include "gateway/collective/pending_aborts.h"
+#include "gateway/collective/recent_aborts.h"
 #include "gateway/collective/tensor_streams.h"
 #include "gateway/transport/transport.h"
 #include "gradgate/kernels/codec.h"
@@ -91,19 +91,18 @@ class CollectiveEngine {
   void tell_abort(const AllreduceOp& op, const Status& why);
 
   /// The transport's on_peer handler: the mailbox learns that `rank` went up or down, and a peer
-  /// that is back is sent the aborts it missed while it was away.
+  /// that is back is sent the recent aborts again (some may not have reached it).
   void peer_changed(uint32_t rank, bool up);
 
  private:
-  /// Sends an abort message to every peer, holding it for those not connected now.
+  /// Sends an abort message to every peer connected now, and keeps it to send again to each peer
+  /// whose link comes up in the next collective timeout.
   void broadcast_abort(const Message& abort);
-  /// Sends what is held for `rank` if it is connected now.
-  void send_held_aborts(uint32_t rank);
 
   CollectiveOptions options_;
   Transport& transport_;
   Mailbox& mailbox_;
-  PendingAborts held_aborts_;
+  RecentAborts recent_aborts_;
 };
 
 }  // namespace gradgate::gateway

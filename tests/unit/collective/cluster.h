@@ -20,17 +20,20 @@ namespace gradgate::gateway::testing {
 inline constexpr uint64_t kJobId = 42;
 
 struct CollectiveNode {
-  std::unique_ptr<TcpTransport> transport;
   std::unique_ptr<Mailbox> mailbox;
   std::unique_ptr<CollectiveEngine> engine;
+  std::unique_ptr<TcpTransport> transport;  // destroyed first: its thread calls the engine
 };
 
 class Cluster {
  public:
-  /// Nodes from rank `started` on have their engines but their transports not started yet
-  /// (start_transport): peers that are not connected.
+  /// With `started` = nodes - 1 the last node has its engine but its transport is not started
+  /// (start_transport): a peer that is not connected yet. (Earlier ones could not be dialed:
+  /// their ports are not known.)
   Cluster(uint32_t nodes, std::chrono::milliseconds timeout, uint32_t started = UINT32_MAX)
       : timeout_(timeout), started_(started) {
+    if (nodes > 0 && started < nodes - 1)
+      throw std::invalid_argument("only the last node may start late");
     std::vector<uint16_t> ports;
     for (uint32_t rank = 0; rank < nodes; ++rank) start_node(rank, nodes, ports);
   }

@@ -153,7 +153,8 @@ TEST(CollectiveFaults, OutOfMemoryFailsTheStepAndAbortsThePeerAtOnce) {
 }
 
 // A gateway that gives up on a step while a peer is not connected tells that peer once it is: the
-// peer's step ends with the reason at once, not at the timeout.
+// peer's step ends with the reason at once, not at the timeout. (The same path serves an abort
+// queued on a link that dropped before it went out.)
 TEST(CollectiveFaults, AnAbortReachesAPeerThatWasNotConnectedWhenItWasSent) {
   TwoGateways job(std::chrono::milliseconds(20000), "none", 1);
   const std::string why = "only 1 of the 2 local workers asked for the all-reduce";
@@ -166,7 +167,7 @@ TEST(CollectiveFaults, AnAbortReachesAPeerThatWasNotConnectedWhenItWasSent) {
   EXPECT_LT(Seconds(Clock::now() - start).count(), 10.0) << "waited for the timeout";
   EXPECT_EQ(result.code(), ErrorCode::kAborted) << result.to_string();
   EXPECT_NE(result.message().find(why), std::string::npos) << result.message();
-  // Told once: the next step runs normally on both.
+  // The abort is about step 0 only: step 1 runs normally on both.
   std::vector<Status> next(2);
   job.cluster.on_every_node([&](uint32_t rank) { next[rank] = job.run(rank, 1).status(); });
   EXPECT_TRUE(next[0].ok()) << next[0].to_string();
