@@ -318,8 +318,9 @@ __device__ inline void stage_tile(const float* g, const float* e, uint64_t n, ui
 // 16-byte accesses, staged through kStagedSharedBytes of dynamic shared memory with kStaged. Each
 // tile's listed pairs go out in index order at the place that one atomic on the listed count
 // gives the tile (recorded in `listed`); with clear_listed their e is 0. No tile waits on another.
-// The statistics are reduced over the block's tiles and tallied once per block. Three blocks per
-// SM (at most 85 registers).
+// The statistics are reduced over the block's tiles and tallied once per block. Registers for
+// three blocks per SM (at most 85); staged, the shared memory fits three on an H100 or H200
+// (228 KiB per SM), two on an A100 (164 KiB).
 template <TileLoads kLoads>
 __global__ void __launch_bounds__(kSelectThreads, 3)
     collect_kernel(const float* g, float* e, uint64_t n, float t, bool clear_listed, PairList out,

@@ -7,7 +7,8 @@
 # or takes the programs from KERNELS_BIN, a bundle made by tools/gpu/bundle.sh),
 # runs both kernel test binaries, the kernel benchmark from 2^20 to 2^28 elements with torch.topk
 # on the same tensor, compute-sanitizer racecheck on the top-k tests and memcheck on the CUDA
-# tests (small sizes), and prints a summary.
+# tests (small sizes; each also on the staged top-k first pass, GRADGATE_TOPK_FIRST_PASS), and
+# prints a summary.
 # GoogleTest is built from its sources, because a GPU machine may have no -dev packages:
 # GTEST_SOURCE_DIR, else .gpu/googletest (a copy of /usr/src/googletest shipped with the tree),
 # else /usr/src/googletest.
@@ -78,16 +79,21 @@ if ((built && have_gpu)); then
   large='*1048579*:*ErrorFeedbackInvariantHoldsOver100Steps*:*SeveralTilesPerBlock*'
   # Shared-memory hazards of top-k's ordered compactions (block scan, look-back, tile broadcast):
   # its tests at the small sizes; then the staged first pass, whose stages are reused only when a
-  # block has several tiles, at one large size.
+  # block has several tiles: one large test, only its first-pass kernel instrumented.
   run racecheck 90 "$out/racecheck.log" "$sanitizer" --tool racecheck --error-exitcode 1 \
     "$cuda_tests_bin" "--gtest_filter=*Topk*-$large:*ThresholdCountsStayInTheWindow*"
   run racecheck_staged 60 "$out/racecheck.log" "$sanitizer" --tool racecheck --error-exitcode 1 \
-    "$cuda_tests_bin" "--gtest_filter=*SeveralTilesPerBlock/topk_density_0_01_select_exact"
-  # Every test at the small sizes. Last, so that it takes whatever time is left.
+    --kernel-name kns=collect_kernel "$cuda_tests_bin" \
+    "--gtest_filter=*SeveralTilesPerBlock/topk_density_0_01_select_exact"
+  # The top-k tests at the small sizes with the staged first pass (its first tiles, the partial
+  # last one, the rescans); then every test at the small sizes. Last, so that it takes whatever
+  # time is left.
+  GRADGATE_TOPK_FIRST_PASS=staged run memcheck_staged 60 "$out/memcheck.log" "$sanitizer" \
+    --tool memcheck --error-exitcode 1 "$cuda_tests_bin" "--gtest_filter=*Topk*-$large"
   run memcheck 180 "$out/memcheck.log" "$sanitizer" --tool memcheck --error-exitcode 1 \
     "$cuda_tests_bin" "--gtest_filter=-$large:PowersgdGpuTest.ValuesMatchTheCpuCodecWithinTolerance"
 else
-  for step in racecheck racecheck_staged memcheck bench torch_topk; do skip "$step" "$( ((built)) && echo no GPU || echo no build)"; done
+  for step in racecheck racecheck_staged memcheck_staged memcheck bench torch_topk; do skip "$step" "$( ((built)) && echo no GPU || echo no build)"; done
 fi
 
 {

@@ -55,11 +55,14 @@ def main():
         "kernels_tests": gtest_counts(out / "kernels_tests.log"),
         "cuda_tests": gtest_counts(out / "cuda_tests.log"),
     }
-    for tool in ("racecheck", "memcheck"):
-        log = out / (tool + ".log")
+    # Each log holds the summaries of its steps in the order they ran.
+    for log_name, steps in (("racecheck", ("racecheck", "racecheck_staged")),
+                            ("memcheck", ("memcheck_staged", "memcheck"))):
+        log = out / (log_name + ".log")
         if log.exists():
             found = re.findall(r"(?:ERROR|RACECHECK) SUMMARY: .*", log.read_text(errors="replace"))
-            details[tool] = found[-1] if found else ""
+            for step, summary in zip(steps, found):
+                details[step] = summary
     if bench:
         unsupported = sorted({r["codec"] for r in bench if "error" in r and "n" not in r})
         failed = [r for r in bench if "error" in r and "n" in r]

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -136,16 +137,27 @@ TEST_F(TopkCudaTest, TiesThatNoThresholdSeparatesAreSelectedFromTheWholeArrayLik
   }
 }
 
-// Chooses topk's first pass through GRADGATE_TOPK_FIRST_PASS (docs/codecs.md) while it lives.
+// Chooses topk's first pass through GRADGATE_TOPK_FIRST_PASS (docs/codecs.md) while it lives,
+// then restores the choice the whole run may have made.
 class FirstPassChoice {
  public:
-  explicit FirstPassChoice(const char* value) { setenv(kVariable, value, 1); }
-  ~FirstPassChoice() { unsetenv(kVariable); }
+  explicit FirstPassChoice(const char* value) {
+    if (const char* before = std::getenv(kVariable)) before_ = before;
+    setenv(kVariable, value, 1);
+  }
+  ~FirstPassChoice() {
+    if (before_) {
+      setenv(kVariable, before_->c_str(), 1);
+    } else {
+      unsetenv(kVariable);
+    }
+  }
   FirstPassChoice(const FirstPassChoice&) = delete;
   FirstPassChoice& operator=(const FirstPassChoice&) = delete;
 
  private:
   static constexpr const char* kVariable = "GRADGATE_TOPK_FIRST_PASS";
+  std::optional<std::string> before_;
 };
 
 // The staged first pass against the CPU codec, for a spec that clears the residual in the pass
@@ -155,7 +167,8 @@ class TopkStagedFirstPassTest : public cuda_test::GpuParamTest<const char*> {};
 TEST_P(TopkStagedFirstPassTest, MatchesTheCpuCodecOverSeveralTilesPerBlock) {
   // 2^23 + 5 elements: 2049 tiles of 4096, several for each block of a grid that fills any GPU of
   // up to 600 resident blocks, so that a block copies its next tile while it works on one; the
-  // short last tile takes the plain loads. A cold step, then warm ones.
+  // short last tile takes the plain loads. A cold step, then warm ones. The codecs' device
+  // buffers come from cudaMalloc (256-byte aligned), so full tiles take the staged loads.
   const FirstPassChoice staged("staged");
   const size_t n = (size_t{1} << 23) + 5;
   CodecPair codecs(GetParam(), n);
