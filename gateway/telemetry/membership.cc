@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "common/http/client.h"
 #include "gateway/config/config_text.h"
@@ -21,11 +23,14 @@ std::optional<uint64_t> unsigned_member(const nlohmann::json& object, const char
   return found->get<uint64_t>();
 }
 
-// The addresses by rank when every one of the job's gateways is registered and live.
-std::optional<std::vector<Endpoint>> members_of(const nlohmann::json& job, uint32_t size) {
-  if (!job.is_object() || !job.contains("nodes")) return std::nullopt;
+// The addresses by rank of the job's registered, live gateways (an empty host where none is), and
+// how many there are.
+std::pair<std::vector<Endpoint>, uint32_t> live_members(const nlohmann::json& job, uint32_t size) {
   std::vector<Endpoint> members(size);
   uint32_t found = 0;
+  if (!job.is_object() || !job.contains("nodes") || !job["nodes"].is_array()) {
+    return {members, found};
+  }
   for (const auto& node : job["nodes"]) {
     const auto rank = unsigned_member(node, "node").value_or(size);
     const auto stale = node.find("stale");
@@ -37,8 +42,23 @@ std::optional<std::vector<Endpoint>> members_of(const nlohmann::json& job, uint3
     members[rank] = *endpoint;
     ++found;
   }
-  if (found != size) return std::nullopt;
-  return members;
+  return {members, found};
+}
+
+// GET `job` from the controller, parsed.
+Result<nlohmann::json> list_job(const http::ClientOptions& controller, const std::string& job) {
+  auto answer = http::send_request(controller, http::verb::get, job);
+  if (!answer.ok()) return answer.status();
+  GRADGATE_RETURN_IF_ERROR(http::expect_ok(*answer, "GET " + job));
+  auto listed = nlohmann::json::parse(answer->body, nullptr, false);
+  if (listed.is_discarded()) {
+    return Status(ErrorCode::kUnavailable, "GET " + job + " answered no JSON");
+  }
+  return listed;
+}
+
+std::string job_target(const GatewayConfig& config) {
+  return "/v1/jobs/" + std::to_string(config.job_id);
 }
 
 // Registers `registration` and lists the job `job` (a GET target): its members once all `size`
@@ -49,13 +69,10 @@ Result<std::vector<Endpoint>> register_and_list(const http::ClientOptions& contr
   auto registered = http::send_request(controller, http::verb::post, "/v1/nodes", registration);
   if (!registered.ok()) return registered.status();
   GRADGATE_RETURN_IF_ERROR(http::expect_ok(*registered, "registering with the controller"));
-  auto answer = http::send_request(controller, http::verb::get, job);
-  if (!answer.ok()) return answer.status();
-  GRADGATE_RETURN_IF_ERROR(http::expect_ok(*answer, "GET " + job));
-  const auto listed = nlohmann::json::parse(answer->body, nullptr, false);
-  if (auto members = listed.is_discarded() ? std::nullopt : members_of(listed, size)) {
-    return *members;
-  }
+  auto listed = list_job(controller, job);
+  if (!listed.ok()) return listed.status();
+  auto [members, found] = live_members(*listed, size);
+  if (found == size) return members;
   return Status(ErrorCode::kUnavailable, "not every gateway has registered yet");
 }
 
@@ -122,7 +139,7 @@ Result<std::vector<Endpoint>> join_through_controller(const GatewayConfig& confi
   const NodeIdentity self{config.job_id, config.node_rank, config.size,
                           config.listen.host + ":" + std::to_string(listen_port), ""};
   const std::string body = NodeReport::registration(self).dump();
-  const std::string job = "/v1/jobs/" + std::to_string(config.job_id);
+  const std::string job = job_target(config);
   spdlog::info("joining job {} through the controller at {}: waiting for {} gateways",
                config.job_id, config.controller.to_string(), config.size);
   // Registering again on every round keeps this gateway live while it waits for the others.
@@ -131,6 +148,13 @@ Result<std::vector<Endpoint>> join_through_controller(const GatewayConfig& confi
       "waiting for every gateway of job " + std::to_string(config.job_id) +
           " to register with the controller",
       [&] { return register_and_list(controller, body, job, config.size); });
+}
+
+Result<std::vector<Endpoint>> live_members_through_controller(
+    const GatewayConfig& config, const http::ClientOptions& controller) {
+  auto listed = list_job(controller, job_target(config));
+  if (!listed.ok()) return listed.status();
+  return live_members(*listed, config.size).first;
 }
 
 }  // namespace gradgate::gateway

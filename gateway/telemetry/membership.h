@@ -1,7 +1,8 @@
 // Membership from the controller (job.size instead of job.nodes): a gateway registers its
 // transport address with the controller and waits until every gateway of the job has, then dials
 // the addresses the controller lists (GET /v1/jobs/{id}). With `job.node_rank: auto` it first
-// claims its rank from the controller by name. See docs/control.md.
+// claims its rank from the controller by name. A gateway that restarts registers its new address,
+// and the others, listing the job again while they miss it, dial it there. See docs/control.md.
 #pragma once
 
 #include <chrono>
@@ -38,5 +39,10 @@ Result<std::vector<Endpoint>> join_through_controller(const GatewayConfig& confi
                                                       uint16_t listen_port,
                                                       const http::ClientOptions& controller,
                                                       const Pause& pause);
+
+/// The addresses by rank of the job's gateways that are registered and live now (an empty host
+/// for the others): one GET /v1/jobs/{id}.
+Result<std::vector<Endpoint>> live_members_through_controller(
+    const GatewayConfig& config, const http::ClientOptions& controller);
 
 }  // namespace gradgate::gateway

@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/http/health.h"
 #include "common/metrics/metrics.h"
 #include "gateway/config/config_text.h"
+#include "gateway/telemetry/membership.h"
 #include "gradgate/config.h"
 
 namespace gradgate::gateway {
@@ -64,6 +67,7 @@ Status Telemetry::start(uint16_t transport_port) {
     options.node = config_.node_rank;
     options.poll_wait = config_.control_poll_wait;
     options.retry_delay = config_.control_report_interval;
+    if (config_.size > 0) membership_ = options.server;
     control_ = std::make_unique<ControlClient>(options, gateway_);
     control_->start();
   }
@@ -99,6 +103,18 @@ void Telemetry::tick() {
   const GatewaySnapshot now = snapshot();
   if (control_) (void)control_->report(report_->take(gateway_, now, NodeReport::Clock::now()));
   metrics_.refresh(now);
+  follow_moved_peers();
+}
+
+void Telemetry::follow_moved_peers() {
+  if (!membership_) return;
+  const auto down = peers(false);
+  if (std::none_of(down.begin(), down.end(),
+                   [this](uint32_t rank) { return rank < config_.node_rank; })) {
+    return;
+  }
+  auto members = live_members_through_controller(config_, *membership_);
+  if (members.ok()) transport_.update_peers(*members);
 }
 
 std::vector<uint32_t> Telemetry::peers(bool up) const {

@@ -2,13 +2,16 @@
 // server (GET /livez, /readyz — ready once every peer is connected —, /metrics, /v1/status;
 // docs/openapi.yaml), and, when a controller
 // is configured, its reports to it and the policies it follows (control_client.h). One thread
-// refreshes the metrics and sends a report every report interval.
+// refreshes the metrics and sends a report every report interval; with membership from the
+// controller (job.size) it also lists the job again while a gateway this one dials is down, so
+// that one restarted at another address is dialed there.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/http/http_server.h"
@@ -43,6 +46,9 @@ class Telemetry {
  private:
   void run_loop();
   void tick();
+  /// With membership from the controller, while a lower rank (which this gateway dials) is down:
+  /// hands the transport the addresses the controller lists now.
+  void follow_moved_peers();
   GatewaySnapshot snapshot() const;
   /// The other gateways' ranks whose connection is up (`up`) or down.
   std::vector<uint32_t> peers(bool up) const;
@@ -56,6 +62,7 @@ class Telemetry {
   const IngressServer* ingress_ = nullptr;
   std::unique_ptr<NodeReport> report_;
   std::unique_ptr<ControlClient> control_;
+  std::optional<http::ClientOptions> membership_;  // the controller, with job.size
   std::unique_ptr<http::HttpServer> admin_;
   std::mutex mutex_;
   std::condition_variable stopping_changed_;

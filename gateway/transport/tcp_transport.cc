@@ -58,6 +58,7 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   void stop();
   Status send(uint32_t to_rank, Message message);
   bool peer_up(uint32_t rank) const;
+  void update_peers(const std::vector<Endpoint>& peers);
   TransportStats stats() const { return counters_.snapshot(); }
   std::vector<LinkEstimate> links() const;
   uint16_t listen_port() const { return listen_port_; }
@@ -81,7 +82,9 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   void log_limited(spdlog::level::level_enum level, LogTopic topic, uint32_t rank,
                    const std::string& message);
 
-  TcpTransportOptions options_;  // peers filled in by start() when resolve_peers is set
+  // peers filled in by start() when resolve_peers is set, changed by update_peers() on the
+  // transport thread
+  TcpTransportOptions options_;
   Handlers handlers_;
   TransportCounters counters_;
   LogThrottle throttle_;  // transport thread only
@@ -307,6 +310,21 @@ Status TcpTransport::Mesh::send(uint32_t to_rank, Message message) {
   return peers_[to_rank]->enqueue(std::move(message));
 }
 
+void TcpTransport::Mesh::update_peers(const std::vector<Endpoint>& peers) {
+  std::lock_guard lock(lifecycle_mutex_);
+  if (state_ != State::kRunning) return;
+  asio::post(*io_, [this, peers] {
+    for (uint32_t rank = 0; rank < options_.rank && rank < peers.size(); ++rank) {
+      const Endpoint& now = peers[rank];
+      if (now.host.empty() || now.port == 0 || now == options_.peers[rank]) continue;
+      spdlog::info("transport: rank {} moved from {} to {}", rank, options_.peers[rank].to_string(),
+                   now.to_string());
+      options_.peers[rank] = now;
+      dialers_[rank]->retarget(now);
+    }
+  });
+}
+
 bool TcpTransport::Mesh::peer_up(uint32_t rank) const {
   std::lock_guard lock(peers_mutex_);
   return rank < peers_.size() && peers_[rank] != nullptr;
@@ -400,6 +418,7 @@ Status TcpTransport::send(uint32_t to_rank, Message message) {
   return mesh_->send(to_rank, std::move(message));
 }
 bool TcpTransport::peer_up(uint32_t rank) const { return mesh_->peer_up(rank); }
+void TcpTransport::update_peers(const std::vector<Endpoint>& peers) { mesh_->update_peers(peers); }
 TransportStats TcpTransport::stats() const { return mesh_->stats(); }
 std::vector<LinkEstimate> TcpTransport::links() const { return mesh_->links(); }
 uint16_t TcpTransport::listen_port() const { return mesh_->listen_port(); }

@@ -56,6 +56,8 @@ class TcpTransport final : public Transport {
   void stop() override;
   Status send(uint32_t to_rank, Message message) override;
   bool peer_up(uint32_t rank) const override;
+  /// Lower ranks whose address changed are dialed at the new one from their next attempt on.
+  void update_peers(const std::vector<Endpoint>& peers) override;
   TransportStats stats() const override;
   std::vector<LinkEstimate> links() const override;
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/transport/endpoint.h"
 #include "gradgate/kernels/status.h"
 
 namespace gradgate::gateway {
@@ -100,6 +101,10 @@ class Transport {
   virtual Status send(uint32_t to_rank, Message message) = 0;
 
   virtual bool peer_up(uint32_t rank) const = 0;
+  /// The peers' addresses as the job's membership lists them now, by rank (an empty host where
+  /// it knows none): a transport that dials its peers dials a moved one at its new address (a
+  /// gateway restarted elsewhere). One whose addresses are fixed ignores them.
+  virtual void update_peers(const std::vector<Endpoint>& peers) { (void)peers; }
   virtual TransportStats stats() const = 0;
   /// Every peer's link to this gateway (own rank excluded), by rank.
   virtual std::vector<LinkEstimate> links() const = 0;

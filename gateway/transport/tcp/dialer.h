@@ -42,6 +42,8 @@ class Dialer {
   void dial();
   /// Dials again after the backoff delay (after a lost connection).
   void redial();
+  /// Dials `target` from the next attempt on (an attempt under way goes on to the old one).
+  void retarget(const Endpoint& target) { options_.target = target; }
 
  private:
   void connect(const boost::asio::ip::tcp::resolver::results_type& addresses);

@@ -165,6 +165,15 @@ TEST(GatewaysAndController, GatewaysTakeTheirPeersFromTheController) {
   options.membership_from_controller = true;  // no addresses in their configs
   bench::LocalJob job(options);
   expect_three_gateways_meet_and_agree(job);
+
+  // Rank 0, which the others dial, restarts at another address (a pod recreated with a new IP;
+  // here a new port, its listen port being 0): they find it there through the controller.
+  const uint16_t before = job.port(0);
+  ASSERT_EQ(job.stop_gateway(0), 0);
+  job.start_gateway(0);
+  ASSERT_NE(job.port(0), before);
+  expect_three_gateways_meet_and_agree(job);
+  EXPECT_NE(job.gateway(1).log().find("rank 0 moved"), std::string::npos) << job.gateway(1).log();
 }
 
 // A DaemonSet's gateways: identical configs with `job.node_rank: auto`, told apart by node name.
