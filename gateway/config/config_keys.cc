@@ -114,6 +114,7 @@ constexpr ConfigKey kKeys[] = {
     {"transport.send_queue_bytes", false, store_unsigned<&C::send_queue_bytes, kU64Max>, nullptr},
     {"transport.max_message_bytes", false, store_unsigned<&C::max_message_bytes, kU64Max>, nullptr},
     {"transport.probe_interval_ms", false, store_milliseconds<&C::probe_interval>, nullptr},
+    {"transport.peer_timeout_ms", false, store_milliseconds<&C::peer_timeout>, nullptr},
     {"dpdk.cores", false, store_string<&C::dpdk_cores>, nullptr},
     {"dpdk.memory_mb", false, store_unsigned<&C::dpdk_memory_mb, kU32Max>, nullptr},
     {"dpdk.no_huge", false, store_parsed<&C::dpdk_no_huge, parse_bool>, nullptr},

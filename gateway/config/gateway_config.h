@@ -68,6 +68,7 @@ struct GatewayConfig {
   uint64_t send_queue_bytes = uint64_t{512} << 20;  // per peer; beyond it send() refuses
   uint64_t max_message_bytes = uint64_t{1} << 30;   // larger messages are malformed
   std::chrono::milliseconds probe_interval{1000};   // idle links probed; 0: never
+  std::chrono::milliseconds peer_timeout{10000};    // a silent peer is down after it; 0: kernel's
 
   // dpdk: the DPDK transport (job.transport: dpdk). job.nodes are IPv4 addresses and UDP ports.
   std::string dpdk_cores = "0";    // EAL lcores (-l)
@@ -108,7 +109,7 @@ struct GatewayConfig {
 
   // admin: the gateway's own HTTP API (/livez, /readyz, /metrics, /v1/status)
   Endpoint admin_listen{"127.0.0.1", 0};  // port 0: any free port (the ready file tells which)
-  uint32_t admin_max_connections = 64;     // served at once; more are answered 503 and closed
+  uint32_t admin_max_connections = 64;    // served at once; more are answered 503 and closed
 
   // control: the controller this gateway reports to and takes policies from ("" url: none)
   Endpoint controller;             // host:port; an empty host: none

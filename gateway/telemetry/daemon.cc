@@ -64,6 +64,7 @@ TcpTransportOptions transport_options(const GatewayConfig& config) {
   options.send_queue_bytes = config.send_queue_bytes;
   options.max_message_bytes = config.max_message_bytes;
   options.probe_interval = config.probe_interval;
+  options.peer_timeout = config.peer_timeout;
   if (config.size > 0) {  // addresses from the controller: registered once the listener is bound
     options.resolve_peers = [&config](uint16_t port) -> Result<std::vector<Endpoint>> {
       auto controller = controller_options(config);

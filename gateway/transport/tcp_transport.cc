@@ -21,6 +21,7 @@
 #include "gateway/transport/tcp/dialer.h"
 #include "gateway/transport/tcp/handshake.h"
 #include "gateway/transport/tcp/peer_connection.h"
+#include "gateway/transport/tcp/silence.h"
 
 namespace gradgate::gateway {
 
@@ -256,6 +257,13 @@ void TcpTransport::Mesh::add_dialer(uint32_t rank) {
 
 void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank) {
   const std::string remote = describe(socket);
+  if (options_.peer_timeout.count() > 0) {
+    if (Status limited = tcp::limit_silence(socket, options_.peer_timeout); !limited.ok()) {
+      log_limited(spdlog::level::warn, LogTopic::kUp, rank,
+                  "transport: rank " + std::to_string(rank) + " (" + remote +
+                      "): a silent peer goes unnoticed: " + limited.message());
+    }
+  }
   auto connection = std::make_shared<tcp::PeerConnection>(
       std::move(socket), rank,
       tcp::PeerConnection::Limits{options_.send_queue_bytes, options_.max_message_bytes}, counters_,

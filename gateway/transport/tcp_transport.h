@@ -35,6 +35,9 @@ struct TcpTransportOptions {
   uint64_t max_message_bytes = 1ull << 30;  // at most 2^31 - 1 (the length prefix's 31 bits)
   /// How often links that carried nothing measurable are probed (link_meter.h); 0: never.
   std::chrono::milliseconds probe_interval{1000};
+  /// A connection over which the peer acknowledged nothing for this long is closed and the peer
+  /// reported down (tcp/silence.h); 0: the kernel's own limits (many minutes).
+  std::chrono::milliseconds peer_timeout{10000};
   /// When set, `peers` only gives the job's size: start() calls it once the listener is bound
   /// (with the bound port) and before dialing, and dials the addresses it returns (by rank). For
   /// membership that comes from elsewhere (the controller). Its error fails start().

@@ -19,12 +19,11 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
-from netns_link import Link, query, wait_ready
+from netns_link import Link, query, start_gateway, start_in, stop_all, wait_ready
 
 TARGET_SECONDS = 0.15  # the policy's communicate time per step
 ELEMENTS = 1 << 20  # one fp32 tensor of 4 MiB: 0.67 s per step dense at 50 Mb/s
@@ -51,10 +50,7 @@ def scenario(args):
     passed = False
 
     def start(ns, argv, log):
-        process = subprocess.Popen(["ip", "netns", "exec", ns] + argv,
-                                   stdout=open(log, "w"), stderr=subprocess.STDOUT)
-        processes.append(process)
-        return process
+        return start_in(ns, argv, log, processes)
 
     try:
         env_token = "adaptive-test-token"
@@ -83,9 +79,7 @@ policy:
 
         ports = [0, 0]
         for rank in range(2):
-            config = os.path.join(work, f"gateway{rank}.yaml")
-            with open(config, "w") as f:
-                f.write(f"""job:
+            config = f"""job:
   id: 9
   node_rank: {rank}
   nodes: ["{link.addr[0]}:{ports[0]}", "{link.addr[1]}:{ports[1]}"]
@@ -99,12 +93,8 @@ control:
   poll_wait_ms: 1000
 collective:
   timeout_ms: 30000
-""")
-            ready = os.path.join(work, f"gateway{rank}.ready")
-            gateway = start(link.ns[rank], [args.gradgate, "gateway", "-c", config, "--ready-file",
-                                            ready, "--stats-interval", "0"],
-                            os.path.join(work, f"gateway{rank}.log"))
-            ports[rank] = wait_ready(ready, gateway, f"gateway {rank}")["port"]
+"""
+            ports[rank] = start_gateway(link, rank, args.gradgate, config, work, processes)["port"]
 
         total = args.fast_seconds + args.throttled_seconds + args.relaxed_seconds
         workers = [
@@ -179,14 +169,7 @@ collective:
         passed = not failures
         return failures
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_all(processes)
         link.close()
         if passed:
             shutil.rmtree(work, ignore_errors=True)

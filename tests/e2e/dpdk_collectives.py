@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from netns_link import fetch, run_on_link, wait_for_text, wait_ready
+from netns_link import fetch, run_on_link, stop_all, wait_for_text, wait_ready
 
 # (codec, collective): every codec, and every collective a codec can take.
 CODECS = [
@@ -244,16 +244,7 @@ logging:
             time.sleep(0.1)
 
     def close(self):
-        started = [gateway for gateway in self.gateways if gateway is not None]
-        for gateway in started:
-            if gateway.poll() is None:
-                gateway.send_signal(signal.SIGTERM)
-        for gateway in started:
-            try:
-                gateway.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                gateway.kill()
-                gateway.wait()
+        stop_all([gateway for gateway in self.gateways if gateway is not None], seconds=20)
 
 
 def run_job(args, link, work, name, transport, codec, collective, tensors, steps, inject=None):

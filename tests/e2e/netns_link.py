@@ -7,6 +7,7 @@ namespaces (and with them the veth pair).
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -87,6 +88,40 @@ class Link:
     def close(self):
         for ns in self.ns:
             run("ip", "netns", "del", ns, check=False)
+
+
+def start_in(ns, argv, log, processes):
+    """Starts `argv` in namespace `ns`, its output to the file `log`; adds it to `processes`."""
+    process = subprocess.Popen(["ip", "netns", "exec", ns] + argv, stdout=open(log, "w"),
+                               stderr=subprocess.STDOUT)
+    processes.append(process)
+    return process
+
+
+def start_gateway(link, rank, gradgate, config, work, processes):
+    """Writes `config` (YAML text) as gateway{rank}.yaml in `work` and starts `gradgate gateway`
+    with it in the namespace of end `rank`; returns its ready file's JSON once it is ready."""
+    path = os.path.join(work, f"gateway{rank}.yaml")
+    with open(path, "w") as f:
+        f.write(config)
+    ready = os.path.join(work, f"gateway{rank}.ready")
+    gateway = start_in(link.ns[rank], [gradgate, "gateway", "-c", path, "--ready-file", ready,
+                                       "--stats-interval", "0"],
+                       os.path.join(work, f"gateway{rank}.log"), processes)
+    return wait_ready(ready, gateway, f"gateway {rank}")
+
+
+def stop_all(processes, seconds=10):
+    """SIGTERM to every process still running, then waits (`seconds` each, then SIGKILL)."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def namespaces_unavailable(test):
