@@ -81,6 +81,10 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                     .Name("gradgate_link_rtt_seconds")
                     .Help("Smoothed round-trip time of the connection to each peer")
                     .Register(*registry_)),
+      peer_up_(BuildGauge()
+                   .Name("gradgate_peer_up")
+                   .Help("1 while the connection to the peer is up, 0 while it is down")
+                   .Register(*registry_)),
       residual_bytes_(BuildGauge()
                           .Name("gradgate_residual_memory_bytes")
                           .Help("Memory held by error-feedback residuals and node sums")
@@ -226,6 +230,9 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
   policy_version_.Set(now.core.applied_policy_version);
   policy_version_received_.Set(now.core.policy_version);
   peers_up_.Set(now.transport.peers_up);
+  for (const auto& [peer, up] : now.peer_up) {
+    peer_up_.Add({{"peer", std::to_string(peer)}}).Set(up ? 1.0 : 0.0);
+  }
   fail_static_.Set(now.fail_static ? 1.0 : 0.0);
   workers_.Set(now.core.workers);
   tensors_.Set(now.core.tensors);

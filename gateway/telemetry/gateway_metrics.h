@@ -33,6 +33,7 @@ struct GatewaySnapshot {
   MailboxStats mailbox;
   IngressStats ingress;
   std::vector<LinkEstimate> links;
+  std::map<uint32_t, bool> peer_up;  // every other gateway of the job by rank: connected now
   std::vector<PlacementRecord> placement_probes;
   bool fail_static = false;
   double target_ratio = 0.0;  // from the controller's policy; 0: none
@@ -73,6 +74,7 @@ class GatewayMetrics {
   prometheus::Gauge& target_ratio_;
   prometheus::Family<prometheus::Gauge>& link_bandwidth_;
   prometheus::Family<prometheus::Gauge>& link_rtt_;
+  prometheus::Family<prometheus::Gauge>& peer_up_;
   prometheus::Gauge& residual_bytes_;
   prometheus::Gauge& policy_version_;
   prometheus::Gauge& policy_version_received_;

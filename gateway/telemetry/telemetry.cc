@@ -132,6 +132,9 @@ GatewaySnapshot Telemetry::snapshot() const {
   now.mailbox = gateway_.mailbox_stats();
   if (ingress_ != nullptr) now.ingress = ingress_->stats();
   now.links = transport_.links();
+  for (uint32_t rank = 0; rank < config_.nodes.size(); ++rank) {
+    if (rank != config_.node_rank) now.peer_up[rank] = transport_.peer_up(rank);
+  }
   now.placement_probes = gateway_.placement_probes();
   now.fail_static = control_ && control_->fail_static();
   now.target_ratio = control_ ? control_->target_ratio() : 0.0;

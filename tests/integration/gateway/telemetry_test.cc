@@ -121,6 +121,24 @@ TEST(GatewayTelemetry, MetricsAndStatusFollowTheAllreduces) {
   }
 }
 
+// gradgate_peer_up follows each peer's connection: 1 while it is up, 0 once it went down.
+TEST(GatewayTelemetry, PeerUpFollowsEachPeersConnection) {
+  bench::LocalJob job(job_options(3, 1, "none"));
+  const std::string up = metrics_once(job.admin_port(0), [](const std::string& m) {
+    return sample(m, "gradgate_peer_up{peer=\"1\"}") == 1.0 &&
+           sample(m, "gradgate_peer_up{peer=\"2\"}") == 1.0;
+  });
+  EXPECT_EQ(sample(up, "gradgate_peer_up{peer=\"1\"}"), 1.0) << up;
+  EXPECT_EQ(sample(up, "gradgate_peer_up{peer=\"2\"}"), 1.0) << up;
+  EXPECT_EQ(up.find("gradgate_peer_up{peer=\"0\"}"), std::string::npos) << "not itself";
+  ASSERT_EQ(job.stop_gateway(2), 0);
+  const std::string down = metrics_once(job.admin_port(0), [](const std::string& m) {
+    return sample(m, "gradgate_peer_up{peer=\"2\"}") == 0.0;
+  });
+  EXPECT_EQ(sample(down, "gradgate_peer_up{peer=\"2\"}"), 0.0) << down;
+  EXPECT_EQ(sample(down, "gradgate_peer_up{peer=\"1\"}"), 1.0) << down;
+}
+
 // admin.max_connections reaches the admin API: with one slot, a second connection takes the slot
 // of the first (idle after its answer), which is closed.
 TEST(GatewayTelemetry, AdminMaxConnectionsBoundsTheConnections) {
