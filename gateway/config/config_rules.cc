@@ -207,6 +207,14 @@ class Checker {
                 std::to_string(config.reconnect_min.count()) + ")",
             {"transport.reconnect_min_ms", "transport.reconnect_max_ms"});
     }
+    // Below a second a lost segment's retransmission alone could outlast it and close a healthy
+    // connection; keepalive probes go out every idle second anyway.
+    if (config.peer_timeout.count() != 0 && config.peer_timeout < std::chrono::seconds(1)) {
+      issue("transport.peer_timeout_ms",
+            "must be 0 (the kernel's limits) or at least 1000, got " +
+                std::to_string(config.peer_timeout.count()),
+            {"transport.peer_timeout_ms"});
+    }
     check_positive("transport.send_queue_bytes", config.send_queue_bytes);
     if (config.send_queue_bytes > kMaxSendQueueBytes) {
       issue("transport.send_queue_bytes",

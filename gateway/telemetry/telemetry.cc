@@ -67,7 +67,10 @@ Status Telemetry::start(uint16_t transport_port) {
     options.node = config_.node_rank;
     options.poll_wait = config_.control_poll_wait;
     options.retry_delay = config_.control_report_interval;
-    if (config_.size > 0) membership_ = options.server;
+    if (config_.size > 0 && config_.transport == TransportKind::kTcp) {
+      membership_ = options.server;
+      membership_->cancel = &membership_cancel_;
+    }
     control_ = std::make_unique<ControlClient>(options, gateway_);
     control_->start();
   }
@@ -82,7 +85,9 @@ void Telemetry::stop() {
     stopping_ = true;
   }
   stopping_changed_.notify_all();
-  if (control_) control_->stop();  // first: it cancels a report the loop may be waiting on
+  // First: they cancel a report or a membership request the loop may be waiting on.
+  if (control_) control_->stop();
+  membership_cancel_.cancel();
   if (loop_.joinable()) loop_.join();
   if (admin_) admin_->stop();
 }
@@ -107,7 +112,7 @@ void Telemetry::tick() {
 }
 
 void Telemetry::follow_moved_peers() {
-  if (!membership_) return;
+  if (!membership_ || control_->fail_static()) return;
   const auto down = peers(false);
   if (std::none_of(down.begin(), down.end(),
                    [this](uint32_t rank) { return rank < config_.node_rank; })) {

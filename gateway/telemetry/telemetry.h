@@ -46,8 +46,8 @@ class Telemetry {
  private:
   void run_loop();
   void tick();
-  /// With membership from the controller, while a lower rank (which this gateway dials) is down:
-  /// hands the transport the addresses the controller lists now.
+  /// With membership from the controller over TCP, while a lower rank (which this gateway dials)
+  /// is down and the controller answers reports: hands the transport the addresses it lists now.
   void follow_moved_peers();
   GatewaySnapshot snapshot() const;
   /// The other gateways' ranks whose connection is up (`up`) or down.
@@ -62,7 +62,9 @@ class Telemetry {
   const IngressServer* ingress_ = nullptr;
   std::unique_ptr<NodeReport> report_;
   std::unique_ptr<ControlClient> control_;
-  std::optional<http::ClientOptions> membership_;  // the controller, with job.size
+  // The controller, with job.size over TCP; its requests end at stop() (membership_cancel_).
+  std::optional<http::ClientOptions> membership_;
+  http::RequestCancel membership_cancel_;
   std::unique_ptr<http::HttpServer> admin_;
   std::mutex mutex_;
   std::condition_variable stopping_changed_;

@@ -246,11 +246,11 @@ void TcpTransport::Mesh::add_dialer(uint32_t rank) {
   dialers_[rank] = std::make_unique<tcp::Dialer>(
       *io_, std::move(dial),
       [this, rank](asio::ip::tcp::socket socket) { install(std::move(socket), rank); },
-      [this, rank](const Status& status) {
+      [this, rank](const Status& status, const Endpoint& dialed) {
         if (status.code() == ErrorCode::kIncompatible) ++counters_.foreign;
         log_limited(spdlog::level::warn, LogTopic::kDial, rank,
                     "transport: dialing rank " + std::to_string(rank) + " at " +
-                        options_.peers[rank].to_string() + " failed: " + status.message());
+                        dialed.to_string() + " failed: " + status.message());
       });
   dialers_[rank]->dial();
 }

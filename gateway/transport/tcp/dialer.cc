@@ -24,6 +24,7 @@ Dialer::Dialer(asio::io_context& io, Options options, Connected connected, Faile
 
 void Dialer::dial() {
   timed_out_ = false;
+  dialing_ = options_.target;
   timer_.expires_after(options_.connect_timeout);
   timer_.async_wait([this](const error_code& ec) {
     if (ec) return;  // cancelled: the connect finished first
@@ -33,8 +34,7 @@ void Dialer::dial() {
     socket_.close(ignored);
   });
   resolver_.async_resolve(
-      options_.target.host, std::to_string(options_.target.port),
-      asio::ip::tcp::resolver::numeric_service,
+      dialing_.host, std::to_string(dialing_.port), asio::ip::tcp::resolver::numeric_service,
       [this](const error_code& ec, const asio::ip::tcp::resolver::results_type& addresses) {
         if (ec || timed_out_) return attempt_failed(step_failed("resolve", ec));
         connect(addresses);
@@ -80,7 +80,7 @@ Status Dialer::step_failed(const char* step, const error_code& ec) const {
 void Dialer::attempt_failed(const Status& status) {
   error_code ignored;
   socket_.close(ignored);
-  failed_(status);
+  failed_(status, dialing_);
   redial();
 }
 

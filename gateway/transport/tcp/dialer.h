@@ -31,8 +31,9 @@ class Dialer {
   };
   /// A handshaken socket to the target.
   using Connected = std::function<void(boost::asio::ip::tcp::socket)>;
-  /// An attempt failed (kIncompatible when a stranger answered); another one is scheduled.
-  using Failed = std::function<void(const Status&)>;
+  /// An attempt to `dialed` failed (kIncompatible when a stranger answered); another one is
+  /// scheduled.
+  using Failed = std::function<void(const Status&, const Endpoint& dialed)>;
 
   Dialer(boost::asio::io_context& io, Options options, Connected connected, Failed failed);
   Dialer(const Dialer&) = delete;
@@ -60,6 +61,7 @@ class Dialer {
   boost::asio::ip::tcp::socket socket_;
   boost::asio::steady_timer timer_;  // the connect deadline, then the backoff wait
   bool timed_out_ = false;
+  Endpoint dialing_;  // the target of the attempt under way
 };
 
 }  // namespace gradgate::gateway::tcp

@@ -58,6 +58,18 @@ TEST(ConfigErrors, ReconnectMaxBelowMin) {
               StartsWith("gateway.yaml: transport.reconnect_max_ms: must be >= reconnect_min_ms"));
 }
 
+TEST(ConfigErrors, PeerTimeoutBelowASecondIsRefusedZeroTurnsItOff) {
+  EXPECT_THAT(only_error_with("transport:\n  peer_timeout_ms: 200\n"),
+              StartsWith("gateway.yaml: transport.peer_timeout_ms: must be 0 (the kernel's "
+                         "limits) or at least 1000, got 200"));
+  for (const char* accepted : {"0", "1000"}) {
+    const auto loaded =
+        parse(std::string(kMinimalYaml) + "transport:\n  peer_timeout_ms: " + accepted + "\n");
+    ASSERT_TRUE(loaded.ok()) << accepted << ": " << loaded.status().to_string();
+    EXPECT_EQ(loaded->peer_timeout.count(), std::stoll(accepted));
+  }
+}
+
 TEST(ConfigErrors, UnknownKeysAndSections) {
   EXPECT_THAT(only_error_with("compression:\n  codex: fp16\n"),
               StartsWith("gateway.yaml: compression.codex: unknown key (line 4, column 3)"));
