@@ -567,6 +567,10 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
     tensor.first_waiting = std::chrono::steady_clock::now();
   }
   tensor.waiting[local_rank] = std::move(done);
+  if (std::all_of(tensor.waiting.begin(), tensor.waiting.end(),
+                  [](const Done& asked) { return asked != nullptr; })) {
+    tensor.waiting_spread = std::chrono::steady_clock::now() - tensor.first_waiting;
+  }
   std::vector<std::function<void()>> calls;
   if (const auto gone = std::find(tensor.departed.begin(), tensor.departed.end(), true);
       gone != tensor.departed.end()) {
@@ -589,6 +593,7 @@ void Gateway::start_if_ready_locked(Tensor& tensor, std::vector<std::function<vo
     if (!tensor.waiting[rank]) return;
   }
   tensor.in_flight.swap(tensor.waiting);
+  tensor.in_flight_spread = tensor.waiting_spread;
   tensor.running = true;
   ++running_;
   const uint64_t seq = tensor.next_seq++;
@@ -681,7 +686,8 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
                     outcome.communicate_seconds,
                     outcome.decode_seconds,
                     report.ok() ? report->union_elements : 0,
-                    tensor.on_gpu ? "gpu" : "cpu"};
+                    tensor.on_gpu ? "gpu" : "cpu",
+                    tensor.in_flight_spread.count()};
   std::vector<Done> done;
   for (auto& in_flight : tensor.in_flight) {
     if (in_flight) done.push_back(std::exchange(in_flight, nullptr));

@@ -77,6 +77,8 @@ struct StepRecord {
   double encode_seconds = 0.0, communicate_seconds = 0.0, decode_seconds = 0.0;
   uint64_t union_elements = 0;
   std::string_view device = "cpu";  // where encode and decode ran: "cpu" or "gpu"
+  /// From the first local worker's request of the step to the last's: a straggler's lag.
+  double local_wait_seconds = 0.0;
 };
 
 /// A declared tensor, for telemetry and the admin API.
@@ -159,6 +161,8 @@ class Gateway final : public IngressHandler {
     size_t memory_bytes = 0;  // as counted against the cap when declared
     uint64_t skips_seen = 0;  // skips_ when its streams were last made
     std::chrono::steady_clock::time_point first_waiting;  // when the step's first worker asked
+    // From the first to the last local worker's request: of the step waiting, of the one running.
+    std::chrono::duration<double> waiting_spread{}, in_flight_spread{};
   };
 
   Status check_spec(const TensorSpec& spec) const;

@@ -46,6 +46,12 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
               .Help("Encode time of one tensor all-reduce on this gateway, by codec and device "
                     "(cpu, gpu)")
               .Register(*registry_)),
+      local_wait_seconds_(BuildHistogram()
+                              .Name("gradgate_local_wait_seconds")
+                              .Help("From the first local worker's all-reduce request of a step "
+                                    "to the last's: how long the node's stragglers lag")
+                              .Register(*registry_)
+                              .Add({}, seconds_buckets())),
       communicate_seconds_(BuildHistogram()
                                .Name("gradgate_communicate_seconds")
                                .Help("Time one tensor all-reduce spent sending and waiting, by "
@@ -195,6 +201,7 @@ GatewayMetrics::PerCodec& GatewayMetrics::codec_locked(std::string_view codec,
 
 void GatewayMetrics::observe(const StepRecord& step) {
   std::lock_guard lock(mutex_);
+  local_wait_seconds_.Observe(step.local_wait_seconds);
   if (!step.status.ok()) {
     errors_.Add({{"kind", std::string(error_code_name(step.status.code()))}}).Increment();
     return;

@@ -67,6 +67,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>& steps_;
   prometheus::Family<prometheus::Counter>& errors_;
   prometheus::Family<prometheus::Histogram>& encode_seconds_;
+  prometheus::Histogram& local_wait_seconds_;
   prometheus::Family<prometheus::Histogram>& communicate_seconds_;
   prometheus::Family<prometheus::Histogram>& decode_seconds_;
   prometheus::Counter& union_elements_;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iomanip>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
   uint64_t steps = 1, seed = 0;
   int64_t timeout_ms = -1;
   double seconds = 0.0;
+  int64_t delay_ms = 0;
   std::string step_log_path;
   bool hang = false, digest = false;
   app.add_option("--socket", socket_path, "the gateway's ingress socket")->required();
@@ -138,6 +140,9 @@ int main(int argc, char** argv) {
   app.add_option("--step-log", step_log_path,
                  "appends 'unix_time step seconds_of_the_step' per step");
   app.add_option("--timeout-ms", timeout_ms, "gg_wait timeout (negative: none)");
+  app.add_option("--delay-ms", delay_ms,
+                 "waits this long before each step's all-reduces (a "
+                 "straggler: the compute of a slower GPU)");
   app.add_flag("--digest", digest, "write a digest line per result instead of its values");
   app.add_flag("--hang-after-allreduce", hang, "start the first step, print 'started', block");
   CLI11_PARSE(app, argc, argv);
@@ -176,6 +181,7 @@ int main(int argc, char** argv) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   };
   for (uint64_t step = 0; seconds > 0 ? elapsed() < seconds : step < steps; ++step) {
+    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     const auto step_start = std::chrono::steady_clock::now();
     std::vector<gg_request*> requests(tensors.size());
     for (size_t t = 0; t < tensors.size(); ++t) {

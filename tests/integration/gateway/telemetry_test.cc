@@ -121,6 +121,26 @@ TEST(GatewayTelemetry, MetricsAndStatusFollowTheAllreduces) {
   }
 }
 
+// gradgate_local_wait_seconds shows a straggler: one of a node's two workers asks 300 ms after the
+// other at every step.
+TEST(GatewayTelemetry, LocalWaitShowsAStragglingWorker) {
+  bench::LocalJob job(job_options(1, 2, "none"));
+  constexpr int kSteps = 3;
+  const std::vector<TensorArg> tensors = {{"w", 1000}};
+  auto prompt = start_worker(job, 0, 0, tensors, kSteps, 1, job.dir() + "/o0");
+  auto straggler =
+      start_worker(job, 0, 1, tensors, kSteps, 1, job.dir() + "/o1", {"--delay-ms", "300"});
+  ASSERT_EQ(prompt->wait_exit(milliseconds(60000)), 0) << prompt->log();
+  ASSERT_EQ(straggler->wait_exit(milliseconds(60000)), 0) << straggler->log();
+  const std::string text = metrics_once(job.admin_port(0), [](const std::string& m) {
+    return sample(m, "gradgate_local_wait_seconds_count") == kSteps;
+  });
+  EXPECT_EQ(sample(text, "gradgate_local_wait_seconds_count"), kSteps) << text;
+  // The prompt worker asks at once, the straggler 300 ms later, less what the prompt worker spends
+  // between two steps (a few milliseconds).
+  EXPECT_GE(sample(text, "gradgate_local_wait_seconds_sum"), kSteps * 0.25) << text;
+}
+
 // gradgate_peer_up follows each peer's connection: 1 while it is up, 0 once it went down.
 TEST(GatewayTelemetry, PeerUpFollowsEachPeersConnection) {
   bench::LocalJob job(job_options(3, 1, "none"));
