@@ -21,6 +21,12 @@ bool any_request(const std::vector<std::function<void(AllreduceOutcome)>>& reque
                      [](const auto& request) { return request != nullptr; });
 }
 
+// Every local worker has asked.
+bool all_requested(const std::vector<std::function<void(AllreduceOutcome)>>& requests) {
+  return std::all_of(requests.begin(), requests.end(),
+                     [](const auto& request) { return request != nullptr; });
+}
+
 AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t seq, size_t elements) {
   AllreduceOutcome outcome;
   outcome.step = seq;
@@ -567,8 +573,7 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
     tensor.first_waiting = std::chrono::steady_clock::now();
   }
   tensor.waiting[local_rank] = std::move(done);
-  if (std::all_of(tensor.waiting.begin(), tensor.waiting.end(),
-                  [](const Done& asked) { return asked != nullptr; })) {
+  if (all_requested(tensor.waiting)) {
     tensor.waiting_spread = std::chrono::steady_clock::now() - tensor.first_waiting;
   }
   std::vector<std::function<void()>> calls;
@@ -588,10 +593,7 @@ void Gateway::on_allreduce(uint32_t local_rank, uint32_t key, Done done) {
 }
 
 void Gateway::start_if_ready_locked(Tensor& tensor, std::vector<std::function<void()>>& calls) {
-  if (tensor.running || stopping_) return;
-  for (uint32_t rank = 0; rank < tensor.waiting.size(); ++rank) {
-    if (!tensor.waiting[rank]) return;
-  }
+  if (tensor.running || stopping_ || !all_requested(tensor.waiting)) return;
   tensor.in_flight.swap(tensor.waiting);
   tensor.in_flight_spread = tensor.waiting_spread;
   tensor.running = true;

@@ -3,9 +3,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "common/http/client.h"
@@ -23,14 +23,10 @@ std::optional<uint64_t> unsigned_member(const nlohmann::json& object, const char
   return found->get<uint64_t>();
 }
 
-// The addresses by rank of the job's registered, live gateways (an empty host where none is), and
-// how many there are.
-std::pair<std::vector<Endpoint>, uint32_t> live_members(const nlohmann::json& job, uint32_t size) {
+// The addresses by rank of the job's registered, live gateways (an empty host where none is).
+std::vector<Endpoint> live_members(const nlohmann::json& job, uint32_t size) {
   std::vector<Endpoint> members(size);
-  uint32_t found = 0;
-  if (!job.is_object() || !job.contains("nodes") || !job["nodes"].is_array()) {
-    return {members, found};
-  }
+  if (!job.is_object() || !job.contains("nodes") || !job["nodes"].is_array()) return members;
   for (const auto& node : job["nodes"]) {
     const auto rank = unsigned_member(node, "node").value_or(size);
     const auto stale = node.find("stale");
@@ -40,9 +36,8 @@ std::pair<std::vector<Endpoint>, uint32_t> live_members(const nlohmann::json& jo
     auto endpoint = parse_endpoint(address->get<std::string>());
     if (!endpoint.ok() || endpoint->port == 0 || !members[rank].host.empty()) continue;
     members[rank] = *endpoint;
-    ++found;
   }
-  return {members, found};
+  return members;
 }
 
 // GET `job` from the controller, parsed.
@@ -71,8 +66,11 @@ Result<std::vector<Endpoint>> register_and_list(const http::ClientOptions& contr
   GRADGATE_RETURN_IF_ERROR(http::expect_ok(*registered, "registering with the controller"));
   auto listed = list_job(controller, job);
   if (!listed.ok()) return listed.status();
-  auto [members, found] = live_members(*listed, size);
-  if (found == size) return members;
+  auto members = live_members(*listed, size);
+  if (std::none_of(members.begin(), members.end(),
+                   [](const Endpoint& member) { return member.host.empty(); })) {
+    return members;
+  }
   return Status(ErrorCode::kUnavailable, "not every gateway has registered yet");
 }
 
@@ -154,7 +152,7 @@ Result<std::vector<Endpoint>> live_members_through_controller(
     const GatewayConfig& config, const http::ClientOptions& controller) {
   auto listed = list_job(controller, job_target(config));
   if (!listed.ok()) return listed.status();
-  return live_members(*listed, config.size).first;
+  return live_members(*listed, config.size);
 }
 
 }  // namespace gradgate::gateway

@@ -108,24 +108,32 @@ void Telemetry::tick() {
   const GatewaySnapshot now = snapshot();
   if (control_) (void)control_->report(report_->take(gateway_, now, NodeReport::Clock::now()));
   metrics_.refresh(now);
-  follow_moved_peers();
+  follow_moved_peers(now.peer_up);
 }
 
-void Telemetry::follow_moved_peers() {
+void Telemetry::follow_moved_peers(const std::map<uint32_t, bool>& peer_up) {
   if (!membership_ || control_->fail_static()) return;
-  const auto down = peers(false);
-  if (std::none_of(down.begin(), down.end(),
-                   [this](uint32_t rank) { return rank < config_.node_rank; })) {
+  if (std::none_of(peer_up.begin(), peer_up.end(), [this](const auto& peer) {
+        return peer.first < config_.node_rank && !peer.second;
+      })) {
     return;
   }
   auto members = live_members_through_controller(config_, *membership_);
   if (members.ok()) transport_.update_peers(*members);
 }
 
+std::map<uint32_t, bool> Telemetry::peer_states() const {
+  std::map<uint32_t, bool> states;
+  for (uint32_t rank = 0; rank < config_.nodes.size(); ++rank) {
+    if (rank != config_.node_rank) states[rank] = transport_.peer_up(rank);
+  }
+  return states;
+}
+
 std::vector<uint32_t> Telemetry::peers(bool up) const {
   std::vector<uint32_t> ranks;
-  for (uint32_t rank = 0; rank < config_.nodes.size(); ++rank) {
-    if (rank != config_.node_rank && transport_.peer_up(rank) == up) ranks.push_back(rank);
+  for (const auto& [rank, connected] : peer_states()) {
+    if (connected == up) ranks.push_back(rank);
   }
   return ranks;
 }
@@ -137,9 +145,7 @@ GatewaySnapshot Telemetry::snapshot() const {
   now.mailbox = gateway_.mailbox_stats();
   if (ingress_ != nullptr) now.ingress = ingress_->stats();
   now.links = transport_.links();
-  for (uint32_t rank = 0; rank < config_.nodes.size(); ++rank) {
-    if (rank != config_.node_rank) now.peer_up[rank] = transport_.peer_up(rank);
-  }
+  now.peer_up = peer_states();
   now.placement_probes = gateway_.placement_probes();
   now.fail_static = control_ && control_->fail_static();
   now.target_ratio = control_ ? control_->target_ratio() : 0.0;

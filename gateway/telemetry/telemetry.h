@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,8 +49,10 @@ class Telemetry {
   void tick();
   /// With membership from the controller over TCP, while a lower rank (which this gateway dials)
   /// is down and the controller answers reports: hands the transport the addresses it lists now.
-  void follow_moved_peers();
+  void follow_moved_peers(const std::map<uint32_t, bool>& peer_up);
   GatewaySnapshot snapshot() const;
+  /// Every other gateway's rank: whether its connection is up.
+  std::map<uint32_t, bool> peer_states() const;
   /// The other gateways' ranks whose connection is up (`up`) or down.
   std::vector<uint32_t> peers(bool up) const;
   nlohmann::json status_body() const;
