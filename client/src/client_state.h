@@ -56,6 +56,7 @@ struct Reply {
   gg_status status = GG_OK;
   std::string message;  // the gateway's message, or why the connection broke
   gg_job_info job{};
+  uint32_t collective_timeout_ms = 0;
   uint32_t key = 0;
   gg_allreduce_info info{};
   std::shared_ptr<SharedBuffer> buffer;  // an all-reduce's buffer, released when it completes
@@ -79,6 +80,7 @@ struct gg_client {
   uint32_t local_rank = 0;
   int fd = -1;
   gg_job_info job{};
+  uint32_t collective_timeout_ms = 0;  // the gateway's, from HELLO_OK
   std::thread reader;
 
   std::mutex mu;

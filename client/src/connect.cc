@@ -1,4 +1,5 @@
-// gg_connect, gg_connect_wait, gg_job, gg_close: the lifetime of a connection to the gateway.
+// gg_connect, gg_connect_wait, gg_job, gg_collective_timeout, gg_close: the lifetime of a
+// connection to the gateway.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -103,6 +104,7 @@ gg_status connect_once(const char* socket_path, uint32_t local_rank, int hello_t
     return fail(status, message);
   }
   client->job = reply->job;
+  client->collective_timeout_ms = reply->collective_timeout_ms;
   *out = client;
   return GG_OK;
 }
@@ -148,6 +150,15 @@ extern "C" gg_status gg_job(const gg_client* client, gg_job_info* out) {
   if (client == nullptr) return fail(GG_INVALID_ARGUMENT, "gg_job: null client");
   if (out == nullptr) return fail(GG_INVALID_ARGUMENT, "gg_job: null output pointer");
   *out = client->job;
+  return GG_OK;
+}
+
+extern "C" gg_status gg_collective_timeout(const gg_client* client, uint32_t* timeout_ms) {
+  if (client == nullptr) return fail(GG_INVALID_ARGUMENT, "gg_collective_timeout: null client");
+  if (timeout_ms == nullptr) {
+    return fail(GG_INVALID_ARGUMENT, "gg_collective_timeout: null output pointer");
+  }
+  *timeout_ms = client->collective_timeout_ms;
   return GG_OK;
 }
 

@@ -76,9 +76,10 @@ std::string apply_packet(gg_client& client, const proto::ReceivedPacket& packet)
   switch (header->type) {
     case proto::MessageType::kHelloOk: {
       const auto m = proto::decode_body<proto::HelloOk>(packet.bytes);
-      if (!m) return body_error();
+      if (!m || !m->collective_timeout_ms) return body_error();
       if (auto reply = take_pending(client, header->request_id)) {
         reply->job = {m->node_rank, m->nodes, m->local_workers, m->world_size};
+        reply->collective_timeout_ms = *m->collective_timeout_ms;
         complete(*reply, GG_OK, "");
       }
       return "";

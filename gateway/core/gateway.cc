@@ -176,7 +176,9 @@ Result<JobInfo> Gateway::on_worker_joined(uint32_t local_rank) {
   ++stats_.workers;
   spdlog::info("local worker {} joined", local_rank);
   const auto nodes = static_cast<uint32_t>(config_.nodes.size());
-  return JobInfo{config_.node_rank, nodes, config_.local_workers, nodes * config_.local_workers};
+  const auto timeout_ms = std::min<int64_t>(config_.timeout.count(), UINT32_MAX);
+  return JobInfo{config_.node_rank, nodes, config_.local_workers, nodes * config_.local_workers,
+                 static_cast<uint32_t>(timeout_ms)};
 }
 
 std::string Gateway::configured_codec(const TensorSpec& tensor) const {

@@ -63,6 +63,9 @@ struct JobInfo {
   uint32_t nodes = 1;
   uint32_t local_workers = 1;
   uint32_t world_size = 1;
+  /// collective.timeout_ms: a worker's own limit on an all-reduce should outlast it, so that the
+  /// gateway's failure (which says why) arrives first.
+  uint32_t collective_timeout_ms = 30000;
 };
 
 /// Implemented by the gateway core. Calls come from the ingress server's thread; they must not

@@ -341,8 +341,11 @@ bool UnixIngressServer::on_hello(Session& session, uint64_t request_id,
   }
   session.joined = true;
   session.local_rank = hello->local_rank;
-  return reply(session, request_id,
-               proto::HelloOk{job->node_rank, job->nodes, job->local_workers, job->world_size});
+  const bool tells_timeout = session.version >= proto::kFirstVersionWithCollectiveTimeout;
+  return reply(
+      session, request_id,
+      proto::HelloOk{job->node_rank, job->nodes, job->local_workers, job->world_size,
+                     tells_timeout ? std::optional(job->collective_timeout_ms) : std::nullopt});
 }
 
 bool UnixIngressServer::on_declare(Session& session, uint64_t request_id,

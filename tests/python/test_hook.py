@@ -237,7 +237,9 @@ class ClientTest(TempDirTest):
 
     def test_job_info(self):
         for rank, client in enumerate(self.clients):
-            self.assertEqual(client.job, gradgate.JobInfo(rank, 2, 1, 2))
+            self.assertEqual(
+                client.job, gradgate.JobInfo(rank, 2, 1, 2, self.cluster.collective_timeout_ms)
+            )
 
     def test_allreduce_sums_over_workers(self):
         tensors = [c.declare("client.sum", self.ELEMENTS, "fp32") for c in self.clients]
@@ -698,6 +700,24 @@ class HookStateTest(TempDirTest):
         with self.assertRaisesRegex(RuntimeError, failed):
             wait_for(future)
         self.assertEqual(state.allreduces, 0)
+
+    def test_by_default_a_bucket_outlasts_the_gateways_limits_and_fails_with_their_reason(self):
+        import gradgate.torch as gradgate_torch
+        import torch
+
+        for state in self.states:
+            self.assertEqual(state.timeout_ms, 2 * self.cluster.collective_timeout_ms + 10000)
+        cluster = self.start_cluster(
+            self.make_workdir(), nodes=2, local_workers=1, codec="none", collective_timeout_ms=1500
+        )
+        state = gradgate_torch.HookState(cluster.sockets[0], 0, run_id=8)
+        self.addCleanup(state.close)
+        self.assertEqual(state.timeout_ms, 2 * 1500 + 10000)
+        future = state.start_average(0, torch.ones(self.ELEMENTS))  # node 1 never starts it
+        # The gateway's own reason: it waited for node 1 within its collective timeout.
+        reason = r"failed: peer_failed: .* timed out waiting for the ring_reduce .* from gateway 1"
+        with self.assertRaisesRegex(RuntimeError, reason):
+            wait_for(future)
 
     def test_a_bucket_whose_timed_out_all_reduce_still_runs_refuses_to_start_again(self):
         import torch

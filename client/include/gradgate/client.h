@@ -84,6 +84,10 @@ gg_status gg_connect_wait(const char* socket_path, uint32_t local_rank, uint32_t
                           gg_client** out);
 /* The job as the gateway sees it. */
 gg_status gg_job(const gg_client* client, gg_job_info* out);
+/* The gateway's collective.timeout_ms: it fails a step whose local workers or peers do not all
+ * come within it, and an exchange that takes longer. A limit of the caller's own on gg_wait
+ * should outlast twice that, so that the gateway's error, which says why, comes first. */
+gg_status gg_collective_timeout(const gg_client* client, uint32_t* timeout_ms);
 /* Closes the connection; tensors and requests of the client become invalid and are freed. */
 gg_status gg_close(gg_client* client);
 

@@ -23,7 +23,8 @@
 //              drops the tensor and its state once every local worker released it or left)
 //                                                              -> RELEASE_OK or ERROR
 // Gateway -> client:
-//   HELLO_OK        u32 node_rank, u32 nodes, u32 local_workers, u32 world_size
+//   HELLO_OK        u32 node_rank, u32 nodes, u32 local_workers, u32 world_size,
+//                   u32 collective_timeout_ms (from version 5)
 //   DECLARE_OK      u32 key
 //   RELEASE_OK      u32 key
 //   ALLREDUCE_DONE  u8 status (a gg_status), u16 message length, message (<= 512 bytes), u64 step,
@@ -52,13 +53,16 @@ inline constexpr uint32_t kMagic = 0x50494747;  // "GGIP" in little-endian byte 
 // malformed reply.
 // 3: a HELLO can be refused with GG_RANK_IN_USE (11), for the same reason.
 // 4: RELEASE, which a gateway of version 3 would take for a malformed message.
+// 5: HELLO_OK carries the gateway's collective timeout, which a client of version 4 would take for
+// a malformed reply.
 // A gateway serves clients of versions kOldestVersion..kVersion and answers each in its own
 // version (to a client of version 2, a rank in use is GG_REJECTED), so workers may be upgraded
 // after their gateways.
-inline constexpr uint16_t kVersion = 4;
+inline constexpr uint16_t kVersion = 5;
 inline constexpr uint16_t kOldestVersion = 2;
 inline constexpr uint16_t kFirstVersionWithRankInUse = 3;
 inline constexpr uint16_t kFirstVersionWithRelease = 4;
+inline constexpr uint16_t kFirstVersionWithCollectiveTimeout = 5;
 inline constexpr size_t kHeaderBytes = 16;
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kMaxTextBytes = 512;
@@ -107,6 +111,9 @@ struct Hello {
 struct HelloOk {
   static constexpr MessageType kType = MessageType::kHelloOk;
   uint32_t node_rank = 0, nodes = 0, local_workers = 0, world_size = 0;
+  /// How long the gateway lets one all-reduce take (collective.timeout_ms); absent for a client
+  /// older than kFirstVersionWithCollectiveTimeout.
+  std::optional<uint32_t> collective_timeout_ms;
 };
 
 struct Declare {
@@ -234,6 +241,7 @@ inline void write_body(Writer& w, const HelloOk& m) {
   w.put(m.nodes);
   w.put(m.local_workers);
   w.put(m.world_size);
+  if (m.collective_timeout_ms) w.put(*m.collective_timeout_ms);
 }
 inline void write_body(Writer& w, const Declare& m) {
   w.put_text(m.name, kMaxNameBytes);
@@ -271,7 +279,11 @@ inline void write_body(Writer& w, const Error& m) {
 
 inline bool read_body(Reader& r, Hello& m) { return r.get(m.local_rank); }
 inline bool read_body(Reader& r, HelloOk& m) {
-  return r.get(m.node_rank) && r.get(m.nodes) && r.get(m.local_workers) && r.get(m.world_size);
+  if (!r.get(m.node_rank) || !r.get(m.nodes) || !r.get(m.local_workers) || !r.get(m.world_size)) {
+    return false;
+  }
+  if (r.at_end()) return true;
+  return r.get(m.collective_timeout_ms.emplace());
 }
 inline bool read_body(Reader& r, Declare& m) {
   return r.get_text(m.name, kMaxNameBytes) && r.get(m.elements) && r.get(m.dtype) &&

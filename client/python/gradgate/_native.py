@@ -74,6 +74,7 @@ _PROTOTYPES = {
         [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(ClientHandle)],
     ),
     "gg_job": (ctypes.c_int, [ClientHandle, ctypes.POINTER(JobInfo)]),
+    "gg_collective_timeout": (ctypes.c_int, [ClientHandle, ctypes.POINTER(ctypes.c_uint32)]),
     "gg_close": (ctypes.c_int, [ClientHandle]),
     "gg_release": (ctypes.c_int, [TensorHandle]),
     "gg_declare": (

@@ -59,12 +59,22 @@ _DTYPE_ALIASES = {
 
 @dataclass(frozen=True)
 class JobInfo:
-    """The job as the gateway sees it: its rank, the gateways, its workers, all workers."""
+    """The job as the gateway sees it: its rank, the gateways, its workers, all workers, and how
+    long it lets a step take (collective.timeout_ms: a step whose workers or peers do not all come
+    within it fails, and so does an exchange that takes longer)."""
 
     node_rank: int
     nodes: int
     local_workers: int
     world_size: int
+    collective_timeout_ms: int
+
+    @property
+    def outlasting_timeout_ms(self):
+        """A wait that outlasts the gateway's own limits on a step (a local wait and the exchange,
+        each up to collective_timeout_ms, and 10 s to answer), so that the gateway's error,
+        which says why, comes before the waiter gives up."""
+        return 2 * self.collective_timeout_ms + 10000
 
 
 @dataclass(frozen=True)
@@ -271,12 +281,16 @@ class Client:
         self.socket_path = str(socket_path)
         self.local_rank = int(local_rank)
         info = _native.JobInfo()
+        timeout_ms = ctypes.c_uint32()
         try:
             _check(self._lib.gg_job(self._handle, ctypes.byref(info)))
+            _check(self._lib.gg_collective_timeout(self._handle, ctypes.byref(timeout_ms)))
         except errors.GradgateError:
             self.close()
             raise
-        self.job = JobInfo(info.node_rank, info.nodes, info.local_workers, info.world_size)
+        self.job = JobInfo(
+            info.node_rank, info.nodes, info.local_workers, info.world_size, timeout_ms.value
+        )
 
     @property
     def closed(self):

@@ -37,8 +37,9 @@ def _parser():
                         f"else {autohook.DEFAULT_SOCKET})")
     parser.add_argument("--local-rank", type=int,
                         help="this process's worker index on the node (default: $LOCAL_RANK)")
-    parser.add_argument("--timeout-ms", type=int, default=60000,
-                        help="how long one bucket's all-reduce may take (default: 60000)")
+    parser.add_argument("--timeout-ms", type=int,
+                        help="how long one bucket's all-reduce may take (default: longer than "
+                        "the gateway lets a step take, 2 x its collective.timeout_ms + 10 s)")
     parser.add_argument("--connect-timeout-ms", type=int, default=HOOK_CONNECT_TIMEOUT_MS,
                         help="how long to wait for the node's gateway to be there (default: "
                         f"{HOOK_CONNECT_TIMEOUT_MS})")

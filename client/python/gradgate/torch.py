@@ -94,7 +94,9 @@ class HookState:
 
     socket_path, local_rank: the node's gateway and this process's worker index on the node.
     timeout_ms: how long one bucket's all-reduce may take, from the hook's call, before its
-        Future fails (negative: no limit).
+        Future fails (negative: no limit). None: longer than the gateway lets a step take
+        (2 x its collective.timeout_ms + 10 s), so that a step that fails there fails with the
+        gateway's reason, and a gateway with a long timeout for a slow link is waited for.
     name_prefix: prefixes tensor names (distinct per DDP model when a process has several).
     data_volume: samples this worker trains on, passed to the gateway for data-aware ratios.
     run_id: names this run of the job in every tensor name, so that nothing of an earlier, failed
@@ -119,7 +121,7 @@ class HookState:
     """
 
     def __init__(
-        self, socket_path, local_rank, timeout_ms=60000, name_prefix="ddp", data_volume=0,
+        self, socket_path, local_rank, timeout_ms=None, name_prefix="ddp", data_volume=0,
         run_id=None, device_path="auto", nonfinite="propagate", process_group=None, client=None,
         connect_timeout_ms=HOOK_CONNECT_TIMEOUT_MS,
     ):
@@ -144,7 +146,9 @@ class HookState:
                 f"{self.world_size} workers (job.nodes x job.local_workers): the gateways sum over "
                 "their job, so it must hold exactly the ranks of the group"
             )
-        self.timeout_ms = int(timeout_ms)
+        self.timeout_ms = (
+            self.client.job.outlasting_timeout_ms if timeout_ms is None else int(timeout_ms)
+        )
         self.name_prefix = name_prefix
         self.data_volume = data_volume
         self._names = []  # declared tensor names, in order

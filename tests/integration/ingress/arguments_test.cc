@@ -20,11 +20,14 @@ TEST_F(IngressTest, BadArgumentsAreInvalidArgumentWithAMessage) {
   EXPECT_INVALID(gg_connect(socket_path_.c_str(), 0, nullptr), "null output pointer");
   EXPECT_INVALID(gg_connect(std::string(200, 'x').c_str(), 0, &client), "longer than");
   EXPECT_INVALID(gg_job(nullptr, nullptr), "gg_job: null client");
+  EXPECT_INVALID(gg_collective_timeout(nullptr, nullptr), "gg_collective_timeout: null client");
   EXPECT_INVALID(gg_close(nullptr), "gg_close: null client");
 
   client = connect(0);
   ASSERT_NE(client, nullptr);
   EXPECT_INVALID(gg_job(client, nullptr), "gg_job: null output pointer");
+  EXPECT_INVALID(gg_collective_timeout(client, nullptr),
+                 "gg_collective_timeout: null output pointer");
   gg_tensor* tensor = nullptr;
   EXPECT_INVALID(gg_declare(nullptr, "t", 4, GG_FP32, 0, 0, 0, &tensor), "null client");
   EXPECT_INVALID(gg_declare(client, nullptr, 4, GG_FP32, 0, 0, 0, &tensor), "null name");

@@ -22,7 +22,7 @@ namespace gradgate::gateway::testing {
 
 class DoublingHandler final : public IngressHandler {
  public:
-  static constexpr JobInfo kJob{1, 2, 4, 8};  // node 1 of 2, 4 workers each
+  static constexpr JobInfo kJob{1, 2, 4, 8, 4321};  // node 1 of 2, 4 workers each, 4.321 s
 
   DoublingHandler();
   ~DoublingHandler() override;

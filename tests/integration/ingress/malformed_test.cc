@@ -48,7 +48,7 @@ TEST_F(MalformedTest, WrongVersionIsAProtocolError) {
   const uint16_t version = 99;
   std::memcpy(packet.data() + 4, &version, sizeof version);
   ASSERT_TRUE(raw.send(packet));
-  EXPECT_NE(raw.expect_error_then_eof().find("protocol version 99, the gateway speaks 2 to 4"),
+  EXPECT_NE(raw.expect_error_then_eof().find("protocol version 99, the gateway speaks 2 to 5"),
             std::string::npos);
   EXPECT_EQ(server_->stats().protocol_errors, 1u);
   EXPECT_TRUE(handler_.connected.empty());

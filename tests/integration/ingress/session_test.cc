@@ -21,6 +21,9 @@ TEST_F(IngressTest, ConnectReportsTheJobAndJoinsTheWorker) {
   EXPECT_EQ(job.nodes, 2u);
   EXPECT_EQ(job.local_workers, 4u);
   EXPECT_EQ(job.world_size, 8u);
+  uint32_t timeout_ms = 0;
+  ASSERT_EQ(gg_collective_timeout(client, &timeout_ms), GG_OK);
+  EXPECT_EQ(timeout_ms, 4321u);
   EXPECT_TRUE(handler_.wait_until([&] { return handler_.connected.contains(2); }));
   EXPECT_EQ(server_->stats().sessions_opened, 1u);
 
@@ -65,7 +68,11 @@ TEST_F(IngressTest, AWorkerOfTheOlderProtocolVersionIsAnsweredInIt) {
     return reply;
   };
   RawConnection old_worker(socket_path_);
-  reply_to_hello(old_worker, proto::MessageType::kHelloOk);
+  const auto hello_ok =
+      proto::decode_body<proto::HelloOk>(reply_to_hello(old_worker, proto::MessageType::kHelloOk));
+  ASSERT_TRUE(hello_ok.has_value());
+  EXPECT_EQ(hello_ok->world_size, 8u);
+  EXPECT_FALSE(hello_ok->collective_timeout_ms.has_value()) << "a field the old worker can't read";
   RawConnection second_old_worker(socket_path_);
   const auto refused = reply_to_hello(second_old_worker, proto::MessageType::kError);
   const auto error = proto::decode_body<proto::Error>(refused);
