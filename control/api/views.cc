@@ -71,11 +71,15 @@ std::optional<nlohmann::json> job_json(const ControllerView& view, uint64_t job_
   if (job == nullptr) return std::nullopt;
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& [index, node] : job->members) nodes.push_back(member_json(view, node));
-  return nlohmann::json{{"job_id", job_id},
-                        {"size", job->nodes},
-                        {"step", JobRegistry::max_step(*job)},
-                        {"policy_version", view.version_of(job_id).version},
-                        {"nodes", std::move(nodes)}};
+  const auto policy = view.policies.find(job_id);
+  return nlohmann::json{
+      {"job_id", job_id},
+      {"size", job->nodes},
+      {"step", JobRegistry::max_step(*job)},
+      {"policy_version", view.version_of(job_id).version},
+      {"unused_rules",
+       policy == view.policies.end() ? std::vector<std::string>{} : policy->second.unused_rules},
+      {"nodes", std::move(nodes)}};
 }
 
 nlohmann::json nodes_json(const ControllerView& view, std::optional<uint64_t> job_id) {

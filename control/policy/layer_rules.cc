@@ -14,6 +14,11 @@ Status invalid(const std::string& field, const std::string& what) {
 
 bool is_density(double value) { return std::isfinite(value) && value > 0.0 && value <= 1.0; }
 
+// `*` also crosses dots: one glob can name a layer of every block.
+bool glob_matches(const std::string& glob, const std::string& name) {
+  return fnmatch(glob.c_str(), name.c_str(), 0) == 0;
+}
+
 }  // namespace
 
 Result<std::vector<ParsedRule>> parse_layer_rules(const std::vector<LayerRule>& rules) {
@@ -53,9 +58,25 @@ Result<std::vector<ParsedRule>> parse_layer_rules(const std::vector<LayerRule>& 
 const ParsedRule* find_layer_rule(const std::vector<ParsedRule>& rules, std::string_view tensor) {
   const std::string name(tensor);
   const auto match = std::find_if(rules.begin(), rules.end(), [&](const ParsedRule& rule) {
-    return fnmatch(rule.glob.c_str(), name.c_str(), 0) == 0;
+    return glob_matches(rule.glob, name);
   });
   return match == rules.end() ? nullptr : &*match;
+}
+
+std::vector<std::string> unused_layer_rules(const std::vector<LayerRule>& rules,
+                                            const std::vector<TensorSample>& tensors) {
+  std::vector<bool> used(rules.size(), false);
+  for (const TensorSample& tensor : tensors) {
+    const auto first = std::find_if(rules.begin(), rules.end(), [&](const LayerRule& rule) {
+      return glob_matches(rule.glob, tensor.name);
+    });
+    if (first != rules.end()) used[first - rules.begin()] = true;
+  }
+  std::vector<std::string> unused;
+  for (size_t i = 0; i < rules.size(); ++i) {
+    if (!used[i]) unused.push_back(rules[i].glob);
+  }
+  return unused;
 }
 
 kernels::CodecParams apply_layer_rule(const ParsedRule& rule, const kernels::CodecParams& chosen) {

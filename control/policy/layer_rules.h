@@ -27,6 +27,12 @@ Result<std::vector<ParsedRule>> parse_layer_rules(const std::vector<LayerRule>& 
 /// The first rule whose glob matches `tensor`, or nullptr.
 const ParsedRule* find_layer_rule(const std::vector<ParsedRule>& rules, std::string_view tensor);
 
+/// The globs of `rules` that are the first match of none of `tensors`, in rule order: a rule
+/// written for names the job does not use (`*.bias` where DDP sends whole buckets), or one that
+/// an earlier rule shadows. Such a rule changes nothing.
+std::vector<std::string> unused_layer_rules(const std::vector<LayerRule>& rules,
+                                            const std::vector<TensorSample>& tensors);
+
 /// `chosen` after `rule`: the forced codec if the rule has one, then its density clamped into the
 /// rule's bounds when it is topk or randomk.
 kernels::CodecParams apply_layer_rule(const ParsedRule& rule, const kernels::CodecParams& chosen);

@@ -1,9 +1,12 @@
 #include "control/service/controller.h"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <set>
 #include <vector>
+
+#include "control/policy/layer_rules.h"
 
 namespace gradgate::control {
 
@@ -192,6 +195,7 @@ bool Controller::decide(uint64_t job_id, Clock::time_point now) {
   const auto started = Clock::now();
   const Measurements measurements = registry_.measurements(*job, now);
   metrics_.set_links(job_id, measurements.links);
+  note_unused_rules(job_id, policy, measurements.tensors);
   auto next = decider_.decide(*job, measurements, policy.latest, now);
   metrics_.observe_policy_run(std::chrono::duration<double>(Clock::now() - started).count());
   if (!next.ok()) {
@@ -207,6 +211,22 @@ bool Controller::decide(uint64_t job_id, Clock::time_point now) {
   metrics_.record_version(job_id, made);
   policy.latest = made;
   return true;
+}
+
+void Controller::note_unused_rules(uint64_t job_id, JobPolicy& policy,
+                                   const std::vector<TensorSample>& tensors) {
+  if (tensors.empty()) return;  // no tensor reported yet: every rule would look unused
+  std::vector<std::string> unused = unused_layer_rules(decider_.settings().rules, tensors);
+  metrics_.set_unused_rules(job_id, unused.size());
+  if (unused == policy.unused_rules) return;
+  if (!unused.empty()) {
+    spdlog::warn(
+        "job {}: policy rules {} apply to none of its {} tensors, such as \"{}\": a glob must "
+        "match a tensor name as the gateways report it (GET /v1/policy?job_id={} lists them), "
+        "and the first rule that matches wins",
+        job_id, unused, tensors.size(), tensors.front().name, job_id);
+  }
+  policy.unused_rules = std::move(unused);
 }
 
 void Controller::decide_all() {

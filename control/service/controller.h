@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "control/decider/decider.h"
 #include "control/decider/policy_version.h"
@@ -30,6 +31,8 @@ struct JobPolicy {
   PolicyVersion latest;  // version 0: none made yet
   std::optional<Clock::time_point> last_run;
   bool run_pending = false;  // reports arrived since the last run
+  /// The globs of the layer rules that applied to none of the job's tensors at the last run.
+  std::vector<std::string> unused_rules;
 };
 
 /// The state a reader sees, consistent as of `now`.
@@ -100,6 +103,11 @@ class Controller {
   bool decide_when_due(uint64_t job_id, Clock::time_point now);
   /// Re-decides every job and wakes the long polls of those with a new version.
   void decide_all();
+  /// Keeps and counts the layer rules that apply to none of `tensors` (lock held), and warns
+  /// when that set changes: a rule whose glob misses the job's tensor names silently does
+  /// nothing otherwise.
+  void note_unused_rules(uint64_t job_id, JobPolicy& policy,
+                         const std::vector<TensorSample>& tensors);
 
   std::chrono::milliseconds forget_after_;
   uint32_t max_jobs_;

@@ -41,7 +41,9 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
       target_ratio_(gauge(registry, "gradgate_controller_target_ratio",
                           "Raw over wire bytes per step predicted by a job's policy version")),
       predicted_communicate_(gauge(registry, "gradgate_controller_predicted_communicate_seconds",
-                                   "Wire seconds per step predicted by a job's policy version")) {
+                                   "Wire seconds per step predicted by a job's policy version")),
+      unused_rules_(gauge(registry, "gradgate_controller_unused_rules",
+                          "Layer rules of the policy that apply to none of a job's tensors")) {
   nodes_.Add({{"state", "live"}});
   nodes_.Add({{"state", "stale"}});
 }
@@ -68,6 +70,12 @@ void ControllerMetrics::record_version(uint64_t job_id, const PolicyVersion& ver
     job_series_locked(predicted_communicate_, job_id, {{"job_id", job}})
         .Set(*version.predicted_communicate_seconds);
   }
+}
+
+void ControllerMetrics::set_unused_rules(uint64_t job_id, std::size_t count) {
+  std::lock_guard lock(series_mutex_);
+  job_series_locked(unused_rules_, job_id, {{"job_id", std::to_string(job_id)}})
+      .Set(static_cast<double>(count));
 }
 
 void ControllerMetrics::set_links(uint64_t job_id, const std::vector<LinkSample>& links) {

@@ -34,6 +34,8 @@ class ControllerMetrics {
   void record_version(uint64_t job_id, const PolicyVersion& version);
   /// One run of a job's policy on its measurements, and how long it took.
   void observe_policy_run(double seconds) { policy_run_seconds_.Observe(seconds); }
+  /// How many of the layer rules apply to none of a job's tensors.
+  void set_unused_rules(uint64_t job_id, std::size_t count);
   /// The link goodputs a job's policy was given.
   void set_links(uint64_t job_id, const std::vector<LinkSample>& links);
   /// Removes every series of a job the controller forgot.
@@ -59,6 +61,7 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Gauge>& link_bandwidth_;
   prometheus::Family<prometheus::Gauge>& target_ratio_;
   prometheus::Family<prometheus::Gauge>& predicted_communicate_;
+  prometheus::Family<prometheus::Gauge>& unused_rules_;
   std::mutex series_mutex_;
   /// By job: how to remove each of its series.
   std::map<uint64_t, std::map<const void*, std::function<void()>>> series_;

@@ -195,6 +195,21 @@ TEST_F(DecisionTest, PutPolicyStoresTheSettingsAndRedecidesEveryJob) {
   }
 }
 
+TEST_F(DecisionTest, ARuleThatAppliesToNoTensorIsListedAndCounted) {
+  TestClient client = connect();
+  const Reply put = client.send_json(
+      verb::put, "/v1/policy",
+      R"({"policy":"static","default_codec":"fp16","rules":[{"glob":"*.bias","codec":"none"},
+          {"glob":"*.running_mean","codec":"none"}]})",
+      bearer());
+  ASSERT_EQ(put.result(), status::ok) << put.body();
+  post_report(client, with_tensors(report(1, 0, 2, 10)));  // fc1.weight, fc1.bias
+  EXPECT_EQ(get(client, "/v1/jobs/1")["unused_rules"], nlohmann::json({"*.running_mean"}));
+  const std::string metrics = client.send(verb::get, "/metrics").body();
+  EXPECT_NE(metrics.find(R"(gradgate_controller_unused_rules{job_id="1"} 1)"), std::string::npos)
+      << metrics;
+}
+
 TEST_F(DecisionTest, AfterARestartNumberingWaitsForEveryNodeAndGoesAboveWhatTheyHold) {
   // Gateways that outlived a controller restart: both apply version 7, and node 1 has already
   // received 9, which takes effect later. A version 8 made on node 0's report alone would be

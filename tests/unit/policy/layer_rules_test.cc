@@ -25,6 +25,20 @@ TEST(LayerRules, TheFirstMatchingGlobWins) {
   EXPECT_EQ(find_layer_rule(*rules, "fc"), nullptr);
 }
 
+TEST(LayerRules, ARuleThatIsTheFirstMatchOfNoTensorIsUnused) {
+  const std::vector<TensorSample> buckets = {{.name = "ddp.7.bucket0.1000.fp32"},
+                                             {.name = "ddp.7.bucket1.5000.fp32"}};
+  const std::vector<LayerRule> rules = {{.glob = "*.bias", .codec = "none"},
+                                        {.glob = "*.bucket0.*", .codec = "fp16"},
+                                        {.glob = "ddp.*", .max_density = 0.1},
+                                        {.glob = "*.bucket1.*", .codec = "bf16"}};
+  // *.bias matches no name; *.bucket1.* matches bucket 1, which ddp.* takes first.
+  EXPECT_EQ(unused_layer_rules(rules, buckets),
+            (std::vector<std::string>{"*.bias", "*.bucket1.*"}));
+  EXPECT_EQ(unused_layer_rules(rules, {}).size(), rules.size());
+  EXPECT_TRUE(unused_layer_rules({}, buckets).empty());
+}
+
 TEST(LayerRules, AForcedCodecWinsOverTheBandwidthChoice) {
   PolicySettings s = settings("bandwidth");
   s.target_communicate_seconds = 0.05;
