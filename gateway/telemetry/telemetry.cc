@@ -67,7 +67,7 @@ Status Telemetry::start(uint16_t transport_port) {
     options.node = config_.node_rank;
     options.poll_wait = config_.control_poll_wait;
     options.retry_delay = config_.control_report_interval;
-    if (config_.size > 0 && config_.transport == TransportKind::kTcp) {
+    if (config_.size > 0) {
       membership_ = options.server;
       membership_->cancel = &membership_cancel_;
     }
@@ -114,7 +114,7 @@ void Telemetry::tick() {
 void Telemetry::follow_moved_peers(const std::map<uint32_t, bool>& peer_up) {
   if (!membership_ || control_->fail_static()) return;
   if (std::none_of(peer_up.begin(), peer_up.end(), [this](const auto& peer) {
-        return peer.first < config_.node_rank && !peer.second;
+        return !peer.second && transport_.dials(peer.first);
       })) {
     return;
   }

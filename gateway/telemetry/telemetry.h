@@ -47,7 +47,7 @@ class Telemetry {
  private:
   void run_loop();
   void tick();
-  /// With membership from the controller over TCP, while a lower rank (which this gateway dials)
+  /// With membership from the controller, while a peer that this gateway dials (Transport::dials)
   /// is down and the controller answers reports: hands the transport the addresses it lists now.
   void follow_moved_peers(const std::map<uint32_t, bool>& peer_up);
   GatewaySnapshot snapshot() const;
@@ -65,7 +65,7 @@ class Telemetry {
   const IngressServer* ingress_ = nullptr;
   std::unique_ptr<NodeReport> report_;
   std::unique_ptr<ControlClient> control_;
-  // The controller, with job.size over TCP; its requests end at stop() (membership_cancel_).
+  // The controller, with job.size; its requests end at stop() (membership_cancel_).
   std::optional<http::ClientOptions> membership_;
   http::RequestCancel membership_cancel_;
   std::unique_ptr<http::HttpServer> admin_;

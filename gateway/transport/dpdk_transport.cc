@@ -52,6 +52,8 @@ class DpdkTransport::Poller final : public dpdk::DatagramSink {
   bool peer_up(uint32_t rank) const {
     return rank < links_.size() && links_[rank] && links_[rank]->up();
   }
+  void update_peers(const std::vector<Endpoint>& peers);
+  uint32_t rank() const { return options_.rank; }
   TransportStats stats() const { return counters_.snapshot(); }
   std::vector<LinkEstimate> links() const;
 
@@ -66,6 +68,8 @@ class DpdkTransport::Poller final : public dpdk::DatagramSink {
   void run();
   bool receive(Clock::time_point now);
   void report(uint32_t rank, dpdk::LinkEvents events);
+  /// Points the links of the peers update_peers() listed elsewhere at their new addresses.
+  void apply_moves();
   void queue_frame(rte_mbuf* frame);
   void flush();
   void sum_totals();
@@ -84,6 +88,10 @@ class DpdkTransport::Poller final : public dpdk::DatagramSink {
   rte_mbuf* held_frame_ = nullptr;  // impairment: leaves after the next one
   std::array<rte_mbuf*, kBurst> outgoing_{};
   std::size_t outgoing_count_ = 0;
+
+  std::mutex moves_mutex_;
+  std::vector<Endpoint> moves_;  // guarded by moves_mutex_: the latest update_peers() list
+  std::atomic<bool> moves_pending_{false};
 
   std::mutex lifecycle_mutex_;
   State state_ = State::kIdle;
@@ -195,6 +203,37 @@ Status DpdkTransport::Poller::send(uint32_t to_rank, Message message) {
   return links_[to_rank]->send(std::move(message));
 }
 
+void DpdkTransport::Poller::update_peers(const std::vector<Endpoint>& peers) {
+  std::lock_guard lock(moves_mutex_);
+  moves_ = peers;
+  moves_pending_ = true;
+}
+
+void DpdkTransport::Poller::apply_moves() {
+  std::vector<Endpoint> peers;
+  {
+    std::lock_guard lock(moves_mutex_);
+    peers.swap(moves_);
+    moves_pending_ = false;
+  }
+  for (uint32_t rank = 0; rank < links_.size() && rank < peers.size(); ++rank) {
+    const Endpoint& listed = peers[rank];
+    if (!links_[rank] || listed.host.empty() || listed == options_.peers[rank]) continue;
+    const Result<uint32_t> ip = dpdk::parse_ipv4(listed.host);
+    if (!ip.ok() || listed.port == 0) {
+      spdlog::warn(
+          "transport: rank {} is listed at '{}', not an IPv4 address and UDP port: "
+          "still sent to at {}",
+          rank, listed.to_string(), options_.peers[rank].to_string());
+      continue;
+    }
+    spdlog::info("transport: rank {} moved from {} to {}", rank, options_.peers[rank].to_string(),
+                 listed.to_string());
+    options_.peers[rank] = listed;
+    report(rank, links_[rank]->move_to({*ip, listed.port}));
+  }
+}
+
 std::vector<LinkEstimate> DpdkTransport::Poller::links() const {
   std::vector<LinkEstimate> estimates;
   const auto now = Clock::now();
@@ -214,6 +253,7 @@ void DpdkTransport::Poller::run() {
   auto next_cpu_sample = Clock::now() + kCpuSampleInterval;
   auto last_busy = Clock::now();
   while (!stopping_) {
+    if (moves_pending_) apply_moves();
     const auto now = Clock::now();
     const uint64_t sent_before = counters_.bytes_sent.load();
     const bool received = receive(now);
@@ -375,6 +415,10 @@ Status DpdkTransport::send(uint32_t to_rank, Message message) {
   return poller_->send(to_rank, std::move(message));
 }
 bool DpdkTransport::peer_up(uint32_t rank) const { return poller_->peer_up(rank); }
+void DpdkTransport::update_peers(const std::vector<Endpoint>& peers) {
+  poller_->update_peers(peers);
+}
+bool DpdkTransport::dials(uint32_t rank) const { return rank != poller_->rank(); }
 TransportStats DpdkTransport::stats() const { return poller_->stats(); }
 std::vector<LinkEstimate> DpdkTransport::links() const { return poller_->links(); }
 

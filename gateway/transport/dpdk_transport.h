@@ -67,6 +67,12 @@ class DpdkTransport final : public Transport {
   void stop() override;
   Status send(uint32_t to_rank, Message message) override;
   bool peer_up(uint32_t rank) const override;
+  /// A peer listed at another address (a gateway restarted elsewhere: a recreated pod's new
+  /// virtual function) is sent to there from the polling thread's next round; a link that was
+  /// up at the old address goes down. Hosts that are not IPv4 addresses are logged and ignored.
+  void update_peers(const std::vector<Endpoint>& peers) override;
+  /// Every peer: each gets datagrams at its listed address.
+  bool dials(uint32_t rank) const override;
   TransportStats stats() const override;
   std::vector<LinkEstimate> links() const override;
 

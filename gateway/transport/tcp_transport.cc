@@ -416,7 +416,7 @@ void TcpTransport::Mesh::log_limited(spdlog::level::level_enum level, LogTopic t
 }
 
 TcpTransport::TcpTransport(TcpTransportOptions options)
-    : mesh_(std::make_unique<Mesh>(std::move(options))) {}
+    : rank_(options.rank), mesh_(std::make_unique<Mesh>(std::move(options))) {}
 
 TcpTransport::~TcpTransport() = default;
 
@@ -427,6 +427,7 @@ Status TcpTransport::send(uint32_t to_rank, Message message) {
 }
 bool TcpTransport::peer_up(uint32_t rank) const { return mesh_->peer_up(rank); }
 void TcpTransport::update_peers(const std::vector<Endpoint>& peers) { mesh_->update_peers(peers); }
+bool TcpTransport::dials(uint32_t rank) const { return rank < rank_; }
 TransportStats TcpTransport::stats() const { return mesh_->stats(); }
 std::vector<LinkEstimate> TcpTransport::links() const { return mesh_->links(); }
 uint16_t TcpTransport::listen_port() const { return mesh_->listen_port(); }

@@ -61,6 +61,8 @@ class TcpTransport final : public Transport {
   bool peer_up(uint32_t rank) const override;
   /// Lower ranks whose address changed are dialed at the new one from their next attempt on.
   void update_peers(const std::vector<Endpoint>& peers) override;
+  /// The lower ranks: the higher rank of a pair dials.
+  bool dials(uint32_t rank) const override;
   TransportStats stats() const override;
   std::vector<LinkEstimate> links() const override;
 
@@ -69,6 +71,7 @@ class TcpTransport final : public Transport {
 
  private:
   class Mesh;
+  uint32_t rank_;
   std::unique_ptr<Mesh> mesh_;
 };
 

@@ -105,6 +105,13 @@ class Transport {
   /// it knows none): a transport that dials its peers dials a moved one at its new address (a
   /// gateway restarted elsewhere). One whose addresses are fixed ignores them.
   virtual void update_peers(const std::vector<Endpoint>& peers) { (void)peers; }
+  /// Whether this gateway reaches `rank` at the address the membership lists (TCP: the lower
+  /// ranks, which it dials; DPDK: every peer, which it sends datagrams to): a peer that is down
+  /// and moved can only come back through update_peers. False where addresses are fixed.
+  virtual bool dials(uint32_t rank) const {
+    (void)rank;
+    return false;
+  }
   virtual TransportStats stats() const = 0;
   /// Every peer's link to this gateway (own rank excluded), by rank.
   virtual std::vector<LinkEstimate> links() const = 0;

@@ -15,7 +15,8 @@ Two `gradgate gateway` processes, each on DPDK's net_af_packet driver bound to i
   - job.size and node_rank auto with a controller: the gateways take their ranks and each
     other's DPDK addresses from it; gateway 1 takes its own address and port from a pod's
     network-status (a downward API annotations file, as Kubernetes with Multus gives it), which
-    appears only after it started;
+    appears only after it started; gateway 0, restarted at another DPDK address (a recreated
+    pod's new virtual function), is reached there by gateway 1 and the job runs again;
   - a gateway killed while the other's worker waits on it: the worker gets an error within the
     collective timeout plus the transport's peer timeout, the other gateway stays up, and the
     job runs again once the killed gateway is back.
@@ -55,6 +56,7 @@ CODEC_STEPS = 3
 # The mixed-size job: 1 KB to 64 MB in powers of 4, and one odd size.
 MIXED_TENSORS = [f"t{4 ** k}k:{256 * 4 ** k}" for k in range(9)] + ["odd:3000017"]
 DPDK_NODES = ["10.199.1.1:4791", "10.199.1.2:4791"]  # not the kernel's: it ignores them
+MOVED_NODE = "10.199.1.3:4792"  # gateway 0's address after it moved
 LOSS = {"drop": 0.05, "duplicate": 0.01, "reorder": 0.01}
 # The paths every codec job runs on, TCP first (the reference): (name, transport, injected loss).
 PATHS = [("tcp", "tcp", None), ("dpdk", "dpdk", None),
@@ -84,6 +86,7 @@ class Job:
         self.inject, self.timeout_ms = inject or {}, timeout_ms
         self.controller = controller  # "host:port": job.size, the addresses from it
         self.network_status_rank = network_status_rank  # its DPDK address from a network-status
+        self.dpdk_nodes = list(DPDK_NODES)  # each gateway's DPDK address, as it starts
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir)
         self.gateways, self.ports, self.admin_ports = [None, None], [0, 0], [0, 0]
@@ -115,14 +118,14 @@ class Job:
             raise RuntimeError(f"{self.name} gateway {rank} did not wait for its network-status")
         status = [{"name": "cbr0", "interface": "eth0", "ips": ["10.244.0.9"], "default": True},
                   {"name": "training/gradgate-dpdk", "interface": self.link.dev[rank],
-                   "ips": ["fd00::9", DPDK_NODES[rank].split(":")[0]], "dns": {}}]
+                   "ips": ["fd00::9", self.dpdk_nodes[rank].split(":")[0]], "dns": {}}]
         with open(self.annotations(rank) + ".new", "w") as f:  # Go's %q quoting, as JSON's
             f.write(f"k8s.v1.cni.cncf.io/network-status={json.dumps(json.dumps(status, indent=4))}"
                     f'\nkubernetes.io/config.seen="2026-11-26T10:00:00Z"\n')
         os.replace(self.annotations(rank) + ".new", self.annotations(rank))
 
     def write_config(self, rank):
-        nodes = DPDK_NODES if self.transport == "dpdk" else [
+        nodes = self.dpdk_nodes if self.transport == "dpdk" else [
             f"{self.link.addr[r]}:{self.ports[r]}" for r in range(2)]
         config = os.path.join(self.dir, f"gateway{rank}.yaml")
         # From a controller: the ranks too, claimed by node name (as a DaemonSet's gateways do).
@@ -158,7 +161,7 @@ logging:
                 for key, value in self.inject.items():
                     f.write(f"  inject_{key}: {value}\n")
             if self.controller is not None:
-                host, port = DPDK_NODES[rank].split(":")
+                host, port = self.dpdk_nodes[rank].split(":")
                 f.write(f"  udp_port: {port}\n")
                 if from_network_status:  # no address yet: the pod's network is not attached
                     with open(self.annotations(rank), "w") as annotations:
@@ -346,7 +349,8 @@ def killed_gateway(args, link, work):
 
 def membership_from_the_controller(args, link, work):
     """job.size over DPDK: each gateway claims its rank from a controller, registers its DPDK
-    address there and takes the other's; the job then runs like one with job.nodes."""
+    address there and takes the other's; the job then runs like one with job.nodes. Gateway 0
+    then comes back at another DPDK address: gateway 1 finds it there through the controller."""
     directory = os.path.join(work, "controller")
     os.makedirs(directory)
     config = os.path.join(directory, "control.yaml")
@@ -363,15 +367,30 @@ def membership_from_the_controller(args, link, work):
                   controller=f"{link.addr[0]}:{port}", network_status_rank=1)
         try:
             digests, seconds = job.run(CODEC_TENSORS, CODEC_STEPS)
+            job.gateways[0].kill()
+            job.gateways[0].wait()
+            job.dpdk_nodes[0] = MOVED_NODE
+            job.start_gateway(0)
+            # Gateway 1 loses the old gateway 0 after its peer timeout (a step started before
+            # that would fail), then finds the new one through the controller.
+            moved_to = f"transport: rank 0 moved from {DPDK_NODES[0]} to {MOVED_NODE}"
+            if not wait_for_text(os.path.join(job.dir, "gateway1.log"), moved_to,
+                                 job.gateways[1], PEER_TIMEOUT_S + 10):
+                raise RuntimeError("membership: gateway 1 never followed gateway 0's move")
+            moved, moved_seconds = job.run(["w.moved:50000"], 3, "moved")
         finally:
             job.close()
     finally:
         controller.send_signal(signal.SIGTERM)
         controller.wait(timeout=20)
-    print(json.dumps({"job": "membership", "seconds": round(seconds, 2)}))
+    print(json.dumps({"job": "membership", "seconds": round(seconds, 2),
+                      "after_move_seconds": round(moved_seconds, 2)}))
+    failures = []
     if len(digests[0]) != CODEC_STEPS * len(CODEC_TENSORS) or digests[0] != digests[1]:
-        return ["membership from the controller: the workers' results are missing or differ"]
-    return []
+        failures.append("membership from the controller: the workers' results missing or differ")
+    if len(moved[0]) != 3 or moved[0] != moved[1]:
+        failures.append("membership from the controller: no job after gateway 0 moved")
+    return failures
 
 
 def main():

@@ -4,7 +4,8 @@
 
 namespace gradgate::gateway::dpdk {
 
-PeerLink::PeerLink(const Options& options) : options_(options), epochs_(std::random_device{}()) {
+PeerLink::PeerLink(const Options& options)
+    : options_(options), epochs_(std::random_device{}()), address_(options.address) {
   std::lock_guard lock(mutex_);
   new_session_locked();
 }
@@ -97,6 +98,15 @@ LinkEvents PeerLink::reset(const std::string& reason) {
   LinkEvents events;
   std::lock_guard lock(mutex_);
   lose_locked(reason, events);
+  return events;
+}
+
+LinkEvents PeerLink::move_to(const UdpAddress& address) {
+  LinkEvents events;
+  std::lock_guard lock(mutex_);
+  lose_locked("moved to another address", events);
+  address_ = address;
+  mac_ = kBroadcastMac;
   return events;
 }
 

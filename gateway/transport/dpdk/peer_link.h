@@ -89,8 +89,11 @@ class PeerLink {
   LinkEvents service(Clock::time_point now, DatagramSink& sink);
   /// Drops the session (a rejected message): the peer goes down. Polling thread.
   LinkEvents reset(const std::string& reason);
+  /// The peer is now at `address` (restarted elsewhere): the session is dropped (the peer goes
+  /// down) and its MAC learned again. Polling thread.
+  LinkEvents move_to(const UdpAddress& address);
 
-  const UdpAddress& address() const { return options_.address; }
+  const UdpAddress& address() const { return address_; }
   /// Broadcast until a frame from the peer shows its MAC. Polling thread.
   const MacAddress& mac() const { return mac_; }
   LinkTotals totals() const;
@@ -104,6 +107,7 @@ class PeerLink {
 
   const Options options_;
   std::mt19937_64 epochs_;
+  UdpAddress address_;  // polling thread
   MacAddress mac_ = kBroadcastMac;
   LinkMeter meter_;
   std::atomic<bool> up_{false};

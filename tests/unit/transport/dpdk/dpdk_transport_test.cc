@@ -183,6 +183,31 @@ TEST(DpdkTransportTest, ALostPeerIsReportedWithinThePeerTimeout) {
   EXPECT_EQ(nodes->transports[0]->stats().disconnects, 1u);
 }
 
+// A gateway restarted at another address (a recreated pod's new virtual function): its peer
+// reaches it once the membership lists it there, and a link moved while up goes down.
+TEST(DpdkTransportTest, APeerListedAtANewAddressIsReachedThere) {
+  RingPair pair;
+  ASSERT_TRUE(pair.ok);
+  const Endpoint moved{"10.0.0.3", 4792};
+  pair.options[1].peers[1] = moved;  // rank 0 still lists rank 1 at 10.0.0.2
+  Started nodes;
+  for (int rank = 0; rank < 2; ++rank) {
+    nodes.transports[rank] = std::make_unique<DpdkTransport>(pair.options[rank]);
+    ASSERT_TRUE(nodes.transports[rank]->start(nodes.recorders[rank].handlers()).ok());
+  }
+  EXPECT_TRUE(nodes.transports[0]->dials(1));
+  EXPECT_FALSE(nodes.transports[0]->dials(0));
+  nodes.transports[0]->update_peers({{"", 0}, {"not-an-address", 1}});  // ignored
+  nodes.transports[0]->update_peers({{"", 0}, moved});
+  ASSERT_TRUE(
+      eventually([&] { return nodes.recorders[0].ups(1) == 1 && nodes.recorders[1].ups(0) == 1; }));
+  exchange_every_size(nodes);
+
+  nodes.transports[0]->update_peers({{"", 0}, {"10.0.0.2", 4791}});
+  EXPECT_TRUE(eventually([&] { return nodes.recorders[0].downs(1) == 1; }));
+  EXPECT_FALSE(nodes.transports[0]->peer_up(1));
+}
+
 TEST(DpdkTransportTest, AMessageNotAcknowledgedByItsDeadlineTakesThePeerDown) {
   RingPair pair;
   ASSERT_TRUE(pair.ok);
