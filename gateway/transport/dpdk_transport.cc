@@ -16,6 +16,7 @@
 
 #include "gateway/transport/counters.h"
 #include "gateway/transport/dpdk/peer_link.h"
+#include "gateway/transport/log_throttle.h"
 #include "gateway/transport/send_checks.h"
 
 namespace gradgate::gateway {
@@ -92,6 +93,7 @@ class DpdkTransport::Poller final : public dpdk::DatagramSink {
   std::mutex moves_mutex_;
   std::vector<Endpoint> moves_;  // guarded by moves_mutex_: the latest update_peers() list
   std::atomic<bool> moves_pending_{false};
+  LogThrottle unusable_listing_log_{std::chrono::minutes(1)};  // polling thread; by rank
 
   std::mutex lifecycle_mutex_;
   State state_ = State::kIdle;
@@ -221,10 +223,13 @@ void DpdkTransport::Poller::apply_moves() {
     if (!links_[rank] || listed.host.empty() || listed == options_.peers[rank]) continue;
     const Result<uint32_t> ip = dpdk::parse_ipv4(listed.host);
     if (!ip.ok() || listed.port == 0) {
-      spdlog::warn(
-          "transport: rank {} is listed at '{}', not an IPv4 address and UDP port: "
-          "still sent to at {}",
-          rank, listed.to_string(), options_.peers[rank].to_string());
+      // The membership is listed again every report interval while the peer is down.
+      if (auto suppressed = unusable_listing_log_.admit(rank)) {
+        spdlog::warn(
+            "transport: rank {} is listed at '{}', not an IPv4 address and UDP port: still sent "
+            "to at {} ({} more since the last line)",
+            rank, listed.to_string(), options_.peers[rank].to_string(), *suppressed);
+      }
       continue;
     }
     spdlog::info("transport: rank {} moved from {} to {}", rank, options_.peers[rank].to_string(),

@@ -372,8 +372,9 @@ def membership_from_the_controller(args, link, work):
             job.dpdk_nodes[0] = MOVED_NODE
             job.start_gateway(0)
             # Gateway 1 loses the old gateway 0 after its peer timeout (a step started before
-            # that would fail), then finds the new one through the controller.
-            moved_to = f"transport: rank 0 moved from {DPDK_NODES[0]} to {MOVED_NODE}"
+            # that would fail), then finds the new one through the controller. (Their ranks are
+            # claimed by node name in the order the claims arrive: gateway 0 may hold rank 1.)
+            moved_to = f"moved from {DPDK_NODES[0]} to {MOVED_NODE}"
             if not wait_for_text(os.path.join(job.dir, "gateway1.log"), moved_to,
                                  job.gateways[1], PEER_TIMEOUT_S + 10):
                 raise RuntimeError("membership: gateway 1 never followed gateway 0's move")
