@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "c_enum.h"
 #include "declare.h"
 #include "error.h"
 #include "gradgate/ingress_protocol.h"
@@ -18,7 +19,8 @@ extern "C" gg_status gg_declare_cuda(gg_client* client, const char* name, uint64
   const std::string what = "gg_declare_cuda(" + gradgate::client_impl::quoted(name) + ")";
   proto::Declare spec;
   const gg_status checked = gradgate::client_impl::make_declare_spec(
-      client, name, elements, dtype, rows, cols, data_volume, out, what, spec);
+      client, name, elements, gradgate::client_impl::c_enum_value(dtype), rows, cols, data_volume,
+      out, what, spec);
   if (checked != GG_OK) return checked;
   if (buffer == nullptr) return fail(GG_INVALID_ARGUMENT, what + ": null buffer");
   const uint64_t bytes = elements * proto::wire_dtype_bytes(spec.dtype);

@@ -10,9 +10,10 @@
 
 namespace gradgate::client_impl {
 
-/// Checks the arguments both declare calls take (clears *out first) and fills `spec`. Returns
-/// GG_OK, or GG_INVALID_ARGUMENT with the thread's error prefixed by `what`.
-gg_status make_declare_spec(gg_client* client, const char* name, uint64_t elements, gg_dtype dtype,
+/// Checks the arguments both declare calls take (clears *out first) and fills `spec`; `dtype` is
+/// the caller's gg_dtype as c_enum_value reads it. Returns GG_OK, or GG_INVALID_ARGUMENT with the
+/// thread's error prefixed by `what`.
+gg_status make_declare_spec(gg_client* client, const char* name, uint64_t elements, int dtype,
                             uint64_t rows, uint64_t cols, double data_volume, gg_tensor** out,
                             const std::string& what, ingress_protocol::Declare& spec);
 

@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "c_enum.h"
+
 namespace gradgate::client_impl {
 namespace {
 
@@ -27,7 +29,7 @@ std::string quoted(const char* name) {
 extern "C" const char* gg_last_error(void) { return gradgate::client_impl::last_error.c_str(); }
 
 extern "C" const char* gg_status_name(gg_status status) {
-  switch (status) {
+  switch (gradgate::client_impl::c_enum_value(status)) {
     case GG_OK:
       return "ok";
     case GG_INVALID_ARGUMENT:

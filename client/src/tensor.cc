@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "c_enum.h"
 #include "client_state.h"
 #include "declare.h"
 #include "error.h"
@@ -79,7 +80,7 @@ std::string redeclare_error(const SharedBuffer& existing, const proto::Declare& 
 
 namespace gradgate::client_impl {
 
-gg_status make_declare_spec(gg_client* client, const char* name, uint64_t elements, gg_dtype dtype,
+gg_status make_declare_spec(gg_client* client, const char* name, uint64_t elements, int dtype,
                             uint64_t rows, uint64_t cols, double data_volume, gg_tensor** out,
                             const std::string& what, proto::Declare& spec) {
   if (out == nullptr) return fail(GG_INVALID_ARGUMENT, what + ": null output pointer");
@@ -174,7 +175,8 @@ extern "C" gg_status gg_declare(gg_client* client, const char* name, uint64_t el
   const std::string what = "gg_declare(" + gradgate::client_impl::quoted(name) + ")";
   proto::Declare spec;
   const gg_status checked = gradgate::client_impl::make_declare_spec(
-      client, name, elements, dtype, rows, cols, data_volume, out, what, spec);
+      client, name, elements, gradgate::client_impl::c_enum_value(dtype), rows, cols, data_volume,
+      out, what, spec);
   if (checked != GG_OK) return checked;
   return gradgate::client_impl::declare(*client, what, spec, std::nullopt, out);
 }

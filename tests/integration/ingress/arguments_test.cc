@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <string>
 
+#include "c_caller.h"
 #include "ingress_fixture.h"
 
 namespace gradgate::gateway::testing {
@@ -36,10 +37,8 @@ TEST_F(IngressTest, BadArgumentsAreInvalidArgumentWithAMessage) {
   EXPECT_INVALID(gg_declare(client, std::string(256, 'n').c_str(), 4, GG_FP32, 0, 0, 0, &tensor),
                  "longer than 255");
   EXPECT_INVALID(gg_declare(client, "t", 0, GG_FP32, 0, 0, 0, &tensor), "0 elements");
-  EXPECT_INVALID(gg_declare(client, "t", 4, static_cast<gg_dtype>(3), 0, 0, 0, &tensor),
-                 "unknown dtype 3");
-  EXPECT_INVALID(gg_declare(client, "t", 4, static_cast<gg_dtype>(-1), 0, 0, 0, &tensor),
-                 "unknown dtype");
+  EXPECT_INVALID(c_declare_with_dtype(client, "t", 3, &tensor), "unknown dtype 3");
+  EXPECT_INVALID(c_declare_with_dtype(client, "t", -1, &tensor), "unknown dtype -1");
   EXPECT_INVALID(gg_declare(client, "t", 6, GG_FP32, 2, 2, 0, &tensor), "does not hold 6");
   EXPECT_INVALID(gg_declare(client, "t", 6, GG_FP32, 6, 0, 0, &tensor), "one zero dimension");
   EXPECT_INVALID(gg_declare(client, "t", uint64_t{1} << 62, GG_FP32, 0, 0, 0, &tensor),
@@ -74,9 +73,9 @@ TEST_F(IngressTest, BadArgumentsToDeclareCudaAreInvalidArgumentWithAMessage) {
   EXPECT_INVALID(gg_declare_cuda(client, "t", 4, GG_FP32, 0, 0, 0, &buffer, nullptr),
                  "null output pointer");
   EXPECT_INVALID(gg_declare_cuda(client, "t", 0, GG_FP32, 0, 0, 0, &buffer, &tensor), "0 elements");
-  EXPECT_INVALID(
-      gg_declare_cuda(client, "t", 4, static_cast<gg_dtype>(3), 0, 0, 0, &buffer, &tensor),
-      "unknown dtype 3");
+  EXPECT_INVALID(c_declare_cuda_with_dtype(client, "t", 3, &buffer, &tensor), "unknown dtype 3");
+  EXPECT_INVALID(c_declare_cuda_with_dtype(client, "t", 1000, &buffer, &tensor),
+                 "unknown dtype 1000");
   EXPECT_INVALID(gg_declare_cuda(client, "t", 6, GG_FP32, 2, 2, 0, &buffer, &tensor),
                  "does not hold 6");
   buffer.offset = UINT64_MAX - 8;
@@ -99,7 +98,8 @@ TEST(StatusNames, AreStable) {
   EXPECT_STREQ(gg_status_name(GG_TIMEOUT), "timeout");
   EXPECT_STREQ(gg_status_name(GG_PEER_FAILED), "peer_failed");
   EXPECT_STREQ(gg_status_name(GG_CLOSED), "closed");
-  EXPECT_STREQ(gg_status_name(static_cast<gg_status>(42)), "unknown");
+  EXPECT_STREQ(c_status_name(42), "unknown");
+  EXPECT_STREQ(c_status_name(-1), "unknown");
 }
 
 }  // namespace
