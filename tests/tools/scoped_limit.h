@@ -6,6 +6,18 @@
 
 namespace gradgate::testing {
 
+/// True in a build under AddressSanitizer or ThreadSanitizer, as GCC and Clang say it: their
+/// runtimes need address space for shadow memory and file descriptors of their own (UBSan's memory
+/// check opens a pipe), which a limit lowered to just above what the process uses takes away.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizerRuntime = true;
+#elif defined(__has_feature)
+inline constexpr bool kSanitizerRuntime =
+    __has_feature(address_sanitizer) || __has_feature(thread_sanitizer);
+#else
+inline constexpr bool kSanitizerRuntime = false;
+#endif
+
 class ScopedLimit {
  public:
   /// Lowers the soft limit of `resource` (RLIMIT_NOFILE, RLIMIT_AS, ...) to `soft`.

@@ -141,7 +141,7 @@ Status PeerReceiver::start_message(const DataFields& fields, std::span<const std
                           std::to_string(payload.size()) + " bytes passes " +
                           std::to_string(config_.max_message_bytes) + " bytes");
   }
-  assembly_.emplace();
+  assembly_ = Assembly{};
   assembly_->message_id = fields.message_id;
   assembly_->fragments = fields.fragment_count;
   assembly_->fragment_bytes = payload.size();

@@ -44,11 +44,9 @@ class DescriptorShortage {
 };
 
 TEST_F(IngressTest, OutOfFileDescriptorsAConnectionIsRefusedAndServingGoesOn) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  // Their runtimes need descriptors of their own (UBSan's memory check opens a pipe) and report
-  // errors that are not there when none is left.
-  GTEST_SKIP() << "the sanitizers' runtimes need file descriptors of their own";
-#endif
+  if (gradgate::testing::kSanitizerRuntime) {
+    GTEST_SKIP() << "the sanitizers' runtimes need file descriptors of their own";
+  }
   const int worker = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   ASSERT_GE(worker, 0) << std::strerror(errno);
   sockaddr_un address{};
@@ -76,9 +74,9 @@ TEST_F(IngressTest, OutOfFileDescriptorsAConnectionIsRefusedAndServingGoesOn) {
 }
 
 TEST_F(IngressTest, OutOfFileDescriptorsADeclareIsRefusedAndTheSessionGoesOn) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "the sanitizers' runtimes need file descriptors of their own";
-#endif
+  if (gradgate::testing::kSanitizerRuntime) {
+    GTEST_SKIP() << "the sanitizers' runtimes need file descriptors of their own";
+  }
   RawConnection raw(socket_path_);
   ASSERT_TRUE(raw.connected());
   raw.hello(0);

@@ -17,7 +17,8 @@ namespace {
 using std::chrono::seconds;
 
 TEST_F(IngressTest, GatewayStoppingEndsPendingWaitsWithClosed) {
-  auto [client, tensor, request] = start_allreduce("hold", 16);
+  const Started started = start_allreduce("hold", 16);
+  gg_request* request = started.request;
   ASSERT_NE(request, nullptr);
   ASSERT_TRUE(handler_.wait_until([&] { return handler_.held_count() == 1; }));
   auto waited = std::async(std::launch::async, [request] {
@@ -33,15 +34,17 @@ TEST_F(IngressTest, GatewayStoppingEndsPendingWaitsWithClosed) {
   EXPECT_TRUE(handler_.wait_until([&] { return handler_.left.size() == 1; }));
   EXPECT_EQ(server_->stats().mapped_bytes, 0u);
 
-  EXPECT_EQ(gg_allreduce(tensor, &request), GG_CLOSED);
+  EXPECT_EQ(gg_allreduce(started.tensor, &request), GG_CLOSED);
   EXPECT_NE(std::string(gg_last_error()).find("lost"), std::string::npos) << gg_last_error();
   gg_tensor* later = nullptr;
-  EXPECT_EQ(gg_declare(client, "later", 4, GG_FP32, 0, 0, 0.0, &later), GG_CLOSED);
-  EXPECT_EQ(gg_close(client), GG_OK);
+  EXPECT_EQ(gg_declare(started.client, "later", 4, GG_FP32, 0, 0, 0.0, &later), GG_CLOSED);
+  EXPECT_EQ(gg_close(started.client), GG_OK);
 }
 
 TEST_F(IngressTest, ClosingTheClientEndsWaitsInOtherThreads) {
-  auto [client, tensor, request] = start_allreduce("hold", 16);
+  const Started started = start_allreduce("hold", 16);
+  gg_client* client = started.client;
+  gg_request* request = started.request;
   ASSERT_NE(request, nullptr);
   EXPECT_EQ(gg_wait(request, 0, nullptr), GG_TIMEOUT);
   auto waited = std::async(std::launch::async, [request] { return gg_wait(request, -1, nullptr); });

@@ -187,9 +187,9 @@ rlim_t address_space_with(uint64_t headroom) {
 // allocated is refused with a reason, and the gateway serves on. The machine's limit is played by
 // an address-space limit just above what the process uses.
 TEST(GatewayCore, ATensorBeyondTheMachinesMemoryIsRefusedAndTheGatewayServesOn) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "an address-space limit leaves the sanitizers no room for their shadow memory";
-#endif
+  if (gradgate::testing::kSanitizerRuntime) {
+    GTEST_SKIP() << "an address-space limit leaves the sanitizers no room for their shadow memory";
+  }
   OneNodeJob job(2);  // two local workers: the node sum is a buffer of its own
   Gateway& gateway = job.gateway;
   ASSERT_TRUE(gateway.start().ok());

@@ -87,7 +87,9 @@ std::pair<Node, Node> start_with_good_peer() {
 }
 
 TEST(TcpRobustnessTest, BadFramesResetTheConnectionAndOtherPeersKeepWorking) {
-  auto [node, good] = start_with_good_peer();
+  auto started = start_with_good_peer();
+  Node& node = started.first;
+  Node& good = started.second;
   ASSERT_TRUE(node.transport && good.transport);
   // Both sides: each marks the link up when its own end of the handshake is done.
   ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1) && good.transport->peer_up(0); }));
@@ -119,7 +121,9 @@ TEST(TcpRobustnessTest, BadFramesResetTheConnectionAndOtherPeersKeepWorking) {
 }
 
 TEST(TcpRobustnessTest, TenThousandBadMessagesAreAllCountedWithoutHarm) {
-  auto [node, good] = start_with_good_peer();
+  auto started = start_with_good_peer();
+  Node& node = started.first;
+  Node& good = started.second;
   ASSERT_TRUE(node.transport && good.transport);
   // Both sides: each marks the link up when its own end of the handshake is done.
   ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1) && good.transport->peer_up(0); }));
