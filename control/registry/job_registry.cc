@@ -83,7 +83,8 @@ Measurements JobRegistry::measurements(const JobState& job, Clock::time_point no
   for (const auto& [index, node] : job.members) {
     double volume = 0.0;
     for (const WorkerReport& worker : node.report.workers) volume += worker.data_volume;
-    measured.node_samples.push_back({.node = index, .data_volume = volume > 0 ? volume : 1.0});
+    // A gateway whose workers report no data volume has no sample: dagc keeps the uniform plan.
+    if (volume > 0) measured.node_samples.push_back({.node = index, .data_volume = volume});
     for (const CodecSpeed& speed : node.report.codec_speeds) {
       SpeedSum& sum = speeds[speed.codec];
       sum.encode += speed.encode_bytes_per_second;

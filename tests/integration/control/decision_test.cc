@@ -173,6 +173,27 @@ TEST_F(DecisionTest, DagcSplitsTheTrafficBudgetByDataVolume) {
   EXPECT_EQ(get(client, "/v1/budget?job_id=1")["traffic_budget"], nullptr);
 }
 
+// A gateway whose workers report no data volume (the Python hook's default) leaves dagc nothing
+// to split by: every gateway gets the uniform codec, and the reason says why.
+TEST_F(DecisionTest, DagcWithoutADataVolumeOfEveryGatewayStaysUniformAndSaysSo) {
+  TestClient client = connect();
+  const Reply put = client.send_json(
+      verb::put, "/v1/policy", R"({"policy":"dagc-r","ladder":["topk:density=0.01"]})", bearer());
+  ASSERT_EQ(put.result(), status::ok) << put.body();
+  nlohmann::json measured = with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond));
+  measured["workers"] = {{{"local_rank", 0}, {"data_volume", 30000}}};
+  nlohmann::json silent = with_link(report(1, 1, 2, 10), 0, k50MbitPerSecond);
+  silent["workers"] = {{{"local_rank", 0}, {"data_volume", 0}}};
+  post_report(client, silent);
+  post_report(client, measured);
+
+  const nlohmann::json policy = get(client, "/v1/policy?job_id=1");
+  ASSERT_FALSE(policy["tensors"].empty()) << policy;
+  const nlohmann::json& tensor = policy["tensors"][0];
+  EXPECT_EQ(tensor["reason"], "no data-volume sample") << policy;
+  EXPECT_EQ(tensor["codec_per_node"][0], tensor["codec_per_node"][1]) << policy;
+}
+
 TEST_F(DecisionTest, PutPolicyStoresTheSettingsAndRedecidesEveryJob) {
   TestClient client = connect();
   post_report(client, with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond)));
