@@ -32,9 +32,10 @@ Result<CodecCost> CostModel::cost(const kernels::CodecParams& codec,
       .elements = tensor.elements, .rows = tensor.rows, .cols = tensor.cols};
   const double frame = static_cast<double>(c.max_frame_bytes(desc));
   const double peers = nodes_ - 1.0;
-  const bool ring = c.summable() && c.rounds() == 1;
+  const bool sums = c.summable() && c.max_summands() >= nodes_;
+  const bool ring = sums && c.rounds() == 1;
   const double wire_bytes = ring ? 2.0 * peers / nodes_ * frame : peers * c.rounds() * frame;
-  const double decodes = c.summable() ? 1.0 : static_cast<double>(nodes_);
+  const double decodes = sums ? 1.0 : static_cast<double>(nodes_);
 
   const CodecSpeed* speed = speed_of(codec.id);
   const double encode_rate = speed ? speed->encode_bytes_per_second : default_bytes_per_second_;

@@ -1,6 +1,7 @@
 // All-gather of whole frames: every gateway sends its frame of each round to every other one.
 // Summable codecs (powersgd's two rounds) add the frames in rank order and feed the sum back into
-// the stream; the others decode every frame in rank order into the result. Either way every
+// the stream; the others, and qsgd when its sum cannot hold every gateway's frame (`workers` below
+// the job's gateways), decode every frame in rank order into the result. Either way every
 // gateway combines the same bytes in the same order, so the results are bit-identical.
 //
 // A segmented tensor (tensor_streams.h) sends each segment's frame as soon as it is encoded and
@@ -21,7 +22,7 @@ namespace {
 /// runs.
 Status combine(Operation& operation, int round, size_t chunk, const std::vector<Message>& frames) {
   const kernels::Codec& codec = operation.codec();
-  if (!codec.summable()) {
+  if (!sums_frames_of(codec, frames.size())) {
     GRADGATE_RETURN_IF_ERROR(operation.decode_chunk(frame_of(frames[0]), chunk));
     for (size_t f = 1; f < frames.size(); ++f) {
       GRADGATE_RETURN_IF_ERROR(

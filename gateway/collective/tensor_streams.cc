@@ -23,15 +23,17 @@ std::string_view algorithm_name(Algorithm algorithm) {
 Result<Algorithm> choose_algorithm(const kernels::Codec& codec, CollectiveMode mode, uint32_t nodes,
                                    size_t elements) {
   if (nodes <= 1) return Algorithm::kLocal;
-  const bool ring_fits = codec.summable() && codec.rounds() == 1 && elements >= nodes;
+  const bool ring_fits = sums_frames_of(codec, nodes) && codec.rounds() == 1 && elements >= nodes;
   switch (mode) {
     case CollectiveMode::kAuto:
       return ring_fits ? Algorithm::kRing : Algorithm::kAllGather;
     case CollectiveMode::kRing:
       if (ring_fits) return Algorithm::kRing;
       return Status(ErrorCode::kInvalidArgument,
-                    "collective ring needs a summable single-round codec and at least one "
-                    "element per gateway; codec " +
+                    "collective ring needs a single-round codec that sums the frames of all " +
+                        std::to_string(nodes) +
+                        " gateways, and at least one element per "
+                        "gateway; codec " +
                         codec.spec() + " on " + std::to_string(elements) +
                         " elements cannot use it");
     case CollectiveMode::kAllGather:

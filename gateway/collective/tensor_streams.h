@@ -36,8 +36,15 @@ enum class Algorithm : uint8_t { kLocal, kRing, kAllGather, kAggregator };
 
 std::string_view algorithm_name(Algorithm algorithm);
 
+/// Whether the collective adds the frames of `frames` gateways with add_frames (a summable codec
+/// whose sum holds that many: qsgd's `workers`), rather than decoding them one by one.
+inline bool sums_frames_of(const kernels::Codec& codec, uint64_t frames) {
+  return codec.summable() && codec.max_summands() >= frames;
+}
+
 /// The algorithm for `codec` under `mode` in a job of `nodes` gateways, for a tensor of `elements`.
-/// kInvalidArgument when the mode cannot run the codec (ring with a non-summable codec).
+/// kInvalidArgument when the mode cannot run the codec (ring with a codec that cannot sum the
+/// frames of `nodes` gateways).
 Result<Algorithm> choose_algorithm(const kernels::Codec& codec, CollectiveMode mode, uint32_t nodes,
                                    size_t elements);
 

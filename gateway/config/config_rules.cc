@@ -145,6 +145,16 @@ class Checker {
                 "\" is not (use auto, allgather or aggregator)",
             {"compression.codec", "compression.collective"});
     }
+    const uint64_t gateways = config.size > 0 ? config.size : config.nodes.size();
+    if (codec.ok() && (*codec)->summable() && (*codec)->max_summands() < gateways) {
+      issue("compression.collective",
+            "ring sums a frame of each of the job's " + std::to_string(gateways) +
+                " gateways, and \"" + config.codec + "\" sums at most " +
+                std::to_string((*codec)->max_summands()) +
+                " (raise its workers, or use auto, which decodes the frames one by one)",
+            {"compression.codec", "compression.collective",
+             config.size > 0 ? "job.size" : "job.nodes"});
+    }
   }
 
   // Addresses from the controller: it must be known, and this gateway's own address (the one it

@@ -29,6 +29,7 @@ class QsgdCodec final : public CpuCodec {
       : CpuCodec(params), layout_{params.bits, qsgd_headroom_bits(params.max_workers), 1} {}
 
   bool summable() const override { return true; }
+  uint64_t max_summands() const override { return layout_.max_summands(); }
   bool needs_agreed_scale() const override { return true; }
 
   float local_scale(std::span<const float> grad, const Stream& stream) const override {

@@ -139,6 +139,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"bf16", CollectiveMode::kAuto, 4, 10007, 0, 0, 0.12},
         Case{"qsgd:bits=8,workers=8", CollectiveMode::kAuto, 4, 10007},
         Case{"qsgd:bits=4,workers=4", CollectiveMode::kAllGather, 4, 10007},
+        // More gateways than a qsgd sum holds: all-gather, each frame decoded on its own.
+        Case{"qsgd:bits=4,workers=2", CollectiveMode::kAuto, 3, 10007},
+        Case{"qsgd:bits=8,workers=2", CollectiveMode::kAllGather, 4, 10007},
         Case{"sign", CollectiveMode::kAuto, 3, 10007},
         Case{"topk:density=0.01", CollectiveMode::kAuto, 4, 10007},
         Case{"topk:density=0.01,select=exact", CollectiveMode::kAuto, 2, 10007},
@@ -241,6 +244,23 @@ TEST(AllreduceSegmentsTest, LosslessResultIndependentOfSegments) {
     results.push_back(data[0]);
   }
   EXPECT_EQ(0, std::memcmp(results[0].data(), results[1].data(), kElements * sizeof(float)));
+}
+
+// Ring sums a frame of every gateway: only codecs whose sum holds that many can run it, and auto
+// gives the others all-gather.
+TEST(ChooseAlgorithmTest, RingOnlyForCodecsWhoseSumHoldsEveryGateway) {
+  const auto qsgd = make_codec("qsgd:bits=4,workers=2");
+  EXPECT_EQ(qsgd->max_summands(), 2u);
+  EXPECT_EQ(*choose_algorithm(*qsgd, CollectiveMode::kAuto, 2, 100), Algorithm::kRing);
+  EXPECT_EQ(*choose_algorithm(*qsgd, CollectiveMode::kAuto, 3, 100), Algorithm::kAllGather);
+  const auto ring = choose_algorithm(*qsgd, CollectiveMode::kRing, 3, 100);
+  ASSERT_FALSE(ring.ok());
+  EXPECT_EQ(ring.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(ring.status().message().find("sums the frames of all 3 gateways"), std::string::npos)
+      << ring.status().message();
+  EXPECT_EQ(make_codec("topk:density=0.01")->max_summands(), 1u);
+  EXPECT_EQ(*choose_algorithm(*make_codec("fp16"), CollectiveMode::kRing, 1000, 2000),
+            Algorithm::kRing);
 }
 
 TEST(AllreduceTest, SingleGatewayReturnsItsInput) {

@@ -72,6 +72,22 @@ TEST(ValidateConfig, ListsEveryProblem) {
                   "logging.format: \"yaml\" is not one of text, json"));
 }
 
+// Ring sums a frame of every gateway; qsgd's sum holds `workers` of them.
+TEST(ValidateConfig, RingNeedsAQsgdSumThatHoldsEveryGateway) {
+  auto config = usable_config();
+  config.collective = CollectiveMode::kRing;
+  config.codec = "qsgd:bits=4,workers=" + std::to_string(config.nodes.size() - 1);
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre(StartsWith("compression.collective: ring sums a frame of each of the "
+                                     "job's " +
+                                     std::to_string(config.nodes.size()) + " gateways")));
+  config.codec = "qsgd:bits=4,workers=" + std::to_string(config.nodes.size());
+  EXPECT_THAT(validate_gateway_config(config), IsEmpty());
+  config.collective = CollectiveMode::kAuto;  // decodes the frames one by one
+  config.codec = "qsgd:bits=4,workers=" + std::to_string(config.nodes.size() - 1);
+  EXPECT_THAT(validate_gateway_config(config), IsEmpty());
+}
+
 TEST(ValidateConfig, JobSizeTakesTheAddressesFromTheController) {
   GatewayConfig config;
   config.size = 3;

@@ -107,6 +107,10 @@ class Codec {
   /// with add_frames() without decoding, and the decoded sum equals the sum of the decoded frames
   /// (exactly for integer payloads, to the payload's rounding for floating ones).
   virtual bool summable() const = 0;
+  /// How many workers' frames one sum of add_frames() may hold: qsgd's `workers` (its headroom
+  /// bits), unbounded for the other summable codecs, 1 for codecs that are not summable. A
+  /// collective over more gateways decodes their frames one by one instead of summing them.
+  virtual uint64_t max_summands() const { return summable() ? UINT64_MAX : 1; }
   /// Exchange rounds per step (powersgd: 2, everything else: 1).
   virtual int rounds() const { return 1; }
   /// True when encode() quantises against a scale that all workers must agree on (qsgd).
