@@ -56,6 +56,7 @@ struct GatewayStats {
   uint32_t gpu_tensors_on_gpu = 0;      // gauge: tensors in GPU memory whose codec runs there
   uint32_t gpu_tensors_on_cpu = 0;      // gauge: tensors in GPU memory whose codec runs on the CPU
   uint64_t step_threads = 0;            // gauge: threads the steps run on (StepThreads)
+  uint64_t unusable_policy_codecs = 0;  // a tensor's codec in a policy that it could not run
 };
 
 /// A placement probe the gateway made (placement_probe.h), for metrics.
@@ -212,6 +213,12 @@ class Gateway final : public IngressHandler {
   /// Puts `tensor` under the newest policy in effect at `seq` that every gateway holds, before
   /// that step runs (policy_table.h); its old residuals are folded into the step's data.
   Status follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerBuffer& in_place);
+  /// `tensor` cannot run the codec policy `version` names (`why`). When that comes from this
+  /// gateway's settings (kInvalidArgument: a ring the codec cannot sum, a shape the codec cannot
+  /// take), which every gateway of the job shares, each keeps the codec it has: logged, counted,
+  /// the version taken as applied. Otherwise (memory) `why` fails the step.
+  Status keep_codec_locked(Tensor& tensor, uint32_t version, const std::string& wanted,
+                           const Status& why);
   AllreduceOp op_of(Tensor& tensor, uint64_t seq, std::span<float> data) const;
   /// Starts the step when every local worker asked; `calls` gets the completions to make once
   /// the lock is released (when the step cannot start).

@@ -106,6 +106,9 @@ struct IngressStats {
   uint64_t connections_refused = 0;
   /// HELLOs refused: a local rank beyond the node's workers, or one another session holds.
   uint64_t workers_refused = 0;
+  /// Well-formed declarations refused: over the residual memory cap, a spec that conflicts with
+  /// the tensor's, GPU memory the gateway cannot map. The worker is told why; its session goes on.
+  uint64_t declarations_refused = 0;
   uint64_t mapped_bytes = 0;   // gauge: shared memory mapped now
   uint64_t cuda_mappings = 0;  // gauge: workers' GPU allocations open through CUDA IPC now
 };

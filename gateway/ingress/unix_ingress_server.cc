@@ -92,6 +92,11 @@ class UnixIngressServer final : public IngressServer {
   /// Sends a message; false (logged) when the session is unusable.
   template <typename Message>
   bool reply(Session& session, uint64_t request_id, const Message& message);
+  /// Counts a well-formed declaration the gateway refuses (its memory cap, a conflicting spec,
+  /// GPU memory it cannot map), logs it (once per local rank and 10 s at most) and tells the
+  /// worker; the session goes on. Returns whether the reply was sent.
+  bool refuse_declaration(Session& session, uint64_t request_id, const std::string& what,
+                          gg_status status, const std::string& why);
   /// Counts a malformed message, tells the worker why, and returns false (close the session).
   bool protocol_error(Session& session, uint64_t request_id, const std::string& why);
   void close_session(uint64_t session_id);
@@ -104,7 +109,8 @@ class UnixIngressServer final : public IngressServer {
   std::chrono::steady_clock::time_point accept_paused_until_{};
   LogThrottle refused_log_;  // the server thread's only
   // Refused HELLOs by local rank: a restarted worker waiting for its rank tries every second.
-  LogThrottle refused_worker_log_{std::chrono::seconds(10)};  // the server thread's only
+  LogThrottle refused_worker_log_{std::chrono::seconds(10)};       // the server thread's only
+  LogThrottle refused_declaration_log_{std::chrono::seconds(10)};  // by local rank; likewise
   std::thread thread_;
   std::mutex lifecycle_mu_;
   bool running_ = false;
@@ -119,6 +125,7 @@ class UnixIngressServer final : public IngressServer {
   std::atomic<uint64_t> connections_refused_{0};
   std::atomic<uint64_t> descriptors_lost_{0};
   std::atomic<uint64_t> workers_refused_{0};
+  std::atomic<uint64_t> declarations_refused_{0};
   std::atomic<uint64_t> mapped_bytes_{0};
   // Shared with the open allocations, which count themselves and may outlive the server.
   std::shared_ptr<std::atomic<uint64_t>> cuda_mappings_ =
@@ -168,6 +175,7 @@ IngressStats UnixIngressServer::stats() const {
   s.protocol_errors = protocol_errors_.load();
   s.connections_refused = connections_refused_.load() + descriptors_lost_.load();
   s.workers_refused = workers_refused_.load();
+  s.declarations_refused = declarations_refused_.load();
   s.mapped_bytes = mapped_bytes_.load();
   s.cuda_mappings = cuda_mappings_->load();
   return s;
@@ -380,8 +388,8 @@ bool UnixIngressServer::on_declare(Session& session, uint64_t request_id,
   packet.fds.clear();  // map_worker_buffer owns it now
   Result<MappedBuffer> mapped = map_worker_buffer(fd, bytes);
   if (!mapped.ok() && mapped.status().code() == ErrorCode::kResourceExhausted) {
-    return reply(session, request_id,
-                 proto::Error{GG_RESOURCE_EXHAUSTED, what + ": " + mapped.status().message()});
+    return refuse_declaration(session, request_id, what, GG_RESOURCE_EXHAUSTED,
+                              what + ": " + mapped.status().message());
   }
   if (!mapped.ok()) {
     return protocol_error(session, request_id, what + ": " + mapped.status().message());
@@ -407,18 +415,17 @@ bool UnixIngressServer::on_declare_cuda(Session& session, uint64_t request_id,
     return protocol_error(session, request_id, what + ": " + error);
   }
   // Refused, not a protocol error: the session goes on and the worker may declare a host buffer.
-  auto refuse = [&](const std::string& why) {
-    spdlog::warn("ingress session {} (rank {}): {} refused: {}", session.id, session.local_rank,
-                 what, why);
-    return reply(session, request_id, proto::Error{GG_REJECTED, why});
-  };
   if (const Status available = kernels::cuda_ipc_available(); !available.ok()) {
-    return refuse("this gateway cannot map CUDA memory: " + available.message());
+    return refuse_declaration(session, request_id, what, GG_REJECTED,
+                              "this gateway cannot map CUDA memory: " + available.message());
   }
   const size_t bytes = declare->tensor.elements * proto::wire_dtype_bytes(declare->tensor.dtype);
   Result<WorkerBuffer> buffer =
       map_cuda_buffer(declare->buffer, bytes, session.cuda_allocations, cuda_mappings_);
-  if (!buffer.ok()) return refuse(what + ": " + buffer.status().message());
+  if (!buffer.ok()) {
+    return refuse_declaration(session, request_id, what, GG_REJECTED,
+                              what + ": " + buffer.status().message());
+  }
   return declared(session, request_id, declare->tensor, std::move(buffer).value());
 }
 
@@ -428,9 +435,8 @@ bool UnixIngressServer::declared(Session& session, uint64_t request_id,
   if (!key.ok()) {
     buffer = WorkerBuffer{};
     close_unused_allocations(session.cuda_allocations);  // one it opened for the refused buffer
-    return reply(session, request_id,
-                 proto::Error{static_cast<uint8_t>(to_client_status(key.status().code())),
-                              key.status().to_string()});
+    return refuse_declaration(session, request_id, "DECLARE \"" + declare.name + "\"",
+                              to_client_status(key.status().code()), key.status().to_string());
   }
   auto [declared, first] = session.buffers.try_emplace(*key);
   mapped_bytes_ -= mapped_host_bytes(declared->second);  // 0 for a new entry
@@ -522,6 +528,17 @@ bool UnixIngressServer::reply(Session& session, uint64_t request_id, const Messa
   spdlog::warn("ingress session {} (rank {}): send: {}", session.id, session.local_rank,
                error == EAGAIN ? "the worker does not read its replies" : std::strerror(error));
   return false;
+}
+
+bool UnixIngressServer::refuse_declaration(Session& session, uint64_t request_id,
+                                           const std::string& what, gg_status status,
+                                           const std::string& why) {
+  ++declarations_refused_;  // counted before the worker can see the refusal
+  if (auto suppressed = refused_declaration_log_.admit(session.local_rank)) {
+    spdlog::warn("ingress session {} (rank {}): {} refused: {} ({} more since the last line)",
+                 session.id, session.local_rank, what, why, *suppressed);
+  }
+  return reply(session, request_id, proto::Error{static_cast<uint8_t>(status), why});
 }
 
 bool UnixIngressServer::protocol_error(Session& session, uint64_t request_id,

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string>
 
 #include "common/http/token.h"
@@ -66,13 +67,50 @@ void ControlClient::note_refusal(const Status& why) {
   spdlog::warn("controller: {}", why.to_string());
 }
 
+ControlErrors ControlClient::errors() const {
+  return {unauthorized_.load(), refused_.load(), unusable_policies_.load()};
+}
+
+void ControlClient::note_error_answer(const http::ClientResponse& answer, const std::string& what) {
+  const bool unauthorized = answer.status == 401 || answer.status == 403;
+  ++(unauthorized ? unauthorized_ : refused_);
+  Status why = http::expect_ok(answer, what);
+  if (unauthorized) {
+    why = Status(why.code(), why.message() +
+                                 " (the controller wants another token: control.token_file or "
+                                 "control.token_env, and its auth.token_file or auth.token_env)");
+  }
+  note_refusal(why);
+}
+
 Status ControlClient::report(const nlohmann::json& body) {
+  const std::string what = "the report to the controller";
   auto answer = http::send_request(options_.server, http::verb::post, "/v1/nodes", body.dump());
   note_reachable(answer.status());
   if (!answer.ok()) return answer.status();
-  Status taken = http::expect_ok(*answer, "the report to the controller");
-  if (!taken.ok()) note_refusal(taken);
-  return taken;
+  if (answer->status != 200) {
+    note_error_answer(*answer, what);
+    return http::expect_ok(*answer, what);
+  }
+  note_asked_interval(*answer);
+  return {};
+}
+
+void ControlClient::note_asked_interval(const http::ClientResponse& answer) {
+  const auto reply = nlohmann::json::parse(answer.body, nullptr, false);
+  const auto asked = reply.is_object() ? reply.find("report_interval_ms") : reply.end();
+  if (asked == reply.end() || !asked->is_number_integer() || asked->get<int64_t>() <= 0) return;
+  const int64_t milliseconds = asked->get<int64_t>();
+  if (asked_interval_ms_.exchange(milliseconds) == milliseconds) return;
+  spdlog::info("controller: expects a report every {} ms; reporting every {} ms", milliseconds,
+               report_interval().count());
+}
+
+std::chrono::milliseconds ControlClient::report_interval() const {
+  const int64_t asked = asked_interval_ms_.load();
+  const auto own = options_.report_interval;
+  const auto interval = asked > 0 ? std::min(own, std::chrono::milliseconds(asked)) : own;
+  return std::max(interval, kShortestReportInterval);
 }
 
 void ControlClient::follow_policies() {
@@ -115,14 +153,18 @@ bool ControlClient::poll_once(uint32_t& known_version) {
     ask_node_view_ = false;
     return true;
   }
-  Status taken = http::expect_ok(*answer, "GET " + target);
-  if (taken.ok()) {
-    const auto policy = nlohmann::json::parse(answer->body, nullptr, false);
-    taken = policy.is_discarded()
-                ? Status(ErrorCode::kInvalidArgument, "the controller's policy is not JSON")
-                : take_policy(policy, known_version);
+  if (answer->status != 200) {
+    note_error_answer(*answer, "GET " + target);
+    return false;
   }
-  if (!taken.ok()) note_refusal(taken);
+  const auto policy = nlohmann::json::parse(answer->body, nullptr, false);
+  const Status taken = policy.is_discarded() ? Status(ErrorCode::kInvalidArgument,
+                                                      "the controller's policy is not JSON")
+                                             : take_policy(policy, known_version);
+  if (!taken.ok()) {
+    ++unusable_policies_;
+    note_refusal(taken);
+  }
   return taken.ok();
 }
 

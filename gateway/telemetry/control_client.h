@@ -5,7 +5,8 @@
 // Fail-static: when the controller cannot be reached the gateway keeps the policy it has (or its
 // config, before any), says so in fail_static(), and keeps trying; it registers again and follows
 // new versions as soon as the controller answers. An answer that refuses something (a report, a
-// policy this gateway cannot run) is logged, but the controller is reachable: not fail-static.
+// policy this gateway cannot run) is logged and counted (errors()), but the controller is
+// reachable: not fail-static.
 #pragma once
 
 #include <atomic>
@@ -25,6 +26,17 @@ namespace gradgate::gateway {
 /// control.token_file or control.token_env, control.report_interval_ms per request.
 Result<http::ClientOptions> controller_options(const GatewayConfig& config);
 
+/// The shortest report interval a controller can ask for: bounds the reports a misconfigured
+/// controller can draw.
+inline constexpr std::chrono::milliseconds kShortestReportInterval{10};
+
+/// What the controller refused, or sent that this gateway could not use, since the start.
+struct ControlErrors {
+  uint64_t unauthorized = 0;       // 401 or 403: the gateway's token is missing or wrong
+  uint64_t refused = 0;            // other error answers to reports and policy requests
+  uint64_t unusable_policies = 0;  // policies this gateway could not take (every attempt)
+};
+
 struct ControlClientOptions {
   http::ClientOptions server;  // the controller; its timeout bounds each report
   uint64_t job_id = 0;
@@ -33,6 +45,8 @@ struct ControlClientOptions {
   std::chrono::milliseconds poll_wait{2000};
   /// Pause before asking again after a failure.
   std::chrono::milliseconds retry_delay{1000};
+  /// How often this gateway reports unless the controller asks for more often.
+  std::chrono::milliseconds report_interval{1000};
 };
 
 class ControlClient {
@@ -48,12 +62,19 @@ class ControlClient {
   /// return kAborted). Idempotent.
   void stop();
 
-  /// Sends one report; an error when the controller did not take it.
+  /// Sends one report; an error when the controller did not take it. A reply's
+  /// report_interval_ms (how often the controller expects reports) is kept for
+  /// report_interval().
   Status report(const nlohmann::json& body);
+  /// How often to report: the shorter of options' report_interval and the interval the
+  /// controller's last reply asked for (it judges a node stale by its own); at least
+  /// kShortestReportInterval.
+  std::chrono::milliseconds report_interval() const;
   /// True while the controller cannot be reached.
   bool fail_static() const { return fail_static_.load(); }
   /// The ratio of raw to wire bytes the current policy aims at (0: none yet).
   double target_ratio() const { return target_ratio_.load(); }
+  ControlErrors errors() const;
 
  private:
   void follow_policies();
@@ -64,9 +85,13 @@ class ControlClient {
   /// `answer` came back (or not): fail-static follows, logged when it changes. A request that
   /// stop() cancelled says nothing of the controller.
   void note_reachable(const Status& answer);
+  /// The controller answered `answer` (not 200) to `what`: counted, and logged as note_refusal.
+  void note_error_answer(const http::ClientResponse& answer, const std::string& what);
   /// The controller refused something or sent what this gateway cannot use: logged once per
   /// distinct message.
   void note_refusal(const Status& why);
+  /// Keeps the report interval a report's reply asks for (logged when it changes).
+  void note_asked_interval(const http::ClientResponse& answer);
 
   http::RequestCancel
       cancel_;  // ends the requests in flight at stop(); before options_, which uses it
@@ -74,6 +99,9 @@ class ControlClient {
   Gateway& gateway_;
   std::atomic<bool> fail_static_{false};
   std::atomic<double> target_ratio_{0.0};
+  /// The report interval the controller last asked for, in milliseconds; 0: none yet.
+  std::atomic<int64_t> asked_interval_ms_{0};
+  std::atomic<uint64_t> unauthorized_{0}, refused_{0}, unusable_policies_{0};  // errors()
   /// Whether polls ask for this node's view of the policy (?node=); false once the controller
   /// refused the parameter (a version before it). Used by the policy thread only.
   bool ask_node_view_ = true;

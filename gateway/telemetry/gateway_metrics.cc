@@ -38,8 +38,14 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                   .Help("Errors by kind: failed all-reduces by error code, rejected and foreign "
                         "transport messages, messages the mailbox refused, malformed messages "
                         "from workers, worker connections refused for lack of file descriptors, "
-                        "workers refused at connect")
+                        "workers refused at connect, declarations refused")
                   .Register(*registry_)),
+      control_errors_(BuildCounter()
+                          .Name("gradgate_control_errors_total")
+                          .Help("The controller's refusals by kind: unauthorized (401, 403: the "
+                                "token), refused (other error answers), unusable_policy "
+                                "(policies this gateway could not take)")
+                          .Register(*registry_)),
       encode_seconds_(
           BuildHistogram()
               .Name("gradgate_encode_seconds")
@@ -272,6 +278,15 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
           last_connections_refused_);
   advance(errors_.Add({{"kind", "refused_worker"}}), now.ingress.workers_refused,
           last_workers_refused_);
+  advance(errors_.Add({{"kind", "refused_declaration"}}), now.ingress.declarations_refused,
+          last_declarations_refused_);
+  advance(control_errors_.Add({{"kind", "unauthorized"}}), now.control_errors.unauthorized,
+          last_control_errors_.unauthorized);
+  advance(control_errors_.Add({{"kind", "refused"}}), now.control_errors.refused,
+          last_control_errors_.refused);
+  advance(control_errors_.Add({{"kind", "unusable_policy"}}),
+          now.control_errors.unusable_policies + now.core.unusable_policy_codecs,
+          last_control_errors_.unusable_policies);
 }
 
 }  // namespace gradgate::gateway

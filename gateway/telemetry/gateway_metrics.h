@@ -22,6 +22,7 @@
 #include "gateway/collective/mailbox.h"
 #include "gateway/core/gateway.h"
 #include "gateway/ingress/ingress.h"
+#include "gateway/telemetry/control_client.h"
 #include "gateway/transport/transport.h"
 
 namespace gradgate::gateway {
@@ -37,6 +38,7 @@ struct GatewaySnapshot {
   std::vector<PlacementRecord> placement_probes;
   bool fail_static = false;
   double target_ratio = 0.0;  // from the controller's policy; 0: none
+  ControlErrors control_errors;
 };
 
 class GatewayMetrics {
@@ -66,6 +68,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>& wire_bytes_;
   prometheus::Family<prometheus::Counter>& steps_;
   prometheus::Family<prometheus::Counter>& errors_;
+  prometheus::Family<prometheus::Counter>& control_errors_;
   prometheus::Family<prometheus::Histogram>& encode_seconds_;
   prometheus::Histogram& local_wait_seconds_;
   prometheus::Family<prometheus::Histogram>& communicate_seconds_;
@@ -103,7 +106,9 @@ class GatewayMetrics {
   uint64_t last_messages_sent_ = 0, last_messages_received_ = 0;
   double last_poll_cpu_seconds_ = 0.0;
   uint64_t last_rejected_ = 0, last_foreign_ = 0, last_refused_ = 0;
-  uint64_t last_protocol_errors_ = 0, last_connections_refused_ = 0, last_workers_refused_ = 0;
+  uint64_t last_protocol_errors_ = 0, last_connections_refused_ = 0, last_workers_refused_ = 0,
+           last_declarations_refused_ = 0;
+  ControlErrors last_control_errors_;
   // Raw and wire bytes at the last refresh: the achieved ratio is over the interval since.
   uint64_t last_raw_ = 0, last_wire_ = 0;
 };

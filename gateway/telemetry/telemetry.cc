@@ -67,6 +67,7 @@ Status Telemetry::start(uint16_t transport_port) {
     options.node = config_.node_rank;
     options.poll_wait = config_.control_poll_wait;
     options.retry_delay = config_.control_report_interval;
+    options.report_interval = config_.control_report_interval;
     if (config_.size > 0) {
       membership_ = options.server;
       membership_->cancel = &membership_cancel_;
@@ -100,7 +101,8 @@ void Telemetry::run_loop() {
     lock.unlock();
     tick();
     lock.lock();
-    stopping_changed_.wait_for(lock, config_.control_report_interval, [this] { return stopping_; });
+    const auto interval = control_ ? control_->report_interval() : config_.control_report_interval;
+    stopping_changed_.wait_for(lock, interval, [this] { return stopping_; });
   }
 }
 
@@ -149,6 +151,7 @@ GatewaySnapshot Telemetry::snapshot() const {
   now.placement_probes = gateway_.placement_probes();
   now.fail_static = control_ && control_->fail_static();
   now.target_ratio = control_ ? control_->target_ratio() : 0.0;
+  if (control_) now.control_errors = control_->errors();
   return now;
 }
 

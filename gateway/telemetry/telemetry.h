@@ -1,10 +1,10 @@
 // Everything a running gateway tells the outside world: its Prometheus metrics, its admin HTTP
 // server (GET /livez, /readyz — ready once every peer is connected —, /metrics, /v1/status;
-// docs/openapi.yaml), and, when a controller
-// is configured, its reports to it and the policies it follows (control_client.h). One thread
-// refreshes the metrics and sends a report every report interval; with membership from the
-// controller (job.size) it also lists the job again while a gateway this one dials is down, so
-// that one restarted at another address is dialed there.
+// docs/openapi.yaml), and, when a controller is configured, its reports to it and the policies it
+// follows (control_client.h). One thread refreshes the metrics and sends a report every report
+// interval (ControlClient::report_interval); with membership from the controller (job.size) it
+// also lists the job again while a gateway this one dials is down, so that one restarted at
+// another address is dialed there.
 #pragma once
 
 #include <chrono>

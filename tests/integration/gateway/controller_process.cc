@@ -29,6 +29,10 @@ void ControllerProcess::start(const std::string& codec, const std::string& polic
       << "nodes:\n  report_interval_ms: 200\n  stale_after_ms: 2000\n"
       << "policy:\n  policy: " << policy << "\n  default_codec: \"" << codec << "\"\n"
       << "  min_interval_ms: 0\n";
+  if (!token_.empty()) {
+    std::ofstream(dir_ + "/token", std::ios::trunc) << token_;
+    out << "auth:\n  token_file: \"" << dir_ << "/token\"\n";
+  }
   out.close();
   const std::string ready = dir_ + "/control.ready";
   std::filesystem::remove(ready);

@@ -21,6 +21,8 @@ class ControllerProcess {
   /// Starts it with `policy` and `codec` as its default codec (static: every tensor's) and waits
   /// until it listens (throws after 20 s).
   void start(const std::string& codec, const std::string& policy = "static");
+  /// From the next start(): writes need `token` (auth.token_file; "": no token, the default).
+  void require_token(const std::string& token) { token_ = token; }
   /// Stops it with `signal` (SIGKILL: as if it crashed).
   void stop(int signal);
 
@@ -31,6 +33,7 @@ class ControllerProcess {
  private:
   std::string dir_;
   uint16_t port_ = 0;
+  std::string token_;
   std::unique_ptr<bench::ChildProcess> process_;
 };
 

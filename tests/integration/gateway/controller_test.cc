@@ -1,7 +1,8 @@
 // Gateways and a real controller process: the gateways follow its policies, keep the last one
 // when it is killed (fail-static) while their all-reduces go on, and when it comes back they
-// register again and follow its new policies. Also gateways and a controller of an earlier
-// version, which has no per-node view of the policy.
+// register again and follow its new policies; they report as often as it asks, and count its
+// refusals. Also gateways and a controller of an earlier version, which has no per-node view of
+// the policy.
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -48,10 +49,7 @@ bool status_until(const bench::LocalJob& job, uint32_t rank,
 }
 
 std::string codec_of(const bench::LocalJob& job, uint32_t rank) {
-  http::ClientOptions options;
-  options.port = job.admin_port(rank);
-  auto answer = http::send_request(options, http::verb::get, "/metrics");
-  return answer.ok() ? answer->body : "";
+  return get_body(job.admin_port(rank), "/metrics");
 }
 
 // The worker of each of a two-gateway job's gateways, all-reducing tensor "w" of 60000 elements
@@ -116,6 +114,45 @@ TEST(GatewaysAndController, FollowPoliciesKeepTheLastOneWhileItIsDownAndRejoinWh
   EXPECT_NE(codec_of(job, 0).find("gradgate_allreduces_total{codec=\"fp16\"}"), std::string::npos);
   w0->signal(SIGTERM);
   w1->signal(SIGTERM);
+}
+
+// The controller's replies say how often it expects reports (every 200 ms here): gateways
+// configured to report once a minute report that often instead, or it would take them for stale.
+TEST(GatewaysAndController, GatewaysReportAsOftenAsTheControllerAsks) {
+  ControllerProcess controller;
+  controller.start("none");
+  bench::LocalJob job(reporting_to(controller.url(), 2, 60000));
+  double reports = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (reports < 10 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));  // polling a process we do not control
+    reports = sample(get_body(controller.port(), "/metrics"), "gradgate_controller_reports_total");
+  }
+  EXPECT_GE(reports, 10) << controller.log();
+  EXPECT_NE(job.gateway(0).log().find("expects a report every 200 ms; reporting every 200 ms"),
+            std::string::npos)
+      << job.gateway(0).log();
+}
+
+// A controller that can be reached but refuses the gateways' reports (they send no token, it
+// wants one): they are not fail-static, and they count and log the refusals.
+TEST(GatewaysAndController, RefusedReportsAreCountedAndLoggedNotFailStatic) {
+  ControllerProcess controller;
+  controller.require_token("s3cret");
+  controller.start("none");
+  bench::LocalJob job(reporting_to(controller.url(), 2, 100));
+  const std::string series = "gradgate_control_errors_total{kind=\"unauthorized\"}";
+  std::string metrics;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (sample(metrics, series) < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));  // polling a process we do not control
+    metrics = get_body(job.admin_port(0), "/metrics");
+  }
+  EXPECT_GE(sample(metrics, series), 3) << metrics;
+  EXPECT_EQ(sample(metrics, "gradgate_fail_static"), 0) << metrics;
+  EXPECT_EQ(sample(metrics, "gradgate_control_errors_total{kind=\"refused\"}"), 0) << metrics;
+  EXPECT_NE(job.gateway(0).log().find("answered 401"), std::string::npos) << job.gateway(0).log();
+  EXPECT_NE(job.gateway(0).log().find("control.token_file"), std::string::npos);
 }
 
 // Every one of the job's three gateways connects to the two others, and an all-reduce through

@@ -4,7 +4,10 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <thread>
+
+#include "common/http/client.h"
 
 namespace gradgate::gateway::testing {
 
@@ -57,6 +60,22 @@ std::vector<float> read_floats(const std::string& path) {
   std::vector<float> values(bytes.size() / sizeof(float));
   std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
   return values;
+}
+
+double sample(const std::string& exposition, const std::string& series) {
+  std::istringstream lines(exposition);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1.0;
+}
+
+std::string get_body(uint16_t port, const std::string& target) {
+  http::ClientOptions options;
+  options.port = port;
+  auto answer = http::send_request(options, http::verb::get, target);
+  return answer.ok() && answer->status == 200 ? answer->body : "";
 }
 
 }  // namespace gradgate::gateway::testing

@@ -40,4 +40,11 @@ bool wait_for_log(const ChildProcess& process, const std::string& text,
 /// The fp32 values a worker wrote, all steps after each other.
 std::vector<float> read_floats(const std::string& path);
 
+/// The value of the sample `series` (a name and its labels, `name{label="value"}`) in a
+/// Prometheus text exposition; -1 if it is not there.
+double sample(const std::string& exposition, const std::string& series);
+
+/// GET `target` of the HTTP server on 127.0.0.1:`port`: the body of a 200, else "".
+std::string get_body(uint16_t port, const std::string& target);
+
 }  // namespace gradgate::gateway::testing

@@ -11,7 +11,6 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -33,16 +32,6 @@ Result<http::ClientResponse> get(uint16_t port, const std::string& target) {
   http::ClientOptions options;
   options.port = port;
   return http::send_request(options, http::verb::get, target);
-}
-
-// The value of the sample `name{labels}` in a text exposition, or -1 if it is not there.
-double sample(const std::string& exposition, const std::string& series) {
-  std::istringstream lines(exposition);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return -1.0;
 }
 
 // Reads /metrics until `done` holds for it (bounded: 20 s), and returns the last exposition.
@@ -203,6 +192,27 @@ TEST(GatewayTelemetry, ARefusedWorkerIsCounted) {
       metrics_once(job.admin_port(0), [&](const std::string& m) { return sample(m, series) == 1; });
   EXPECT_EQ(sample(text, series), 1.0) << text;
   EXPECT_EQ(sample(text, "gradgate_errors_total{kind=\"worker_protocol_error\"}"), 0.0) << text;
+}
+
+// A declaration the gateway refuses (here: over its residual memory cap) fails the worker's
+// call, and the gateway logs and counts it: the platform's side sees it too.
+TEST(GatewayTelemetry, ARefusedDeclarationIsLoggedAndCounted) {
+  auto options = job_options(2, 1, "topk:density=0.01");
+  options.residual_memory_cap_bytes = 4096;  // less than the residual of 10,000 fp32 elements
+  bench::LocalJob job(options);
+  gg_client* client = nullptr;
+  ASSERT_EQ(gg_connect(job.socket(0).c_str(), 0, &client), GG_OK) << gg_last_error();
+  gg_tensor* tensor = nullptr;
+  EXPECT_EQ(gg_declare(client, "big", 10000, GG_FP32, 0, 0, 0.0, &tensor), GG_RESOURCE_EXHAUSTED);
+  EXPECT_NE(std::string(gg_last_error()).find("residual_memory_cap_bytes"), std::string::npos)
+      << gg_last_error();
+  const std::string series = "gradgate_errors_total{kind=\"refused_declaration\"}";
+  const std::string text =
+      metrics_once(job.admin_port(0), [&](const std::string& m) { return sample(m, series) == 1; });
+  EXPECT_EQ(sample(text, series), 1.0) << text;
+  EXPECT_TRUE(wait_for_log(job.gateway(0), "DECLARE \"big\" refused", milliseconds(5000)))
+      << job.gateway(0).log();
+  ASSERT_EQ(gg_close(client), GG_OK);
 }
 
 TEST(GatewayTelemetry, AnUnreachableControllerIsFailStaticAndAllreducesGoOn) {

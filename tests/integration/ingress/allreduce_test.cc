@@ -172,6 +172,7 @@ TEST_F(IngressTest, ErrorsCarryTheirCodeAndMessageToTheClient) {
   EXPECT_NE(std::string(gg_last_error()).find("memory cap"), std::string::npos);
   EXPECT_EQ(refused, nullptr);
   EXPECT_EQ(server_->stats().mapped_bytes, 16u * 4);  // the refused buffer was unmapped
+  EXPECT_EQ(server_->stats().declarations_refused, 1u);
 
   // The session survives both errors.
   ASSERT_EQ(gg_allreduce(tensor, &request), GG_OK);

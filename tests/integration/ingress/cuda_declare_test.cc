@@ -26,6 +26,7 @@ TEST_F(IngressTest, DeclareCudaThatCannotBeMappedIsRejectedAndTheSessionGoesOn) 
   EXPECT_NE(message.find(why), std::string::npos) << message;
   EXPECT_EQ(server_->stats().protocol_errors, 0u);
   EXPECT_EQ(server_->stats().cuda_mappings, 0u);
+  EXPECT_EQ(server_->stats().declarations_refused, 1u);
   EXPECT_TRUE(handler_.declared.empty());
 
   // The worker falls back to a shared buffer under the same name.

@@ -69,6 +69,31 @@ std::vector<bool> run_steps(TwoGateways& job, std::mt19937& random, int steps) {
   return compressed;
 }
 
+// Under compression.collective: ring, a policy that names top-k (which does not sum) cannot run:
+// both gateways keep the codec they have, count it, and take the version as applied; no step
+// fails, and the next version that they can run applies.
+TEST(PolicySwitch, ACodecTheGatewaysCannotRunKeepsTheirCodecAndNoStepFails) {
+  TwoGateways job("none", 1, 1,
+                  [](GatewayConfig& config) { config.collective = CollectiveMode::kRing; });
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(job.gateway(rank).set_policy({1, 1, {{kSpec.name, "topk:density=0.05"}}}).ok());
+    ASSERT_TRUE(job.gateway(rank).set_policy({2, 4, {{kSpec.name, "fp16"}}}).ok());
+  }
+  std::mt19937 random(8);
+  run_steps(job, random, 3);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(job.gateway(rank).tensors().at(0).codec, "none");
+    EXPECT_EQ(job.gateway(rank).stats().applied_policy_version, 1u);
+    EXPECT_EQ(job.gateway(rank).stats().unusable_policy_codecs, 1u);
+  }
+  run_steps(job, random, 2);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(job.gateway(rank).tensors().at(0).codec, "fp16");
+    EXPECT_EQ(job.gateway(rank).stats().applied_policy_version, 2u);
+    EXPECT_EQ(job.gateway(rank).stats().unusable_policy_codecs, 1u);
+  }
+}
+
 TEST(PolicySwitch, AVersionOneGatewayGetsLateWaitsForItAndNoStepFails) {
   TwoGateways job;
   const CodecPolicy topk{1, 0, {{kSpec.name, "topk:density=0.05"}}};
