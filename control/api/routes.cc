@@ -83,6 +83,9 @@ Response missing_job_id() {
 
 // The response to a PUT whose settings make_policy refused: 422 naming the body member.
 Response refused_settings(const Status& refusal) {
+  if (refusal.code() == ErrorCode::kUnavailable) {  // valid, but policy.settings_file failed
+    return http::problem(status::service_unavailable, {}, refusal.message());
+  }
   const std::string pointer = settings_pointer(refusal.message());
   return http::problem(status::unprocessable_entity, {}, pointer + ": " + refusal.message(),
                        pointer);

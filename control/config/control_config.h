@@ -41,6 +41,9 @@ struct ControlConfig {
   double lead_seconds = 1.0;                     // a new policy takes effect this far ahead ...
   uint64_t min_lead_steps = 4;                   // ... and at least this many steps ahead
   std::chrono::milliseconds min_interval{1000};  // at most one new version per job per interval
+  // Where the settings set through the API are kept (settings_file.h); "": in memory only. When
+  // the file exists, its settings replace `policy` at start.
+  std::string settings_file;
 
   // log
   std::string log_level = "info";   // trace, debug, info, warn, error

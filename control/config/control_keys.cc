@@ -258,6 +258,7 @@ constexpr ControlKey kKeys[] = {
     {"policy.lead_seconds", false, store_lead_seconds},
     {"policy.min_lead_steps", false, store_unsigned<&C::min_lead_steps, 0, kU64Max>},
     {"policy.min_interval_ms", false, store_milliseconds<&C::min_interval, 0>},
+    {"policy.settings_file", false, store_string<&C::settings_file>},
     {"log.level", false, store_log_level},
     {"log.format", false, store_log_format},
 };

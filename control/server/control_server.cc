@@ -13,6 +13,7 @@
 #include "common/http/token.h"
 #include "common/metrics/metrics.h"
 #include "control/api/routes.h"
+#include "control/api/settings_file.h"
 #include "control/decider/decider.h"
 #include "control/service/controller.h"
 #include "control/service/controller_metrics.h"
@@ -68,12 +69,32 @@ Result<std::unique_ptr<ControlServer>> ControlServer::make(const ControlConfig& 
         "the policy; use this only on a loopback address",
         config.token_env);
   }
-  auto decider =
-      Decider::make(config.policy, VersionSchedule{.lead_seconds = config.lead_seconds,
-                                                   .min_lead_steps = config.min_lead_steps,
-                                                   .min_interval = config.min_interval});
-  if (!decider.ok()) return decider.status();
+  PolicySettings settings = config.policy;
+  bool from_file = false;
+  if (!config.settings_file.empty()) {
+    auto stored = load_settings_file(config.settings_file, config.policy);
+    if (!stored.ok()) return stored.status();
+    if (*stored) {
+      settings = **stored;
+      from_file = true;
+      spdlog::info("policy settings from {} (set through the API), not the config's: policy {}",
+                   config.settings_file, settings.name);
+    }
+  }
+  auto decider = Decider::make(settings, VersionSchedule{.lead_seconds = config.lead_seconds,
+                                                         .min_lead_steps = config.min_lead_steps,
+                                                         .min_interval = config.min_interval});
+  if (!decider.ok()) {
+    if (!from_file) return decider.status();
+    return Status(decider.status().code(),
+                  config.settings_file + ": " + decider.status().message());
+  }
   auto parts = std::make_unique<Parts>(config, *std::move(decider), *std::move(token));
+  if (!config.settings_file.empty()) {
+    parts->controller.save_settings_with([path = config.settings_file](const PolicySettings& s) {
+      return save_settings_file(path, s);
+    });
+  }
   http::serve_health(parts->server, {});
   metrics::serve_metrics(parts->server, parts->registry);
   add_control_routes(

@@ -101,10 +101,21 @@ Result<uint32_t> Controller::claim_rank(uint64_t job_id, const std::string& name
   return claimed->rank;
 }
 
+Status Controller::replace_settings_locked(PolicySettings settings) {
+  const PolicySettings previous = decider_.settings();
+  GRADGATE_RETURN_IF_ERROR(decider_.set_settings(std::move(settings)));
+  if (!save_settings_) return {};
+  const Status saved = save_settings_(decider_.settings());
+  if (saved.ok()) return {};
+  (void)decider_.set_settings(previous);  // valid: it was in use
+  spdlog::error("policy settings not changed: {}", saved.message());
+  return Status(ErrorCode::kUnavailable, "the settings could not be saved: " + saved.message());
+}
+
 Status Controller::set_settings(PolicySettings settings) {
   {
     std::lock_guard lock(mutex_);
-    GRADGATE_RETURN_IF_ERROR(decider_.set_settings(std::move(settings)));
+    GRADGATE_RETURN_IF_ERROR(replace_settings_locked(std::move(settings)));
     spdlog::info("policy settings replaced: policy {}", decider_.settings().name);
   }
   decide_all();
@@ -116,7 +127,7 @@ Status Controller::set_traffic_budget(std::optional<double> budget) {
     std::lock_guard lock(mutex_);
     PolicySettings settings = decider_.settings();
     settings.traffic_budget = budget;
-    GRADGATE_RETURN_IF_ERROR(decider_.set_settings(std::move(settings)));
+    GRADGATE_RETURN_IF_ERROR(replace_settings_locked(std::move(settings)));
     spdlog::info("traffic budget {}", budget ? std::to_string(*budget) : "cleared");
   }
   decide_all();

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -70,7 +71,14 @@ class Controller {
   /// holds claims of max_jobs jobs.
   Result<uint32_t> claim_rank(uint64_t job_id, const std::string& name, uint32_t nodes);
 
-  /// Replaces the policy settings and re-decides every job; kInvalidArgument naming the setting.
+  /// Called with the new settings before set_settings or set_traffic_budget changes them; its
+  /// error leaves them as they were (policy.settings_file keeps them across restarts).
+  using SettingsSaver = std::function<Status(const PolicySettings&)>;
+  /// Installs `save`; call before serving.
+  void save_settings_with(SettingsSaver save) { save_settings_ = std::move(save); }
+
+  /// Replaces the policy settings and re-decides every job; kInvalidArgument naming the setting,
+  /// kUnavailable when the saver failed (nothing changed).
   Status set_settings(PolicySettings settings);
   /// Sets (or clears) the traffic budget of the settings, then as set_settings.
   Status set_traffic_budget(std::optional<double> budget);
@@ -96,6 +104,9 @@ class Controller {
   void tick();
 
  private:
+  /// Validates and applies `settings`, then saves them (lock held); a failed save puts the
+  /// previous settings back.
+  Status replace_settings_locked(PolicySettings settings);
   /// Re-decides one job (lock held); true when a new version was made.
   bool decide(uint64_t job_id, Clock::time_point now);
   /// decide() when the job's last run is at least the minimum interval old; otherwise marks the
@@ -116,6 +127,7 @@ class Controller {
   RankTable rank_table_;
   std::map<uint64_t, JobPolicy> policies_;
   Decider decider_;
+  SettingsSaver save_settings_;  // none: the settings live in memory only
   ControllerMetrics& metrics_;
   LongPolls long_polls_;  // last: its thread uses the members above
 };

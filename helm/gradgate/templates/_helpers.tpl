@@ -107,6 +107,14 @@ Where the token file is mounted, in both pods.
 {{- end -}}
 
 {{/*
+Where the controller keeps the policy settings set through its API (policy.settings_file), on
+the controller.settings volume.
+*/}}
+{{- define "gradgate.controller.settingsFile" -}}
+/var/lib/gradgate/policy-settings.json
+{{- end -}}
+
+{{/*
 The gateway's pod annotations as a downward API file, in DPDK mode: Multus's network-status
 gives the gateway its DPDK port and address (dpdk.network_status_file).
 */}}

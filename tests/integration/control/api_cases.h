@@ -259,10 +259,12 @@ inline void register_known_job(TestClient& client) {
   }
 }
 
-/// A controller that keeps one job (nodes.max_jobs: 1), set up with full_controller_setup().
+/// A controller out of room: it keeps one job (nodes.max_jobs: 1; set up with
+/// full_controller_setup()), and its policy.settings_file lies where no file can be made.
 inline ControlConfig full_controller_config() {
   ControlConfig config = test_config();
   config.max_jobs = 1;
+  config.settings_file = "/proc/gradgate/settings.json";
   return config;
 }
 
@@ -275,12 +277,16 @@ inline void full_controller_setup(TestClient& client) {
   ASSERT_EQ(claimed.result(), status::ok) << claimed.body();
 }
 
-/// The cases of a full controller: a new job's report and rank claim.
+/// The cases of a full controller: a new job's report and rank claim, and settings it cannot save.
 inline std::vector<ApiCase> full_controller_cases() {
   return {{"ReportNewJobWhenFull", verb::post, "/v1/nodes", "/v1/nodes", report(7, 0, 1).dump(),
            status::service_unavailable, ""},
           {"RanksNewJobWhenFull", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/7/ranks",
-           R"({"name":"node-a","nodes":2})", status::service_unavailable, ""}};
+           R"({"name":"node-a","nodes":2})", status::service_unavailable, ""},
+          {"PutPolicyNotSaved", verb::put, "/v1/policy", "/v1/policy",
+           R"({"policy":"static","default_codec":"fp16"})", status::service_unavailable, ""},
+          {"PutBudgetNotSaved", verb::put, "/v1/budget", "/v1/budget", R"({"traffic_budget":0.1})",
+           status::service_unavailable, ""}};
 }
 
 /// Sends a case's request on `client` and returns the reply.

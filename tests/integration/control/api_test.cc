@@ -52,6 +52,23 @@ TEST_P(FullControllerApiTest, AnswersWithTheDocumentedStatus) {
 INSTANTIATE_TEST_SUITE_P(Controller, FullControllerApiTest,
                          ::testing::ValuesIn(full_controller_cases()), case_name);
 
+class SettingsFileTest : public ControlFixture {};
+
+// Settings that cannot be saved to policy.settings_file change nothing: the controller goes on
+// with the ones it had.
+TEST_F(SettingsFileTest, SettingsThatCannotBeSavedChangeNothing) {
+  start(full_controller_config());
+  TestClient client = connect();
+  const std::string before = get(client, "/v1/policy").dump();
+  const Reply put = client.send_json(verb::put, "/v1/policy",
+                                     R"({"policy":"static","default_codec":"fp16"})", bearer());
+  expect_problem(put, status::service_unavailable, "");
+  EXPECT_NE(body_of(put)["detail"].get<std::string>().find("/proc/gradgate/settings.json"),
+            std::string::npos)
+      << put.body();
+  EXPECT_EQ(get(client, "/v1/policy").dump(), before);
+}
+
 class ControllerConnectionsTest : public ControlFixture {};
 
 // server.max_connections reaches the server: with one slot, a second connection takes the slot

@@ -1,8 +1,11 @@
 // `gradgate control -c FILE` as users run it: the binary of this build with a temporary config,
 // found through its ready file; SIGTERM stops it cleanly; a bad config stops it at start, and
-// `gradgate validate --control` says the same without starting it.
+// `gradgate validate --control` says the same without starting it; settings set through the API
+// outlive a restart in policy.settings_file.
 #include <signal.h>
 
+#include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "api_cases.h"
@@ -56,6 +59,58 @@ TEST(ControlProcessTest, BadConfigFailsAtStartNamingTheKey) {
                        (dir.path() / "control.log").string());
   EXPECT_EQ(process.wait_exit(std::chrono::seconds(10)), 1);
   EXPECT_NE(process.log().find("nodes.stale_after_ms"), std::string::npos) << process.log();
+}
+
+// Settings set through the API and kept in policy.settings_file outlive a crash: the restarted
+// controller decides with them, not with its file's policy section. A file that does not hold
+// settings stops the start, naming it.
+TEST(ControlProcessTest, SettingsSetThroughTheApiOutliveARestart) {
+  TempDir dir;
+  const std::string token = dir.write("token", std::string(kToken));
+  const std::string settings = (dir.path() / "settings.json").string();
+  const std::string config = dir.write("control.yaml", R"(
+server: {listen: "127.0.0.1:0"}
+auth: {token_file: ")" + token + R"("}
+policy: {policy: bandwidth, settings_file: ")" + settings + R"("}
+)");
+  const std::string ready = (dir.path() / "ready.json").string();
+  const auto start = [&](const std::string& log) {
+    std::filesystem::remove(ready);
+    auto process = std::make_unique<ChildProcess>(
+        GRADGATE_BINARY, std::vector<std::string>{"control", "-c", config, "--ready-file", ready},
+        (dir.path() / log).string());
+    const auto port = bench::wait_for_ready_file(ready, *process, std::chrono::seconds(20))
+                          .at("port")
+                          .get<uint16_t>();
+    return std::make_pair(std::move(process), port);
+  };
+
+  auto [first, first_port] = start("first.log");
+  TestClient client(first_port);
+  const Reply put = client.send_json(verb::put, "/v1/policy",
+                                     R"({"policy":"static","default_codec":"fp16"})", bearer());
+  ASSERT_EQ(put.result(), status::ok) << put.body();
+  ASSERT_EQ(
+      client.send_json(verb::put, "/v1/budget", R"({"traffic_budget":0.05})", bearer()).result(),
+      status::ok);
+  first->signal(SIGKILL);
+  first->wait_exit(std::chrono::seconds(10));
+
+  auto [second, second_port] = start("second.log");
+  const nlohmann::json after = body_of(TestClient(second_port).send(verb::get, "/v1/policy"));
+  EXPECT_EQ(after["policy"], "static") << after;
+  EXPECT_EQ(after["default_codec"], "fp16") << after;
+  EXPECT_DOUBLE_EQ(after["traffic_budget"].get<double>(), 0.05) << after;
+  EXPECT_NE(second->log().find("policy settings from " + settings), std::string::npos)
+      << second->log();
+  second->signal(SIGTERM);
+  EXPECT_EQ(second->wait_exit(std::chrono::seconds(10)), 0) << second->log();
+
+  dir.write("settings.json", R"({"policy":"static","default_codec":"zip"})");
+  ChildProcess refused(GRADGATE_BINARY, {"control", "-c", config},
+                       (dir.path() / "refused.log").string());
+  EXPECT_EQ(refused.wait_exit(std::chrono::seconds(10)), 1);
+  EXPECT_NE(refused.log().find(settings + ": "), std::string::npos) << refused.log();
 }
 
 TEST(ControlProcessTest, ValidateControlChecksAControllerFileWithoutStartingIt) {
