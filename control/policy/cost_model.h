@@ -1,10 +1,11 @@
 // The cost model the policies compare codecs with: for one tensor under one codec in a job of P
 // gateways, the bytes a gateway sends per step, the seconds they take on the bottleneck link, and
 // the seconds of encode + decode. Frame sizes come from the codecs themselves
-// (Codec::max_frame_bytes, an upper bound for topk), the collective from Codec::summable():
-//   ring (summable, one round):  a gateway sends 2(P-1)/P of one frame, decodes one tensor;
+// (Codec::max_frame_bytes, an upper bound for topk), the collective from Codec::summable() and
+// Codec::max_summands():
+//   ring (a sum of P frames, one round): a gateway sends 2(P-1)/P of one frame, decodes one tensor;
 //   all-gather (the others):     a gateway sends its frame of each round to P-1 peers and decodes
-//                                P frames (summable multi-round codecs: one).
+//                                P frames (codecs that sum P frames, multi-round: one).
 // A job of one gateway sends nothing.
 #pragma once
 

@@ -23,6 +23,13 @@ std::string_view algorithm_name(Algorithm algorithm) {
 Result<Algorithm> choose_algorithm(const kernels::Codec& codec, CollectiveMode mode, uint32_t nodes,
                                    size_t elements) {
   if (nodes <= 1) return Algorithm::kLocal;
+  if (codec.rounds() > 1 && !sums_frames_of(codec, nodes)) {
+    // All-gather absorbs the sum of each round but the last: frames decoded one by one cannot.
+    return Status(ErrorCode::kInvalidArgument,
+                  "codec " + codec.spec() + " runs " + std::to_string(codec.rounds()) +
+                      " rounds, and its sum cannot hold the frames of all " +
+                      std::to_string(nodes) + " gateways");
+  }
   const bool ring_fits = sums_frames_of(codec, nodes) && codec.rounds() == 1 && elements >= nodes;
   switch (mode) {
     case CollectiveMode::kAuto:

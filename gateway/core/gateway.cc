@@ -354,7 +354,14 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
   }
   const bool gpu_buffers = tensor.device != nullptr;
   auto placed = place_locked(wanted, tensor.spec, tensor.device.get());
-  if (!placed.ok()) return keep_codec_locked(tensor, version, wanted, placed.status());
+  if (!placed.ok()) return placed.status();
+  const auto nodes = static_cast<uint32_t>(config_.nodes.size());
+  if (auto algorithm =
+          choose_algorithm(*placed->codec, config_.collective, nodes, tensor.spec.elements);
+      !algorithm.ok()) {
+    return keep_codec_locked(tensor, version, wanted, algorithm.status());
+  }
+  tensor.off_policy = false;
   if (placed->codec->spec() != tensor.codec->spec() || placed->on_gpu != tensor.on_gpu) {
     // Besides the new streams, the host node sum of the new placement (a tensor in GPU memory
     // takes it to or leaves it in host memory when its codec changes sides).
@@ -362,7 +369,11 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
                           host_node_sum_bytes(tensor.spec, gpu_buffers, placed->on_gpu);
     if (placed->on_gpu) GRADGATE_RETURN_IF_ERROR(tensor.device->queue().make_current());
     auto streams = make_streams_locked(tensor.spec, tensor.id, *placed->codec, in_use);
-    if (!streams.ok()) return keep_codec_locked(tensor, version, wanted, streams.status());
+    if (!streams.ok()) {
+      return Status(streams.status().code(), "cannot follow policy version " +
+                                                 std::to_string(version) + ": " +
+                                                 streams.status().message());
+    }
     // What error feedback still owes goes out with this step, from where the step's data is.
     if (tensor.on_gpu) {
       GRADGATE_RETURN_IF_ERROR(tensor.device->fold_residuals(tensor.streams, config_.node_rank));
@@ -393,11 +404,11 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
 
 Status Gateway::keep_codec_locked(Tensor& tensor, uint32_t version, const std::string& wanted,
                                   const Status& why) {
-  const std::string cannot = "tensor \"" + tensor.spec.name + "\" cannot follow policy version " +
-                             std::to_string(version) + " (codec " + wanted + "): " + why.message();
-  if (why.code() != ErrorCode::kInvalidArgument) return Status(why.code(), cannot);
-  ++stats_.unusable_policy_codecs;
-  spdlog::warn("{}; it keeps codec {}", cannot, tensor.codec->spec());
+  spdlog::warn(
+      "tensor \"{}\" cannot follow policy version {} (codec {}): {}; it keeps codec {}, as every "
+      "gateway of the same compression.collective does",
+      tensor.spec.name, version, wanted, why.message(), tensor.codec->spec());
+  tensor.off_policy = true;
   tensor.policy_version = version;
   stats_.applied_policy_version = std::max(stats_.applied_policy_version, version);
   return {};
@@ -813,6 +824,7 @@ GatewayStats Gateway::stats() const {
   GatewayStats stats = stats_;
   stats.step_threads = step_threads_.threads();
   for (const auto& [id, tensor] : tensors_) {
+    stats.tensors_off_policy += tensor.off_policy ? 1 : 0;
     if (!tensor.device) continue;
     ++(tensor.on_gpu ? stats.gpu_tensors_on_gpu : stats.gpu_tensors_on_cpu);
   }

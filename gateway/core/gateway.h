@@ -56,7 +56,7 @@ struct GatewayStats {
   uint32_t gpu_tensors_on_gpu = 0;      // gauge: tensors in GPU memory whose codec runs there
   uint32_t gpu_tensors_on_cpu = 0;      // gauge: tensors in GPU memory whose codec runs on the CPU
   uint64_t step_threads = 0;            // gauge: threads the steps run on (StepThreads)
-  uint64_t unusable_policy_codecs = 0;  // a tensor's codec in a policy that it could not run
+  uint32_t tensors_off_policy = 0;      // gauge: tensors keeping a codec their policy did not name
 };
 
 /// A placement probe the gateway made (placement_probe.h), for metrics.
@@ -135,6 +135,8 @@ class Gateway final : public IngressHandler {
     uint32_t id = 0;
     std::unique_ptr<kernels::Codec> codec;
     uint32_t policy_version = 0;  // the version its streams were made for
+    /// It keeps a codec other than its policy's, which compression.collective cannot run.
+    bool off_policy = false;
     /// The policy versions every gateway held in the tensor's last step; none before the first
     /// and after a failed one (the gateways may disagree on what they saw).
     std::optional<HeldPolicies> held_by_all;
@@ -213,10 +215,10 @@ class Gateway final : public IngressHandler {
   /// Puts `tensor` under the newest policy in effect at `seq` that every gateway holds, before
   /// that step runs (policy_table.h); its old residuals are folded into the step's data.
   Status follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerBuffer& in_place);
-  /// `tensor` cannot run the codec policy `version` names (`why`). When that comes from this
-  /// gateway's settings (kInvalidArgument: a ring the codec cannot sum, a shape the codec cannot
-  /// take), which every gateway of the job shares, each keeps the codec it has: logged, counted,
-  /// the version taken as applied. Otherwise (memory) `why` fails the step.
+  /// compression.collective cannot run the codec that policy `version` names for `tensor`
+  /// (`why`: a ring and a codec that does not sum). compression.collective is the same on every
+  /// gateway of a job, so each keeps the codec it has: logged, the tensor marked off_policy, the
+  /// version taken as applied. No step fails for it.
   Status keep_codec_locked(Tensor& tensor, uint32_t version, const std::string& wanted,
                            const Status& why);
   AllreduceOp op_of(Tensor& tensor, uint64_t seq, std::span<float> data) const;

@@ -60,10 +60,10 @@ void ControlClient::note_reachable(const Status& answer) {
   }
 }
 
-void ControlClient::note_refusal(const Status& why) {
+void ControlClient::note_refusal(Exchange exchange, const Status& why) {
   std::lock_guard lock(mutex_);
-  if (why.message() == last_refusal_) return;
-  last_refusal_ = why.message();
+  if (why.message() == last_refusal_[exchange]) return;
+  last_refusal_[exchange] = why.message();
   spdlog::warn("controller: {}", why.to_string());
 }
 
@@ -71,7 +71,8 @@ ControlErrors ControlClient::errors() const {
   return {unauthorized_.load(), refused_.load(), unusable_policies_.load()};
 }
 
-void ControlClient::note_error_answer(const http::ClientResponse& answer, const std::string& what) {
+void ControlClient::note_error_answer(Exchange exchange, const http::ClientResponse& answer,
+                                      const std::string& what) {
   const bool unauthorized = answer.status == 401 || answer.status == 403;
   ++(unauthorized ? unauthorized_ : refused_);
   Status why = http::expect_ok(answer, what);
@@ -80,7 +81,7 @@ void ControlClient::note_error_answer(const http::ClientResponse& answer, const 
                                  " (the controller wants another token: control.token_file or "
                                  "control.token_env, and its auth.token_file or auth.token_env)");
   }
-  note_refusal(why);
+  note_refusal(exchange, why);
 }
 
 Status ControlClient::report(const nlohmann::json& body) {
@@ -89,7 +90,7 @@ Status ControlClient::report(const nlohmann::json& body) {
   note_reachable(answer.status());
   if (!answer.ok()) return answer.status();
   if (answer->status != 200) {
-    note_error_answer(*answer, what);
+    note_error_answer(kReport, *answer, what);
     return http::expect_ok(*answer, what);
   }
   note_asked_interval(*answer);
@@ -121,7 +122,8 @@ void ControlClient::follow_policies() {
     const bool ask_again_now = poll_once(known_version);
     lock.lock();
     if (!ask_again_now) {
-      stopping_changed_.wait_for(lock, options_.retry_delay, [this] { return stopping_; });
+      const auto pause = std::min(options_.retry_delay, report_interval());
+      stopping_changed_.wait_for(lock, pause, [this] { return stopping_; });
     }
   }
 }
@@ -154,7 +156,7 @@ bool ControlClient::poll_once(uint32_t& known_version) {
     return true;
   }
   if (answer->status != 200) {
-    note_error_answer(*answer, "GET " + target);
+    note_error_answer(kPolicy, *answer, "GET " + target);
     return false;
   }
   const auto policy = nlohmann::json::parse(answer->body, nullptr, false);
@@ -163,7 +165,7 @@ bool ControlClient::poll_once(uint32_t& known_version) {
                                              : take_policy(policy, known_version);
   if (!taken.ok()) {
     ++unusable_policies_;
-    note_refusal(taken);
+    note_refusal(kPolicy, taken);
   }
   return taken.ok();
 }

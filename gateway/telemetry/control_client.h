@@ -43,7 +43,7 @@ struct ControlClientOptions {
   uint32_t node = 0;
   /// How long one policy request may wait for a new version on the controller.
   std::chrono::milliseconds poll_wait{2000};
-  /// Pause before asking again after a failure.
+  /// Pause before asking again after a failure (or report_interval(), when shorter).
   std::chrono::milliseconds retry_delay{1000};
   /// How often this gateway reports unless the controller asks for more often.
   std::chrono::milliseconds report_interval{1000};
@@ -85,11 +85,14 @@ class ControlClient {
   /// `answer` came back (or not): fail-static follows, logged when it changes. A request that
   /// stop() cancelled says nothing of the controller.
   void note_reachable(const Status& answer);
+  /// The two exchanges with the controller, each with its own thread.
+  enum Exchange { kReport = 0, kPolicy = 1 };
   /// The controller answered `answer` (not 200) to `what`: counted, and logged as note_refusal.
-  void note_error_answer(const http::ClientResponse& answer, const std::string& what);
-  /// The controller refused something or sent what this gateway cannot use: logged once per
-  /// distinct message.
-  void note_refusal(const Status& why);
+  void note_error_answer(Exchange exchange, const http::ClientResponse& answer,
+                         const std::string& what);
+  /// The controller refused something or sent what this gateway cannot use: logged when the
+  /// message differs from the exchange's last one.
+  void note_refusal(Exchange exchange, const Status& why);
   /// Keeps the report interval a report's reply asks for (logged when it changes).
   void note_asked_interval(const http::ClientResponse& answer);
 
@@ -105,8 +108,8 @@ class ControlClient {
   /// Whether polls ask for this node's view of the policy (?node=); false once the controller
   /// refused the parameter (a version before it). Used by the policy thread only.
   bool ask_node_view_ = true;
-  std::mutex mutex_;  // guards stopping_ and last_refusal_
-  std::string last_refusal_;
+  std::mutex mutex_;             // guards stopping_ and last_refusal_
+  std::string last_refusal_[2];  // by Exchange
   std::condition_variable stopping_changed_;
   bool stopping_ = false;
   std::thread thread_;

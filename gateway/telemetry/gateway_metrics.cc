@@ -132,6 +132,12 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                    .Help("Tensors declared")
                    .Register(*registry_)
                    .Add({})),
+      tensors_off_policy_(BuildGauge()
+                              .Name("gradgate_tensors_off_policy")
+                              .Help("Tensors that keep a codec other than their policy's, which "
+                                    "compression.collective cannot run")
+                              .Register(*registry_)
+                              .Add({})),
       gpu_tensors_(BuildGauge()
                        .Name("gradgate_gpu_tensors")
                        .Help("Tensors whose buffers are GPU memory, by where their codec runs "
@@ -249,6 +255,7 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
   fail_static_.Set(now.fail_static ? 1.0 : 0.0);
   workers_.Set(now.core.workers);
   tensors_.Set(now.core.tensors);
+  tensors_off_policy_.Set(now.core.tensors_off_policy);
   gpu_tensors_on_gpu_.Set(now.core.gpu_tensors_on_gpu);
   gpu_tensors_on_cpu_.Set(now.core.gpu_tensors_on_cpu);
   for (const PlacementRecord& record : now.placement_probes) {
@@ -284,8 +291,7 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
           last_control_errors_.unauthorized);
   advance(control_errors_.Add({{"kind", "refused"}}), now.control_errors.refused,
           last_control_errors_.refused);
-  advance(control_errors_.Add({{"kind", "unusable_policy"}}),
-          now.control_errors.unusable_policies + now.core.unusable_policy_codecs,
+  advance(control_errors_.Add({{"kind", "unusable_policy"}}), now.control_errors.unusable_policies,
           last_control_errors_.unusable_policies);
 }
 

@@ -86,6 +86,7 @@ class GatewayMetrics {
   prometheus::Gauge& fail_static_;
   prometheus::Gauge& workers_;
   prometheus::Gauge& tensors_;
+  prometheus::Gauge& tensors_off_policy_;
   prometheus::Family<prometheus::Gauge>& gpu_tensors_;
   prometheus::Gauge& gpu_tensors_on_gpu_;
   prometheus::Gauge& gpu_tensors_on_cpu_;

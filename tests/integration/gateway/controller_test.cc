@@ -129,8 +129,8 @@ TEST(GatewaysAndController, GatewaysReportAsOftenAsTheControllerAsks) {
     reports = sample(get_body(controller.port(), "/metrics"), "gradgate_controller_reports_total");
   }
   EXPECT_GE(reports, 10) << controller.log();
-  EXPECT_NE(job.gateway(0).log().find("expects a report every 200 ms; reporting every 200 ms"),
-            std::string::npos)
+  EXPECT_TRUE(wait_for_log(job.gateway(0), "expects a report every 200 ms; reporting every 200 ms",
+                           milliseconds(5000)))
       << job.gateway(0).log();
 }
 
@@ -151,7 +151,8 @@ TEST(GatewaysAndController, RefusedReportsAreCountedAndLoggedNotFailStatic) {
   EXPECT_GE(sample(metrics, series), 3) << metrics;
   EXPECT_EQ(sample(metrics, "gradgate_fail_static"), 0) << metrics;
   EXPECT_EQ(sample(metrics, "gradgate_control_errors_total{kind=\"refused\"}"), 0) << metrics;
-  EXPECT_NE(job.gateway(0).log().find("answered 401"), std::string::npos) << job.gateway(0).log();
+  EXPECT_TRUE(wait_for_log(job.gateway(0), "answered 401", milliseconds(5000)))
+      << job.gateway(0).log();
   EXPECT_NE(job.gateway(0).log().find("control.token_file"), std::string::npos);
 }
 

@@ -70,8 +70,8 @@ std::vector<bool> run_steps(TwoGateways& job, std::mt19937& random, int steps) {
 }
 
 // Under compression.collective: ring, a policy that names top-k (which does not sum) cannot run:
-// both gateways keep the codec they have, count it, and take the version as applied; no step
-// fails, and the next version that they can run applies.
+// both gateways keep the codec they have, mark the tensor off its policy, and take the version as
+// applied; no step fails, and the next version that they can run applies.
 TEST(PolicySwitch, ACodecTheGatewaysCannotRunKeepsTheirCodecAndNoStepFails) {
   TwoGateways job("none", 1, 1,
                   [](GatewayConfig& config) { config.collective = CollectiveMode::kRing; });
@@ -84,13 +84,13 @@ TEST(PolicySwitch, ACodecTheGatewaysCannotRunKeepsTheirCodecAndNoStepFails) {
   for (uint32_t rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(job.gateway(rank).tensors().at(0).codec, "none");
     EXPECT_EQ(job.gateway(rank).stats().applied_policy_version, 1u);
-    EXPECT_EQ(job.gateway(rank).stats().unusable_policy_codecs, 1u);
+    EXPECT_EQ(job.gateway(rank).stats().tensors_off_policy, 1u);
   }
   run_steps(job, random, 2);
   for (uint32_t rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(job.gateway(rank).tensors().at(0).codec, "fp16");
     EXPECT_EQ(job.gateway(rank).stats().applied_policy_version, 2u);
-    EXPECT_EQ(job.gateway(rank).stats().unusable_policy_codecs, 1u);
+    EXPECT_EQ(job.gateway(rank).stats().tensors_off_policy, 0u);
   }
 }
 
