@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "control/config/control_config.h"
 #include "control/policy/policy.h"
 #include "gradgate/kernels/status.h"
 
@@ -16,6 +17,11 @@ namespace gradgate::control {
 /// kUnavailable when it cannot be read.
 Result<std::optional<PolicySettings>> load_settings_file(const std::string& path,
                                                          const PolicySettings& defaults);
+
+/// The settings of `config`'s policy.settings_file when it names a file that exists, checked by
+/// the policy engine as at start (errors name the file); nullopt otherwise: the config's policy
+/// section applies.
+Result<std::optional<PolicySettings>> stored_settings(const ControlConfig& config);
 
 /// Replaces `path` with `settings`: written to a temporary file beside it, flushed to the disk and
 /// renamed over it, so that a crash leaves the old file or the new one. kUnavailable naming the

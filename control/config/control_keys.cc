@@ -132,9 +132,11 @@ Status store_policy_number(ControlConfig& config, const YAML::Node& value) {
   return {};
 }
 
+// The policy's counts, at most what PUT /v1/policy takes (and policy.settings_file keeps): 2^63
+// - 1.
 template <auto Field>
 Status store_policy_unsigned(ControlConfig& config, const YAML::Node& value) {
-  auto number = unsigned_value(value, kU64Max);
+  auto number = unsigned_value(value, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
   if (!number.ok()) return number.status();
   config.policy.*Field = *number;
   return {};

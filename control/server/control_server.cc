@@ -69,26 +69,17 @@ Result<std::unique_ptr<ControlServer>> ControlServer::make(const ControlConfig& 
         "the policy; use this only on a loopback address",
         config.token_env);
   }
-  PolicySettings settings = config.policy;
-  bool from_file = false;
-  if (!config.settings_file.empty()) {
-    auto stored = load_settings_file(config.settings_file, config.policy);
-    if (!stored.ok()) return stored.status();
-    if (*stored) {
-      settings = **stored;
-      from_file = true;
-      spdlog::info("policy settings from {} (set through the API), not the config's: policy {}",
-                   config.settings_file, settings.name);
-    }
+  auto stored = stored_settings(config);
+  if (!stored.ok()) return stored.status();
+  if (*stored) {
+    spdlog::info("policy settings from {} (set through the API), not the config's: policy {}",
+                 config.settings_file, (*stored)->name);
   }
-  auto decider = Decider::make(settings, VersionSchedule{.lead_seconds = config.lead_seconds,
-                                                         .min_lead_steps = config.min_lead_steps,
-                                                         .min_interval = config.min_interval});
-  if (!decider.ok()) {
-    if (!from_file) return decider.status();
-    return Status(decider.status().code(),
-                  config.settings_file + ": " + decider.status().message());
-  }
+  auto decider = Decider::make(stored->value_or(config.policy),
+                               VersionSchedule{.lead_seconds = config.lead_seconds,
+                                               .min_lead_steps = config.min_lead_steps,
+                                               .min_interval = config.min_interval});
+  if (!decider.ok()) return decider.status();
   auto parts = std::make_unique<Parts>(config, *std::move(decider), *std::move(token));
   if (!config.settings_file.empty()) {
     parts->controller.save_settings_with([path = config.settings_file](const PolicySettings& s) {

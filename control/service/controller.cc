@@ -101,36 +101,37 @@ Result<uint32_t> Controller::claim_rank(uint64_t job_id, const std::string& name
   return claimed->rank;
 }
 
-Status Controller::replace_settings_locked(PolicySettings settings) {
-  const PolicySettings previous = decider_.settings();
-  GRADGATE_RETURN_IF_ERROR(decider_.set_settings(std::move(settings)));
-  if (!save_settings_) return {};
-  const Status saved = save_settings_(decider_.settings());
-  if (saved.ok()) return {};
-  (void)decider_.set_settings(previous);  // valid: it was in use
-  spdlog::error("policy settings not changed: {}", saved.message());
-  return Status(ErrorCode::kUnavailable, "the settings could not be saved: " + saved.message());
-}
-
-Status Controller::set_settings(PolicySettings settings) {
+Status Controller::change_settings(const std::function<void(PolicySettings&)>& change) {
+  std::lock_guard one_change(settings_change_mutex_);
+  PolicySettings settings = read([](const ControllerView& view) { return view.settings; });
+  change(settings);
+  if (auto policy = make_policy(settings); !policy.ok()) return policy.status();
+  if (save_settings_) {
+    if (const Status saved = save_settings_(settings); !saved.ok()) {
+      spdlog::error("policy settings not changed: {}", saved.message());
+      return Status(ErrorCode::kUnavailable, "the settings could not be saved: " + saved.message());
+    }
+  }
   {
     std::lock_guard lock(mutex_);
-    GRADGATE_RETURN_IF_ERROR(replace_settings_locked(std::move(settings)));
-    spdlog::info("policy settings replaced: policy {}", decider_.settings().name);
+    GRADGATE_RETURN_IF_ERROR(decider_.set_settings(std::move(settings)));
   }
   decide_all();
   return {};
 }
 
+Status Controller::set_settings(PolicySettings settings) {
+  const std::string name = settings.name;
+  GRADGATE_RETURN_IF_ERROR(
+      change_settings([&settings](PolicySettings& current) { current = std::move(settings); }));
+  spdlog::info("policy settings replaced: policy {}", name);
+  return {};
+}
+
 Status Controller::set_traffic_budget(std::optional<double> budget) {
-  {
-    std::lock_guard lock(mutex_);
-    PolicySettings settings = decider_.settings();
-    settings.traffic_budget = budget;
-    GRADGATE_RETURN_IF_ERROR(replace_settings_locked(std::move(settings)));
-    spdlog::info("traffic budget {}", budget ? std::to_string(*budget) : "cleared");
-  }
-  decide_all();
+  GRADGATE_RETURN_IF_ERROR(
+      change_settings([budget](PolicySettings& current) { current.traffic_budget = budget; }));
+  spdlog::info("traffic budget {}", budget ? std::to_string(*budget) : "cleared");
   return {};
 }
 

@@ -71,8 +71,9 @@ class Controller {
   /// holds claims of max_jobs jobs.
   Result<uint32_t> claim_rank(uint64_t job_id, const std::string& name, uint32_t nodes);
 
-  /// Called with the new settings before set_settings or set_traffic_budget changes them; its
-  /// error leaves them as they were (policy.settings_file keeps them across restarts).
+  /// Called with the new, checked settings before set_settings or set_traffic_budget applies
+  /// them, outside the state's lock (reports and polls go on while it writes); its error leaves
+  /// them as they were (policy.settings_file keeps them across restarts).
   using SettingsSaver = std::function<Status(const PolicySettings&)>;
   /// Installs `save`; call before serving.
   void save_settings_with(SettingsSaver save) { save_settings_ = std::move(save); }
@@ -104,9 +105,9 @@ class Controller {
   void tick();
 
  private:
-  /// Validates and applies `settings`, then saves them (lock held); a failed save puts the
-  /// previous settings back.
-  Status replace_settings_locked(PolicySettings settings);
+  /// Applies `change` to a copy of the settings, checks the result (make_policy), saves it and
+  /// applies it, then re-decides every job; one change at a time.
+  Status change_settings(const std::function<void(PolicySettings&)>& change);
   /// Re-decides one job (lock held); true when a new version was made.
   bool decide(uint64_t job_id, Clock::time_point now);
   /// decide() when the job's last run is at least the minimum interval old; otherwise marks the
@@ -127,7 +128,8 @@ class Controller {
   RankTable rank_table_;
   std::map<uint64_t, JobPolicy> policies_;
   Decider decider_;
-  SettingsSaver save_settings_;  // none: the settings live in memory only
+  SettingsSaver save_settings_;       // none: the settings live in memory only
+  std::mutex settings_change_mutex_;  // held by change_settings, before mutex_ when both
   ControllerMetrics& metrics_;
   LongPolls long_polls_;  // last: its thread uses the members above
 };

@@ -64,6 +64,17 @@ extra: {}
   expect_error(config, "extra: unknown section");
 }
 
+// The policy's counts stay within what PUT /v1/policy takes (a signed 64-bit integer), so that
+// settings saved to policy.settings_file read back.
+TEST(ControlConfigTest, PolicyCountsStayWithinWhatTheApiTakes) {
+  expect_error(parse("policy: {warmup_steps: 9223372036854775808}"), "policy.warmup_steps:");
+  expect_error(parse("policy: {min_compress_elements: 18446744073709551615}"),
+               "policy.min_compress_elements:");
+  auto config = parse("policy: {warmup_steps: 9223372036854775807}");
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  EXPECT_EQ(config->policy.warmup_steps, 9223372036854775807u);
+}
+
 TEST(ControlConfigTest, ARuleThatIsNoMappingIsNamedWithItsShape) {
   expect_error(parse("policy: {rules: [\"*.bias\"]}"),
                "policy.rules[0]: must be a mapping with glob, codec");

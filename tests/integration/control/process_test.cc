@@ -1,7 +1,7 @@
 // `gradgate control -c FILE` as users run it: the binary of this build with a temporary config,
 // found through its ready file; SIGTERM stops it cleanly; a bad config stops it at start, and
 // `gradgate validate --control` says the same without starting it; settings set through the API
-// outlive a restart in policy.settings_file.
+// outlive a restart in policy.settings_file, which gradgate validate --control checks too.
 #include <signal.h>
 
 #include <filesystem>
@@ -111,6 +111,10 @@ policy: {policy: bandwidth, settings_file: ")" + settings + R"("}
                        (dir.path() / "refused.log").string());
   EXPECT_EQ(refused.wait_exit(std::chrono::seconds(10)), 1);
   EXPECT_NE(refused.log().find(settings + ": "), std::string::npos) << refused.log();
+  ChildProcess validated(GRADGATE_BINARY, {"validate", "--control", "-c", config},
+                         (dir.path() / "validate.log").string());
+  EXPECT_EQ(validated.wait_exit(std::chrono::seconds(10)), 1);
+  EXPECT_NE(validated.log().find(settings + ": "), std::string::npos) << validated.log();
 }
 
 TEST(ControlProcessTest, ValidateControlChecksAControllerFileWithoutStartingIt) {
