@@ -512,6 +512,7 @@ class AutoHookTest(TempDirTest):
         self.assertEqual(results[0]["digest"], results[1]["digest"])
         self.assertEqual([status["allreduces"] for status in statuses], [0, 0])
         self.assertIn("registers its own comm hook", output)
+        self.assertIn("no DistributedDataParallel model of this process (1 made) was given", output)
 
     def test_a_step_with_an_infinite_gradient_is_skipped_on_every_rank(self):
         # Rank 0's loss is infinite at step 7: both ranks see NaN gradients there and skip the
@@ -582,6 +583,36 @@ except ValueError as error:
 """)
         self.assertIn("refused: gradgate: the process group has 1 ranks but the gateways' job has "
                       "2 workers", output)
+
+    def run_module(self, *arguments, script="", environment=None):
+        """`python -m gradgate.run ARGUMENTS script.py` with `script` as script.py; its result."""
+        workdir = self.make_workdir()
+        path = workdir / "script.py"
+        path.write_text(script)
+        return subprocess.run(
+            [sys.executable, "-m", "gradgate.run", *arguments, str(path)], capture_output=True,
+            text=True, timeout=60, cwd=workdir,
+            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"), **(environment or {})),
+        )
+
+    def test_the_data_volume_comes_from_the_command_line_or_the_environment(self):
+        show = "from gradgate import autohook\nprint(autohook._options['data_volume'])\n"
+        self.assertEqual(self.run_module("--local-rank", "0", "--data-volume", "600",
+                                         script=show).stdout.strip(), "600.0")
+        self.assertEqual(self.run_module("--local-rank", "0", script=show,
+                                         environment={"GRADGATE_DATA_VOLUME": "250"})
+                         .stdout.strip(), "250.0")
+        refused = self.run_module("--local-rank", "0", "--data-volume", "-1", script=show)
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("'-1' is not a number >= 0", refused.stderr)
+
+    def test_a_script_whose_models_never_get_the_hook_is_told_at_exit(self):
+        done = self.run_module("--local-rank", "0", script="print('no DDP model here')\n")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("gradgate: no DistributedDataParallel model of this process (0 made) was "
+                      "given gradgate's comm hook", done.stderr)
+        other_rank = self.run_module("--local-rank", "1", script="pass\n")
+        self.assertNotIn("no DistributedDataParallel model", other_rank.stderr)
 
     def test_without_a_local_rank_the_command_line_is_refused(self):
         environment = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}

@@ -26,6 +26,7 @@ DEFAULT_SOCKET = "/run/gradgate/gg.sock"
 
 _options = None  # install()'s, once it ran
 _models = 0  # DDP models made since then
+_hooked = 0  # models given gradgate's hook
 _client = None  # the process's one connection to the gateway, shared by its models
 # Each model's HookState, beside the model rather than in it: a model that holds one (ctypes
 # pointers, a thread) could no longer be deep-copied or pickled as it could without gradgate.
@@ -64,6 +65,7 @@ def install(socket_path=None, local_rank=None, **state_options):
     }
     if not getattr(DistributedDataParallel, "_gradgate_patched", False):
         _patch(DistributedDataParallel)
+        atexit.register(_report_unhooked)
 
 
 def _patch(ddp):
@@ -127,7 +129,7 @@ def _own_hook(model):
 
 
 def _attach(model, register):
-    global _client
+    global _client, _hooked
     import torch
 
     from . import torch as gradgate_torch
@@ -153,6 +155,7 @@ def _attach(model, register):
         )
     register(model, state, gradgate_torch.allreduce_hook)
     _states[model] = state
+    _hooked += 1
     if state.client.local_rank == 0:
         atexit.register(_report, state, model._gradgate_prefix)
 
@@ -164,6 +167,18 @@ def _cuda_device_of(model):
     if device_ids:
         return device_ids[0]
     return next((p.device for p in model.parameters() if p.is_cuda), None)
+
+
+def _report_unhooked():
+    """At exit on local rank 0: say so when no model got the hook (a script whose models are made
+    in spawned processes, FSDP or DeepSpeed instead of DDP, or its own comm hook), so that a job
+    does not run without gradgate unnoticed."""
+    if _hooked == 0 and _options is not None and _options["local_rank"] == 0:
+        print(
+            f"gradgate: no DistributedDataParallel model of this process ({_models} made) was "
+            "given gradgate's comm hook: its gradients did not go through gradgate",
+            file=sys.stderr,
+        )
 
 
 def _report(state, prefix):

@@ -6,8 +6,8 @@
 
 OPTIONS come before the script: --socket PATH (default: GRADGATE_SOCKET, else
 /run/gradgate/gg.sock), --local-rank N (default: LOCAL_RANK, which torchrun sets), --timeout-ms
-N, --connect-timeout-ms N, --device-path auto|host, --nonfinite propagate|raise (HookState's
-options). The script then
+N, --connect-timeout-ms N, --device-path auto|host, --nonfinite propagate|raise, --data-volume N
+(default: GRADGATE_DATA_VOLUME, else 0) (HookState's options). The script then
 runs as `python SCRIPT ARGS...` would run it (sys.argv, __main__, its directory first on
 sys.path), and every DistributedDataParallel model it makes uses gradgate's comm hook
 (gradgate/autohook.py). Exit status 2 for a bad command line.
@@ -23,7 +23,7 @@ from .client import HOOK_CONNECT_TIMEOUT_MS
 
 # Options of ours that take a value (the rest of the command line is the script's).
 _VALUED = ("--socket", "--local-rank", "--timeout-ms", "--connect-timeout-ms", "--device-path",
-           "--nonfinite")
+           "--nonfinite", "--data-volume")
 
 
 def _parser():
@@ -50,7 +50,23 @@ def _parser():
                         help="a step with a NaN or infinite gradient on some node: propagate NaN "
                         "into the buckets (loss scaling skips the step) or raise (default: "
                         "propagate)")
+    parser.add_argument("--data-volume", type=_data_volume,
+                        default=os.environ.get("GRADGATE_DATA_VOLUME", "0"),
+                        help="how much training data this worker processes (samples, any unit "
+                        "the same on every worker), for the controller's data-aware policies "
+                        "dagc-r and dagc-a (default: $GRADGATE_DATA_VOLUME, else 0: none)")
     return parser
+
+
+def _data_volume(text):
+    """A data volume: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number >= 0")
+    return value
 
 
 def split_command_line(argv):
@@ -78,6 +94,7 @@ def main(argv=None):
             connect_timeout_ms=options.connect_timeout_ms,
             device_path=options.device_path,
             nonfinite=options.nonfinite,
+            data_volume=options.data_volume,
         )
     except ValueError as error:
         parser.error(str(error))
