@@ -2,13 +2,16 @@
 // and a controller, scraped by a real Prometheus that also loads the rules file, while workers
 // all-reduce and a foreign peer and a malformed report provoke errors. Every panel query must
 // parse and return data, every template variable's metric must exist, every rule must parse and
-// evaluate without error. A metric renamed in code fails this test.
+// evaluate without error. A metric renamed in code fails this test. And every documented metric is
+// on a dashboard or in an alert rule.
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -126,6 +129,40 @@ void run_workers(bench::LocalJob& job, uint64_t seed) {
   auto w1 = start_worker(job, 1, 0, tensors, 10, seed, job.dir() + "/w1");
   ASSERT_EQ(w0->wait_exit(milliseconds(60000)), 0) << w0->log();
   ASSERT_EQ(w1->wait_exit(milliseconds(60000)), 0) << w1->log();
+}
+
+// Every metric that docs/metrics.md documents is on some dashboard panel or in some alert rule,
+// but those listed here with the reason they are not.
+TEST(Dashboards, EveryDocumentedMetricIsShownOrAlertedOn) {
+  const std::map<std::string, std::string> not_shown = {
+      {"gradgate_placement_probe_elements_per_second",
+       "has series only once a tensor in GPU memory was probed, and a panel must show data on a "
+       "machine without a GPU (EveryPanelQueryReturnsDataAndEveryRuleEvaluates)"}};
+  std::vector<Query> queries = rule_queries();
+  for (const auto& file : dashboard_files()) {
+    const auto dashboard = read_json(file);
+    collect_panels(dashboard["panels"], file.filename().string(), queries);
+    for (auto& query : variable_queries(dashboard, file.filename().string())) {
+      queries.push_back(std::move(query));
+    }
+  }
+  std::ifstream in(fs::path(GRADGATE_SOURCE_DIR) / "docs" / "metrics.md");
+  const std::string document((std::istreambuf_iterator<char>(in)), {});
+  static const std::regex kDocumented(R"(\n\| `(gradgate_[a-z0-9_]+)`)");
+  std::size_t documented = 0;
+  for (std::sregex_iterator it(document.begin(), document.end(), kDocumented), end; it != end;
+       ++it) {
+    const std::string metric = (*it)[1].str();
+    ++documented;
+    const std::regex used("\\b" + metric + "(_bucket|_sum|_count)?\\b");
+    const bool shown = std::any_of(queries.begin(), queries.end(), [&](const Query& query) {
+      return std::regex_search(query.expr, used);
+    });
+    EXPECT_NE(shown, not_shown.contains(metric))
+        << metric
+        << (shown ? " is shown, yet listed as not shown" : " is on no panel and in no rule");
+  }
+  EXPECT_GE(documented, 40u) << "docs/metrics.md: the table rows were not found";
 }
 
 TEST(Dashboards, EveryPanelQueryReturnsDataAndEveryRuleEvaluates) {
