@@ -27,10 +27,10 @@ bool all_requested(const std::vector<std::function<void(AllreduceOutcome)>>& req
                      [](const auto& request) { return request != nullptr; });
 }
 
-AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t seq, size_t elements) {
+AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t seq, size_t raw_bytes) {
   AllreduceOutcome outcome;
   outcome.step = seq;
-  outcome.raw_bytes = elements * sizeof(float);
+  outcome.raw_bytes = raw_bytes;
   if (!report.ok()) {
     outcome.status = report.status();
     return outcome;
@@ -49,6 +49,19 @@ bool reduces_in_place(uint32_t local_workers, Dtype dtype) {
 
 const char* memory_name(kernels::MemoryKind memory) {
   return memory == kernels::MemoryKind::kDevice ? "GPU" : "host";
+}
+
+// What DDP's own all-reduce would send of a tensor: its elements in its dtype.
+size_t raw_bytes(const TensorSpec& tensor) { return tensor.elements * dtype_bytes(tensor.dtype); }
+
+// `spec`, or for codec `none` on a 16-bit tensor that dtype's codec without error feedback: a
+// dense tensor goes on the wire in its own precision, as DDP's all-reduce sends it, not at twice
+// its size as fp32.
+std::string dense_in_own_dtype(const TensorSpec& tensor, const std::string& spec) {
+  if (tensor.dtype == Dtype::kFp32) return spec;
+  const auto params = kernels::parse_codec_spec(spec);
+  if (!params.ok() || params->id != kernels::CodecId::kNone) return spec;
+  return tensor.dtype == Dtype::kFp16 ? "fp16:ef=0" : "bf16:ef=0";
 }
 
 Status over_cap(const std::string& tensor, size_t wanted, size_t in_use, size_t cap) {
@@ -182,7 +195,8 @@ Result<JobInfo> Gateway::on_worker_joined(uint32_t local_rank) {
 }
 
 std::string Gateway::configured_codec(const TensorSpec& tensor) const {
-  return tensor.elements < config_.min_compress_elements ? "none" : config_.codec;
+  return dense_in_own_dtype(
+      tensor, tensor.elements < config_.min_compress_elements ? "none" : config_.codec);
 }
 
 Result<TensorStreams> Gateway::make_streams_locked(const TensorSpec& spec, uint32_t id,
@@ -350,7 +364,7 @@ Status Gateway::follow_policy_locked(Tensor& tensor, uint64_t seq, const WorkerB
   std::string wanted = configured_codec(tensor.spec);
   if (auto named = policy->codec_by_tensor.find(tensor.spec.name);
       named != policy->codec_by_tensor.end()) {
-    wanted = named->second;
+    wanted = dense_in_own_dtype(tensor.spec, named->second);
   }
   const bool gpu_buffers = tensor.device != nullptr;
   auto placed = place_locked(wanted, tensor.spec, tensor.device.get());
@@ -682,7 +696,7 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
                      std::unique_lock<std::mutex>& lock) {
   if (report.ok()) {
     ++stats_.allreduces;
-    stats_.raw_bytes += tensor.spec.elements * sizeof(float);
+    stats_.raw_bytes += raw_bytes(tensor.spec);
     stats_.wire_bytes += report->wire_bytes;
     stats_.union_elements += report->union_elements;
   } else {
@@ -698,7 +712,7 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
   const bool later_failed = tensor.next_seq > seq + 1;
   tensor.held_by_all =
       report.ok() && !later_failed ? std::optional(report->held_by_all) : std::nullopt;
-  const AllreduceOutcome outcome = outcome_of(report, seq, tensor.spec.elements);
+  const AllreduceOutcome outcome = outcome_of(report, seq, raw_bytes(tensor.spec));
   StepRecord record{outcome.status,
                     seq,
                     tensor.policy_version,
