@@ -71,14 +71,16 @@ class LocalJob {
 
   /// (Re)starts gateway `rank` on its known port (port 0 the first time); waits until ready.
   void start_gateway(uint32_t rank);
+  /// start_gateway in two halves: starts the process, then waits until it is ready (a gateway
+  /// that takes its peers from the controller is ready once all of them registered).
+  void launch_gateway(uint32_t rank);
+  void await_gateway(uint32_t rank);
   /// Stops gateway `rank` with SIGTERM and returns its exit code.
   int stop_gateway(uint32_t rank);
 
  private:
   std::string write_config(uint32_t rank) const;
   std::string ready_file(uint32_t rank) const;
-  void launch_gateway(uint32_t rank);
-  void await_gateway(uint32_t rank);
 
   LocalJobOptions options_;
   std::string dir_;

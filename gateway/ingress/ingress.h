@@ -76,7 +76,8 @@ class IngressHandler {
 
   /// A worker introduces itself. An error is sent back and the session closed: kUnavailable when
   /// another session holds the local rank (the worker gets GG_RANK_IN_USE and may try again once
-  /// that session has left), any other code for a rank that can never join (out of range).
+  /// that session has left), kAborted while the gateway is not serving yet (GG_CLOSED: try
+  /// again), any other code for a rank that can never join (out of range).
   virtual Result<JobInfo> on_worker_joined(uint32_t local_rank) = 0;
   /// A worker declares a tensor with its mapped buffer. Returns the key the worker then uses. A
   /// worker may declare a tensor again with another buffer of the same size (its memory moved):

@@ -30,6 +30,7 @@ gg_status to_client_status(ErrorCode code) {
 }
 
 gg_status hello_refusal(ErrorCode code, uint16_t client_version) {
+  if (code == ErrorCode::kAborted) return GG_CLOSED;
   if (code != ErrorCode::kUnavailable) return to_client_status(code);
   return client_version >= ingress_protocol::kFirstVersionWithRankInUse ? GG_RANK_IN_USE
                                                                         : GG_REJECTED;

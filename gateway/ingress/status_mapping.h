@@ -11,9 +11,10 @@
 //   kInternal                                   -> GG_INTERNAL
 //   kNonFiniteGradient (on every node of the job) -> GG_NONFINITE_GRADIENT
 //
-// One exception, hello_refusal: a HELLO refused with kUnavailable (the local rank is held by
+// Two exceptions, hello_refusal: a HELLO refused with kUnavailable (the local rank is held by
 // another connection) is GG_RANK_IN_USE, which gg_connect_wait waits out, for clients that know
-// that status.
+// that status; one refused with kAborted (the gateway is not serving yet: joining_handler.h) is
+// GG_CLOSED, which every client's gg_connect_wait waits out.
 #pragma once
 
 #include <cstdint>

@@ -332,6 +332,13 @@ bool UnixIngressServer::on_hello(Session& session, uint64_t request_id,
   }
   if (session.joined) return protocol_error(session, request_id, "a second HELLO");
   const Result<JobInfo> job = handler_->on_worker_joined(hello->local_rank);
+  if (!job.ok() && job.status().code() == ErrorCode::kAborted) {
+    // Not serving yet (joining_handler.h): the worker waits, nothing was refused for good.
+    reply(session, request_id,
+          proto::Error{static_cast<uint8_t>(hello_refusal(ErrorCode::kAborted, session.version)),
+                       job.status().message()});
+    return false;
+  }
   if (!job.ok()) {
     const bool in_use = job.status().code() == ErrorCode::kUnavailable;
     // One line per rank in use (those are the node's ranks) and one for all the others, every

@@ -20,6 +20,7 @@
 #include "gateway/config/network_status.h"
 #include "gateway/core/gateway.h"
 #include "gateway/ingress/ingress.h"
+#include "gateway/ingress/joining_handler.h"
 #include "gateway/telemetry/membership.h"
 #include "gateway/telemetry/telemetry.h"
 #include "gateway/transport/tcp_transport.h"
@@ -243,6 +244,64 @@ Status claim_rank(GatewayConfig& config) {
   return {};
 }
 
+// Joins the job (its rank, DPDK attachment, peers), then serves the workers until a stop signal.
+Status join_and_serve(const GatewayConfig& config, const DaemonOptions& options,
+                      JoiningHandler& joining, IngressServer& ingress) {
+  // With job.size the addresses come from the controller: for TCP when the transport starts
+  // (until then the job's gateways are known by number only), for DPDK before it is made.
+  GatewayConfig job = config;
+  const std::string of_job = "job " + std::to_string(job.job_id);
+  if (job.node_rank_auto) {
+    joining.set_stage("claiming its rank of " + of_job + " from the controller");
+    GRADGATE_RETURN_IF_ERROR(claim_rank(job));
+  }
+  if (job.dpdk_from_network_status()) {
+    joining.set_stage("waiting for its DPDK network in the pod's network-status");
+    GRADGATE_RETURN_IF_ERROR(take_dpdk_attachment(job));
+  }
+  joining.set_stage(job.nodes.empty()
+                        ? "waiting for the " + std::to_string(job.size) + " gateways of " + of_job +
+                              " to register with the controller"
+                        : "starting its transport");
+  if (job.nodes.empty() && job.transport == TransportKind::kDpdk) {
+    GRADGATE_RETURN_IF_ERROR(join_for_dpdk(job));
+  }
+  if (job.nodes.empty()) job.nodes.assign(job.size, Endpoint{});
+  ChosenTransport chosen = make_transport(job);
+  Transport& transport = *chosen.transport;
+  Gateway gateway(job, transport);
+  Telemetry telemetry(job, gateway, transport);
+  GRADGATE_RETURN_IF_ERROR(gateway.start());
+  // Telemetry first: the steps that workers start once the ingress serves report to it.
+  telemetry.watch_ingress(ingress);
+  if (Status serving = telemetry.start(chosen.port()); !serving.ok()) {
+    telemetry.stop();
+    gateway.stop();
+    return serving;
+  }
+  joining.serve(gateway);
+  spdlog::info("gateway {} of {} (job {}): peers on port {}, workers on {}, codec {}",
+               job.node_rank, job.nodes.size(), config.job_id, chosen.port(), config.socket_path,
+               config.codec);
+  if (job.transport == TransportKind::kDpdk &&
+      job.dpdk_inject_drop + job.dpdk_inject_duplicate + job.dpdk_inject_reorder > 0.0) {
+    spdlog::warn(
+        "dpdk fault injection is on: {} of outgoing datagrams dropped, {} duplicated, {} "
+        "reordered (dpdk.inject_*)",
+        job.dpdk_inject_drop, job.dpdk_inject_duplicate, job.dpdk_inject_reorder);
+  }
+  if (!options.ready_file.empty()) {
+    Status ready = write_ready_file(options.ready_file, chosen.port(), telemetry.admin_port(), job);
+    if (!ready.ok()) spdlog::error("{}", ready.to_string());
+  }
+  wait_for_stop_signal(gateway, transport, options.stats_interval_seconds);
+  telemetry.stop();
+  ingress.stop();  // before the gateway that its sessions call
+  gateway.stop();
+  log_summary(gateway, transport);
+  return {};
+}
+
 }  // namespace
 
 void configure_logging(const GatewayConfig& config) {
@@ -265,51 +324,14 @@ Status run_daemon(const GatewayConfig& config, const DaemonOptions& options) {
   sigaddset(&blocked, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
 
-  // With job.size the addresses come from the controller: for TCP when the transport starts
-  // (until then the job's gateways are known by number only), for DPDK before it is made.
-  GatewayConfig job = config;
-  if (job.node_rank_auto) GRADGATE_RETURN_IF_ERROR(claim_rank(job));
-  if (job.dpdk_from_network_status()) GRADGATE_RETURN_IF_ERROR(take_dpdk_attachment(job));
-  if (job.nodes.empty() && job.transport == TransportKind::kDpdk) {
-    GRADGATE_RETURN_IF_ERROR(join_for_dpdk(job));
-  }
-  if (job.nodes.empty()) job.nodes.assign(job.size, Endpoint{});
-  ChosenTransport chosen = make_transport(job);
-  Transport& transport = *chosen.transport;
-  Gateway gateway(job, transport);
-  Telemetry telemetry(job, gateway, transport);
-  GRADGATE_RETURN_IF_ERROR(gateway.start());
-  // Telemetry first: the steps that workers start once the ingress serves report to it.
+  // The workers' socket from the start: a worker that connects while the gateway joins its job
+  // is told what it waits for and tries again (joining_handler.h).
+  JoiningHandler joining;
   auto ingress = make_unix_ingress_server(config.socket_path);
-  telemetry.watch_ingress(*ingress);
-  Status serving = telemetry.start(chosen.port());
-  if (serving.ok()) serving = ingress->start(gateway);
-  if (!serving.ok()) {
-    telemetry.stop();
-    ingress->stop();
-    gateway.stop();
-    return serving;
-  }
-  spdlog::info("gateway {} of {} (job {}): peers on port {}, workers on {}, codec {}",
-               job.node_rank, job.nodes.size(), config.job_id, chosen.port(), config.socket_path,
-               config.codec);
-  if (job.transport == TransportKind::kDpdk &&
-      job.dpdk_inject_drop + job.dpdk_inject_duplicate + job.dpdk_inject_reorder > 0.0) {
-    spdlog::warn(
-        "dpdk fault injection is on: {} of outgoing datagrams dropped, {} duplicated, {} "
-        "reordered (dpdk.inject_*)",
-        job.dpdk_inject_drop, job.dpdk_inject_duplicate, job.dpdk_inject_reorder);
-  }
-  if (!options.ready_file.empty()) {
-    Status ready = write_ready_file(options.ready_file, chosen.port(), telemetry.admin_port(), job);
-    if (!ready.ok()) spdlog::error("{}", ready.to_string());
-  }
-  wait_for_stop_signal(gateway, transport, options.stats_interval_seconds);
-  telemetry.stop();
+  GRADGATE_RETURN_IF_ERROR(ingress->start(joining));
+  Status joined = join_and_serve(config, options, joining, *ingress);
   ingress->stop();
-  gateway.stop();
-  log_summary(gateway, transport);
-  return {};
+  return joined;
 }
 
 }  // namespace gradgate::gateway

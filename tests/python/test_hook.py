@@ -461,7 +461,7 @@ class AutoHookTest(TempDirTest):
 
     def test_a_script_started_before_its_gateways_waits_for_them(self):
         results, statuses, output = self.run_plain(gateways_first=False)
-        self.assertIn("No such file or directory; trying again for up to 60000 ms", output)
+        self.assertIn("No such file or directory; trying again for up to 300000 ms", output)
         self.assertEqual(results[0]["digest"], results[1]["digest"])
         for status in statuses:
             self.assertGreaterEqual(status["allreduces"], self.STEPS)

@@ -76,7 +76,8 @@ const char* gg_status_name(gg_status status);
 gg_status gg_connect(const char* socket_path, uint32_t local_rank, gg_client** out);
 /* gg_connect, tried again for up to `timeout_ms` while the gateway is not there yet (no socket,
  * nobody listening on it, or not accepting now: a gateway that starts or restarts), closes the
- * connection before answering (it is stopping), or answers GG_RANK_IN_USE (a restarted worker
+ * connection before answering (it is stopping), answers GG_CLOSED (it is not serving yet: it
+ * joins its job, and its message says what it waits for), or GG_RANK_IN_USE (a restarted worker
  * whose predecessor the gateway has not seen leave); waiting 10 ms after the first attempt and
  * twice as long after each next one, up to 1 s. Any other failure returns at once. When the time
  * is up: GG_TIMEOUT, its message naming the attempts made and the last failure. */

@@ -163,8 +163,10 @@ def _check(code):
 
 
 _log = logging.getLogger("gradgate")
-# How long the DDP hook (HookState, python -m gradgate.run) waits for its gateway by default.
-HOOK_CONNECT_TIMEOUT_MS = 60000
+# How long the DDP hook (HookState, python -m gradgate.run) waits for its gateway by default:
+# longer than a gateway of a Kubernetes job takes to start and join (its rank, the other nodes'
+# gateways: control.join_timeout_ms, 120 s by default), so that pods may start in any order.
+HOOK_CONNECT_TIMEOUT_MS = 300000
 _MAX_TIMEOUT_MS = 2**32 - 1  # gg_connect_wait's timeout is a uint32_t
 # A connect still waiting after this long says so on the "gradgate" logger.
 _WAIT_NOTICE_S = 0.2

@@ -21,6 +21,7 @@
 #include "common/http/http_server.h"
 #include "common/http/problem.h"
 #include "controller_process.h"
+#include "gradgate/client.h"
 #include "job.h"
 
 namespace gradgate::gateway::testing {
@@ -232,6 +233,29 @@ TEST(GatewaysAndController, IdenticalGatewaysTakeTheirRanksFromTheControllerAndK
   ASSERT_EQ(job.stop_gateway(1), 0);
   job.start_gateway(1);
   EXPECT_EQ(job.rank_of(1), before) << job.gateway(1).log();
+}
+
+// A worker that connects while its gateway waits for the rest of its job finds the socket, is
+// told what the gateway waits for, and connects once the job is complete.
+TEST(GatewaysAndController, WorkersWaitForAGatewayThatJoinsItsJob) {
+  ControllerProcess controller;
+  controller.start("none");
+  auto options = reporting_to(controller.url(), 2, 100);
+  options.membership_from_controller = true;
+  options.started = 0;
+  bench::LocalJob job(options);
+  job.launch_gateway(0);
+  gg_client* client = nullptr;
+  EXPECT_EQ(gg_connect_wait(job.socket(0).c_str(), 0, 5000, &client), GG_TIMEOUT);
+  const std::string waited = gg_last_error();
+  EXPECT_NE(waited.find("the gateway is not serving yet: waiting for the 2 gateways of job"),
+            std::string::npos)
+      << waited;
+  job.launch_gateway(1);
+  ASSERT_EQ(gg_connect_wait(job.socket(0).c_str(), 0, 60000, &client), GG_OK) << gg_last_error();
+  job.await_gateway(0);
+  job.await_gateway(1);
+  EXPECT_EQ(gg_close(client), GG_OK);
 }
 
 // The routes of a controller before GET /v1/policy took `node`: it refuses the parameter, as
