@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <thread>
 
 #include "client_state.h"
@@ -125,6 +126,8 @@ extern "C" gg_status gg_connect_wait(const char* socket_path, uint32_t local_ran
   const auto start = Clock::now();
   const auto deadline = start + milliseconds(timeout_ms);
   auto pause = std::chrono::duration_cast<Clock::duration>(kFirstPause);
+  gg_status last_status = GG_OK;  // the last failure worth retrying, and its message
+  std::string last_failure;
   for (int attempts = 1;; ++attempts) {
     // The HELLO waits for the time left (at least 1 ms), never beyond a control request's time.
     const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
@@ -133,13 +136,20 @@ extern "C" gg_status gg_connect_wait(const char* socket_path, uint32_t local_ran
     const gg_status status =
         connect_once(socket_path, local_rank, hello_timeout_ms, out, worth_retrying);
     const auto now = Clock::now();
-    if (status == GG_OK || !worth_retrying) return status;
-    if (now >= deadline) {
+    if (status == GG_OK) return status;
+    // A HELLO that the deadline cut short says less than the failure before it.
+    const bool cut_short = status == GG_TIMEOUT && hello_timeout_ms < kControlTimeoutMs;
+    if (!worth_retrying && !cut_short) return status;
+    if (worth_retrying || last_failure.empty()) {
+      last_status = status;
+      last_failure = gg_last_error();
+    }
+    if (now >= deadline || cut_short) {
       const auto waited = std::chrono::duration_cast<milliseconds>(now - start);
       return fail(GG_TIMEOUT, "gg_connect_wait(" + quoted(socket_path) + "): no connection after " +
                                   std::to_string(attempts) + " attempts over " +
                                   std::to_string(waited.count()) + " ms; the last failed with " +
-                                  gg_status_name(status) + ": " + gg_last_error());
+                                  gg_status_name(last_status) + ": " + last_failure);
     }
     std::this_thread::sleep_for(std::min(pause, deadline - now));
     pause = std::min<Clock::duration>(2 * pause, kLongestPause);

@@ -80,7 +80,8 @@ gg_status gg_connect(const char* socket_path, uint32_t local_rank, gg_client** o
  * joins its job, and its message says what it waits for), or GG_RANK_IN_USE (a restarted worker
  * whose predecessor the gateway has not seen leave); waiting 10 ms after the first attempt and
  * twice as long after each next one, up to 1 s. Any other failure returns at once. When the time
- * is up: GG_TIMEOUT, its message naming the attempts made and the last failure. */
+ * is up: GG_TIMEOUT, its message naming the attempts made and the last failure (not a HELLO that
+ * the deadline cut short, when an attempt before it failed otherwise). */
 gg_status gg_connect_wait(const char* socket_path, uint32_t local_rank, uint32_t timeout_ms,
                           gg_client** out);
 /* The job as the gateway sees it. */
