@@ -67,6 +67,7 @@ void read_tensors(const JsonObject& root, NodeReport& report) {
     const auto elements = tensor.integer("elements", {.min = 1, .max = kMaxElements});
     const auto rows = tensor.optional_integer("rows", {.min = 0, .max = kMaxElements});
     const auto cols = tensor.optional_integer("cols", {.min = 0, .max = kMaxElements});
+    const auto dtype = tensor.optional_string("dtype", {"fp32", "fp16", "bf16"});
     if (!name || !elements) continue;
     if (name->empty()) tensor.reject("name", "must not be empty");
     if (!names.insert(*name).second) tensor.reject("name", "appears twice");
@@ -77,7 +78,8 @@ void read_tensors(const JsonObject& root, NodeReport& report) {
         shape_rows * shape_cols != static_cast<uint64_t>(*elements)) {
       tensor.reject("rows", "rows * cols must equal elements (or both be 0)");
     }
-    report.tensors.push_back({*name, static_cast<uint64_t>(*elements), shape_rows, shape_cols});
+    report.tensors.push_back({*name, static_cast<uint64_t>(*elements), shape_rows, shape_cols,
+                              dtype.value_or("fp32") == "fp32" ? 4u : 2u});
   }
 }
 

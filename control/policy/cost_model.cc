@@ -25,7 +25,13 @@ std::optional<CostModel> CostModel::for_job(const Measurements& measurements,
 
 Result<CodecCost> CostModel::cost(const kernels::CodecParams& codec,
                                   const TensorSample& tensor) const {
-  auto made = kernels::make_cpu_codec(codec);
+  // Codec none sends a 16-bit tensor in its own dtype (the gateway's fp16:ef=0 or bf16:ef=0).
+  kernels::CodecParams sent = codec;
+  if (codec.id == kernels::CodecId::kNone && tensor.element_bytes == 2) {
+    sent.id = kernels::CodecId::kFp16;
+    sent.error_feedback = false;
+  }
+  auto made = kernels::make_cpu_codec(sent);
   if (!made.ok()) return made.status();
   const kernels::Codec& c = **made;
   const kernels::TensorDesc desc{

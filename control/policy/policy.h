@@ -49,6 +49,8 @@ struct TensorSample {
   /// Optional 2-D shape (rows * cols == elements), used by powersgd's size; 0 means 1-D.
   uint64_t rows = 0;
   uint64_t cols = 0;
+  /// Bytes per element of the tensor's dtype (fp32: 4; fp16, bf16: 2), which codec none sends.
+  uint32_t element_bytes = 4;
 };
 
 /// How much training data a gateway's workers process (any unit, the same for every gateway).

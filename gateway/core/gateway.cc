@@ -857,7 +857,7 @@ std::vector<TensorInfo> Gateway::tensors() const {
   std::vector<TensorInfo> infos;
   for (const auto& [id, tensor] : tensors_) {
     infos.push_back({tensor.spec.name, tensor.spec.elements, tensor.spec.rows, tensor.spec.cols,
-                     tensor.codec->spec(), tensor.next_seq});
+                     tensor.spec.dtype, tensor.codec->spec(), tensor.next_seq});
   }
   return infos;
 }

@@ -86,6 +86,7 @@ struct StepRecord {
 struct TensorInfo {
   std::string name;
   uint64_t elements = 0, rows = 0, cols = 0;
+  Dtype dtype = Dtype::kFp32;
   std::string codec;  // its codec spec now
   uint64_t steps = 0;
 };

@@ -35,6 +35,10 @@ nlohmann::json NodeReport::take(const Gateway& gateway, const GatewaySnapshot& n
                        {"elements", tensor.elements},
                        {"rows", tensor.rows},
                        {"cols", tensor.cols}});
+    // 16-bit tensors only: a controller before dtype takes the reports of fp32 jobs still.
+    if (tensor.dtype != Dtype::kFp32) {
+      tensors.back()["dtype"] = tensor.dtype == Dtype::kFp16 ? "fp16" : "bf16";
+    }
     step = std::max(step, tensor.steps);
   }
   nlohmann::json workers = nlohmann::json::array();

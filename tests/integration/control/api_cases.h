@@ -67,6 +67,8 @@ inline std::vector<ApiCase> api_cases() {
   no_address.erase("address");
   nlohmann::json bad_address = node;
   bad_address["address"] = "0:4001";  // a shorthand address, which the others could not dial
+  nlohmann::json unknown_dtype = node;
+  unknown_dtype["tensors"] = {{{"name", "w"}, {"elements", 10}, {"dtype", "int8"}}};
   nlohmann::json huge_volume = node;  // two of them would sum to infinity
   huge_volume["workers"] = {{{"local_rank", 0}, {"data_volume", 1e308}}};
   const std::string settings = R"({"policy":"bandwidth","target_communicate_seconds":0.05})";
@@ -108,6 +110,8 @@ inline std::vector<ApiCase> api_cases() {
        status::unprocessable_entity, "/workers/0/data_volume"},
       {"ReportUnknownCodec", verb::post, "/v1/nodes", "/v1/nodes", unknown_codec.dump(),
        status::unprocessable_entity, "/codec_speeds/0/codec"},
+      {"ReportUnknownDtype", verb::post, "/v1/nodes", "/v1/nodes", unknown_dtype.dump(),
+       status::unprocessable_entity, "/tensors/0/dtype"},
       {"ReportUnknownMember", verb::post, "/v1/nodes", "/v1/nodes", with(node, "colour", "red"),
        status::bad_request, "/colour"},
       {"ReportOversized", verb::post, "/v1/nodes", "/v1/nodes", oversized_body(),

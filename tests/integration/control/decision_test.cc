@@ -194,6 +194,28 @@ TEST_F(DecisionTest, DagcWithoutADataVolumeOfEveryGatewayStaysUniformAndSaysSo) 
   EXPECT_EQ(tensor["codec_per_node"][0], tensor["codec_per_node"][1]) << policy;
 }
 
+// A 16-bit tensor's raw bytes are 2 per element, as the gateways count them: the same top-k
+// frames against half the raw bytes give half the target ratio of an fp32 tensor.
+TEST_F(DecisionTest, TargetRatiosCountSixteenBitTensorsInTheirDtype) {
+  TestClient client = connect();
+  const Reply put =
+      client.send_json(verb::put, "/v1/policy",
+                       R"({"policy":"static","default_codec":"topk:density=0.01"})", bearer());
+  ASSERT_EQ(put.result(), status::ok) << put.body();
+  for (const uint64_t job : {1, 2}) {
+    for (const uint32_t node : {0u, 1u}) {
+      nlohmann::json body = with_link(report(job, node, 2, 10), 1 - node, k50MbitPerSecond);
+      body["tensors"] = {{{"name", "w"}, {"elements", 1 << 20}}};
+      if (job == 2) body["tensors"][0]["dtype"] = "bf16";
+      post_report(client, body);
+    }
+  }
+  const double fp32 = get(client, "/v1/policy?job_id=1")["target_ratio"].get<double>();
+  const double bf16 = get(client, "/v1/policy?job_id=2")["target_ratio"].get<double>();
+  EXPECT_GT(fp32, 10.0);
+  EXPECT_NEAR(bf16 / fp32, 0.5, 1e-3) << fp32 << " " << bf16;
+}
+
 TEST_F(DecisionTest, PutPolicyStoresTheSettingsAndRedecidesEveryJob) {
   TestClient client = connect();
   post_report(client, with_tensors(with_link(report(1, 0, 2, 10), 1, k50MbitPerSecond)));

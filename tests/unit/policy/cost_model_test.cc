@@ -31,6 +31,19 @@ TEST(CostModel, SummableCodecsPayTheRingShare) {
   EXPECT_DOUBLE_EQ(dense->wire_seconds, dense->wire_bytes / 1e9);
 }
 
+// Codec none sends a 16-bit tensor in its own dtype: half the bytes; other codecs do not care.
+TEST(CostModel, NoneSendsASixteenBitTensorInItsOwnDtype) {
+  const CostModel model(4, 1e9, {}, 1e9);
+  TensorSample half = kTensor;
+  half.element_bytes = 2;
+  auto dense = model.cost(codec("none"), half);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_DOUBLE_EQ(dense->wire_bytes, 2.0 * 3.0 / 4.0 * frame_bytes("fp16:ef=0"));
+  EXPECT_DOUBLE_EQ(frame_bytes("fp16:ef=0"), kernels::kFrameHeaderBytes + kRawBytes / 2);
+  EXPECT_DOUBLE_EQ(model.cost(codec("topk:density=0.01"), half)->wire_bytes,
+                   model.cost(codec("topk:density=0.01"), kTensor)->wire_bytes);
+}
+
 TEST(CostModel, OtherCodecsSendTheirFrameToEveryPeerAndDecodeEveryFrame) {
   const CostModel model(
       4, 2e9, {{.codec = "topk", .encode_bytes_per_second = 4e9, .decode_bytes_per_second = 8e9}},
