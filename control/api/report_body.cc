@@ -78,8 +78,11 @@ void read_tensors(const JsonObject& root, NodeReport& report) {
         shape_rows * shape_cols != static_cast<uint64_t>(*elements)) {
       tensor.reject("rows", "rows * cols must equal elements (or both be 0)");
     }
-    report.tensors.push_back({*name, static_cast<uint64_t>(*elements), shape_rows, shape_cols,
-                              dtype.value_or("fp32") == "fp32" ? 4u : 2u});
+    const TensorDtype type = dtype == "fp16"   ? TensorDtype::kFp16
+                             : dtype == "bf16" ? TensorDtype::kBf16
+                                               : TensorDtype::kFp32;
+    report.tensors.push_back(
+        {*name, static_cast<uint64_t>(*elements), shape_rows, shape_cols, type});
   }
 }
 

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "control/api/settings_json.h"
 
 namespace gradgate::control {
@@ -83,13 +85,15 @@ Status save_settings_file(const std::string& path, const PolicySettings& setting
     std::remove(temporary.c_str());
     return unavailable(error, "cannot write", temporary);
   }
-  // The rename is durable once the directory is on the disk too.
+  // The rename is durable once the directory is on the disk too. The new file is in place
+  // whatever happens now, so a failure here is only logged: the settings are saved.
   const std::string directory = std::filesystem::path(path).parent_path().string();
   const int dir =
       ::open(directory.empty() ? "." : directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return unavailable(errno, "cannot open the directory of", path);
-  if (const int synced = sync_and_close(dir); synced != 0) {
-    return unavailable(synced, "cannot flush the directory of", path);
+  const int synced = dir < 0 ? errno : sync_and_close(dir);
+  if (synced != 0) {
+    spdlog::warn("{}: saved, but its directory could not be flushed to the disk: {}", path,
+                 std::strerror(synced));
   }
   return {};
 }

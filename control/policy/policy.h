@@ -43,14 +43,17 @@ struct CodecSpeed {
 };
 
 /// A tensor the job all-reduces every step.
+enum class TensorDtype : uint8_t { kFp32, kFp16, kBf16 };
+
 struct TensorSample {
   std::string name = {};
   uint64_t elements = 0;
   /// Optional 2-D shape (rows * cols == elements), used by powersgd's size; 0 means 1-D.
   uint64_t rows = 0;
   uint64_t cols = 0;
-  /// Bytes per element of the tensor's dtype (fp32: 4; fp16, bf16: 2), which codec none sends.
-  uint32_t element_bytes = 4;
+  /// The workers' dtype: DDP would send 2 bytes per element of a 16-bit tensor, and the gateway
+  /// sends a bf16 tensor's codec none as bf16 (fp16 goes as fp32: see the gateway's core).
+  TensorDtype dtype = TensorDtype::kFp32;
 };
 
 /// How much training data a gateway's workers process (any unit, the same for every gateway).

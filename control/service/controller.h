@@ -72,8 +72,9 @@ class Controller {
   Result<uint32_t> claim_rank(uint64_t job_id, const std::string& name, uint32_t nodes);
 
   /// Called with the new, checked settings before set_settings or set_traffic_budget applies
-  /// them, outside the state's lock (reports and polls go on while it writes); its error leaves
-  /// them as they were (policy.settings_file keeps them across restarts).
+  /// them, outside the state's lock (the long polls' thread goes on while it writes; the HTTP
+  /// server's thread waits for the PUT); its error leaves them as they were
+  /// (policy.settings_file keeps them across restarts).
   using SettingsSaver = std::function<Status(const PolicySettings&)>;
   /// Installs `save`; call before serving.
   void save_settings_with(SettingsSaver save) { save_settings_ = std::move(save); }

@@ -54,14 +54,15 @@ const char* memory_name(kernels::MemoryKind memory) {
 // What DDP's own all-reduce would send of a tensor: its elements in its dtype.
 size_t raw_bytes(const TensorSpec& tensor) { return tensor.elements * dtype_bytes(tensor.dtype); }
 
-// `spec`, or for codec `none` on a 16-bit tensor that dtype's codec without error feedback: a
-// dense tensor goes on the wire in its own precision, as DDP's all-reduce sends it, not at twice
-// its size as fp32.
+// `spec`, or for codec `none` on a bf16 tensor bf16 without error feedback: a dense tensor goes
+// on the wire in its own precision, as DDP's all-reduce sends it, not at twice its size as fp32.
+// Not fp16: without a residual its encode clamps a sum beyond 65504, where fp32 on the wire
+// writes back inf, which a loss scaler sees.
 std::string dense_in_own_dtype(const TensorSpec& tensor, const std::string& spec) {
-  if (tensor.dtype == Dtype::kFp32) return spec;
+  if (tensor.dtype != Dtype::kBf16) return spec;
   const auto params = kernels::parse_codec_spec(spec);
   if (!params.ok() || params->id != kernels::CodecId::kNone) return spec;
-  return tensor.dtype == Dtype::kFp16 ? "fp16:ef=0" : "bf16:ef=0";
+  return "bf16:ef=0";
 }
 
 Status over_cap(const std::string& tensor, size_t wanted, size_t in_use, size_t cap) {
@@ -718,6 +719,7 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
                     tensor.policy_version,
                     kernels::codec_name(tensor.codec->id()),
                     outcome.raw_bytes,
+                    tensor.spec.elements * sizeof(float),
                     outcome.wire_bytes,
                     outcome.encode_seconds,
                     outcome.communicate_seconds,

@@ -72,8 +72,9 @@ struct StepRecord {
   Status status;
   uint64_t step = 0;
   uint32_t policy_version = 0;
-  std::string_view codec;  // the codec's name ("topk", static): bounded, fit for a metric label
-  uint64_t raw_bytes = 0;  // fp32 bytes of the node sum
+  std::string_view codec;   // the codec's name ("topk", static): bounded, fit for a metric label
+  uint64_t raw_bytes = 0;   // bytes of the node sum in the tensor's dtype (what DDP would send)
+  uint64_t fp32_bytes = 0;  // 4 per element: the unit of codec speeds (the node sum is fp32)
   uint64_t wire_bytes = 0;
   double encode_seconds = 0.0, communicate_seconds = 0.0, decode_seconds = 0.0;
   uint64_t union_elements = 0;
@@ -175,8 +176,7 @@ class Gateway final : public IngressHandler {
   Result<uint32_t> add_tensor_locked(uint32_t local_rank, const TensorSpec& spec, uint32_t id,
                                      WorkerBuffer buffer);
   /// What the config says `tensor` runs with: its codec, or none below min_compress_elements
-  /// (for a 16-bit tensor, none is its dtype's codec without error feedback: dense in its own
-  /// precision).
+  /// (for a bf16 tensor, none is bf16 without error feedback: dense in its own precision).
   std::string configured_codec(const TensorSpec& tensor) const;
   /// The host memory a tensor's node sum takes: its fp32 elements where the sum is made on the
   /// host (buffers in GPU memory with the codec on the CPU; host buffers not reduced in place).

@@ -14,7 +14,7 @@
 // Two exceptions, hello_refusal: a HELLO refused with kUnavailable (the local rank is held by
 // another connection) is GG_RANK_IN_USE, which gg_connect_wait waits out, for clients that know
 // that status; one refused with kAborted (the gateway is not serving yet: joining_handler.h) is
-// GG_CLOSED, which every client's gg_connect_wait waits out.
+// GG_CLOSED, which gg_connect_wait waits out (clients of protocol version 4 and later).
 #pragma once
 
 #include <cstdint>

@@ -270,6 +270,10 @@ Status join_and_serve(const GatewayConfig& config, const DaemonOptions& options,
   ChosenTransport chosen = make_transport(job);
   Transport& transport = *chosen.transport;
   Gateway gateway(job, transport);
+  // However this function ends, the ingress stops before the gateway that its sessions call goes.
+  const auto stop_ingress = [](IngressServer* server) { server->stop(); };
+  const std::unique_ptr<IngressServer, decltype(stop_ingress)> ingress_stopper(&ingress,
+                                                                               stop_ingress);
   Telemetry telemetry(job, gateway, transport);
   GRADGATE_RETURN_IF_ERROR(gateway.start());
   // Telemetry first: the steps that workers start once the ingress serves report to it.

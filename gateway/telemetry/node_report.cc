@@ -11,7 +11,7 @@ void NodeReport::observe(const StepRecord& step) {
   if (!step.status.ok()) return;
   std::lock_guard lock(mutex_);
   CodecTime& time = codec_times_[std::string(step.codec)];
-  time.raw_bytes += static_cast<double>(step.raw_bytes);
+  time.raw_bytes += static_cast<double>(step.fp32_bytes);
   time.encode_seconds += step.encode_seconds;
   time.decode_seconds += step.decode_seconds;
   encode_ += step.encode_seconds;

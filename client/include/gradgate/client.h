@@ -58,7 +58,7 @@ typedef struct gg_job_info {
 /* How one all-reduce went, filled by gg_wait. */
 typedef struct gg_allreduce_info {
   uint64_t step;              /* the tensor's all-reduce count, from 0 */
-  uint64_t raw_bytes;         /* fp32 bytes of the node's sum */
+  uint64_t raw_bytes;         /* bytes of the node's sum in the tensor's dtype */
   uint64_t wire_bytes;        /* bytes this gateway sent to other gateways for it */
   double encode_seconds;      /* compression, error feedback included */
   double communicate_seconds; /* waiting for and moving frames */

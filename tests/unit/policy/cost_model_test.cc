@@ -31,16 +31,21 @@ TEST(CostModel, SummableCodecsPayTheRingShare) {
   EXPECT_DOUBLE_EQ(dense->wire_seconds, dense->wire_bytes / 1e9);
 }
 
-// Codec none sends a 16-bit tensor in its own dtype: half the bytes; other codecs do not care.
-TEST(CostModel, NoneSendsASixteenBitTensorInItsOwnDtype) {
+// Codec none sends a bf16 tensor in its own dtype: half the bytes; an fp16 one as fp32; other
+// codecs do not care.
+TEST(CostModel, NoneSendsABf16TensorInItsOwnDtype) {
   const CostModel model(4, 1e9, {}, 1e9);
-  TensorSample half = kTensor;
-  half.element_bytes = 2;
-  auto dense = model.cost(codec("none"), half);
+  TensorSample bf16 = kTensor;
+  bf16.dtype = TensorDtype::kBf16;
+  auto dense = model.cost(codec("none"), bf16);
   ASSERT_TRUE(dense.ok());
-  EXPECT_DOUBLE_EQ(dense->wire_bytes, 2.0 * 3.0 / 4.0 * frame_bytes("fp16:ef=0"));
-  EXPECT_DOUBLE_EQ(frame_bytes("fp16:ef=0"), kernels::kFrameHeaderBytes + kRawBytes / 2);
-  EXPECT_DOUBLE_EQ(model.cost(codec("topk:density=0.01"), half)->wire_bytes,
+  EXPECT_DOUBLE_EQ(dense->wire_bytes, 2.0 * 3.0 / 4.0 * frame_bytes("bf16:ef=0"));
+  EXPECT_DOUBLE_EQ(frame_bytes("bf16:ef=0"), kernels::kFrameHeaderBytes + kRawBytes / 2);
+  TensorSample fp16 = kTensor;
+  fp16.dtype = TensorDtype::kFp16;
+  EXPECT_DOUBLE_EQ(model.cost(codec("none"), fp16)->wire_bytes,
+                   model.cost(codec("none"), kTensor)->wire_bytes);
+  EXPECT_DOUBLE_EQ(model.cost(codec("topk:density=0.01"), bf16)->wire_bytes,
                    model.cost(codec("topk:density=0.01"), kTensor)->wire_bytes);
 }
 
