@@ -16,8 +16,9 @@ std::vector<std::byte> bytes_of(std::size_t size, std::byte fill) {
 }
 
 // A raw peer that handshakes with `transport` as `rank` and reads the answer.
-std::unique_ptr<RawPeer> handshaken_raw_peer(const TcpTransport& transport, uint32_t rank) {
-  auto peer = std::make_unique<RawPeer>(transport.listen_port());
+std::unique_ptr<RawPeer> handshaken_raw_peer(const TcpTransport& transport, uint32_t rank,
+                                             int receive_buffer = 0) {
+  auto peer = std::make_unique<RawPeer>(transport.listen_port(), receive_buffer);
   tcp::Hello answer;
   if (!peer->connected() || !peer->send_hello(kJob, rank) || !peer->read_hello(&answer)) return {};
   if (answer != tcp::Hello{kJob, 0}) return {};
@@ -223,7 +224,8 @@ TEST(TcpRobustnessTest, APeerThatDoesNotReadHitsTheQueueCap) {
   options.send_queue_bytes = 4u << 20;
   Node node = start_node(options);
   ASSERT_TRUE(node.transport);
-  auto silent = handshaken_raw_peer(*node.transport, 1);
+  // A small fixed receive buffer: what the sockets absorb cannot grow while the queue is checked.
+  auto silent = handshaken_raw_peer(*node.transport, 1, 64 << 10);
   ASSERT_TRUE(silent);
   ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1); }));
 

@@ -119,10 +119,15 @@ class Recorder {
 };
 
 /// A plain blocking loopback socket for playing a misbehaving peer; every receive is bounded
-/// by kDeadline.
+/// by kDeadline. A `receive_buffer` (bytes, > 0) fixes the socket's receive buffer before it
+/// connects, so that a peer that stops reading holds a known, small amount however the kernel
+/// would otherwise grow the buffer.
 class RawPeer {
  public:
-  explicit RawPeer(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  explicit RawPeer(uint16_t port, int receive_buffer = 0) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    if (receive_buffer > 0) {
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+    }
     timeval timeout{static_cast<time_t>(kDeadline.count()), 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
