@@ -8,7 +8,9 @@ parameters. The rendezvous, rank and world size default to torchrun's (env://, R
 WORLD_SIZE).
 --own-hook registers a comm hook of the script's own. --inf-step N makes rank 0's loss infinite
 at step N; like mixed-precision loss scaling (GradScaler), every rank skips the optimizer step
-whose gradients are not all finite.
+whose gradients are not all finite. --spawn N starts N workers with torch.multiprocessing.spawn,
+as PyTorch's ImageNet example does: --rank is then the node's, and worker i of node r has rank
+r * N + i.
 """
 
 import argparse
@@ -33,7 +35,7 @@ def averaging_hook(world_size, bucket):
     return future
 
 
-def main():
+def parse_arguments():
     p = argparse.ArgumentParser()
     p.add_argument("--init-method", default="env://")
     p.add_argument("--rank", type=int, default=os.environ.get("RANK"))
@@ -41,9 +43,18 @@ def main():
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--own-hook", action="store_true")
     p.add_argument("--inf-step", type=int, default=-1)
+    p.add_argument("--spawn", type=int, default=0)
     p.add_argument("--result", required=True)
-    args = p.parse_args()
+    return p.parse_args()
 
+
+def spawned_worker(index, args):
+    """Worker `index` of a node's torch.multiprocessing.spawn."""
+    args.rank = args.rank * args.spawn + index
+    train(args)
+
+
+def train(args):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=args.init_method, rank=args.rank,
                             world_size=args.world_size)
@@ -76,6 +87,14 @@ def main():
         json.dump({"losses": losses, "skipped": skipped, "digest": digest.hexdigest()}, result)
     # No dist.destroy_process_group(): with PyTorch 1.13 over gloo it hangs now and then after
     # comm hooks that use gloo, gradgate or not.
+
+
+def main():
+    args = parse_arguments()
+    if args.spawn:
+        torch.multiprocessing.spawn(spawned_worker, args=(args,), nprocs=args.spawn)
+    else:
+        train(args)
 
 
 if __name__ == "__main__":

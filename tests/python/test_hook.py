@@ -402,13 +402,16 @@ class AutoHookTest(TempDirTest):
     def setUp(self):
         require_artifacts(self)
 
-    def run_plain(self, *script_args, run_options=(), gateways_first=True):
-        """Both ranks' results, each gateway's all-reduce count, and rank 0's output
+    def run_plain(self, *script_args, run_options=(), gateways_first=True, spawn=0):
+        """Every rank's results, each gateway's all-reduce count, and node 0's output
         (`run_options` go to gradgate.run). With gateways_first False the gateways start once
-        both scripts wait for them."""
+        both scripts wait for them. With `spawn` N, each node's script starts its N workers with
+        torch.multiprocessing.spawn and has no local rank of its own."""
         workdir = self.make_workdir()
+        local_workers = spawn or 1
+        world = 2 * local_workers
         cluster = LocalCluster(GATEWAY_BINARY, workdir=workdir, log_level="warn", nodes=2,
-                               local_workers=1, codec="fp16")
+                               local_workers=local_workers, codec="fp16")
         self.addCleanup(cluster.stop)
         when_started = None
         if gateways_first:
@@ -418,20 +421,22 @@ class AutoHookTest(TempDirTest):
                 wait_for_output(workdir, processes, "trying again for up to")
                 cluster.start()
         commands, environments = [], []
-        for rank in range(2):
+        for node in range(2):
             commands.append(
                 [sys.executable, "-m", "gradgate.run", *run_options, str(PLAIN_SCRIPT),
-                 f"--init-method=file://{workdir / 'rendezvous'}", f"--rank={rank}",
-                 "--world-size=2", f"--steps={self.STEPS}",
-                 f"--result={workdir / f'result{rank}.json'}", *script_args]
+                 f"--init-method=file://{workdir / 'rendezvous'}", f"--rank={node}",
+                 f"--world-size={world}", f"--steps={self.STEPS}", f"--spawn={spawn}",
+                 f"--result={workdir / 'result{rank}.json'}", *script_args]
             )
-            environments.append(
-                dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"), LOCAL_RANK="0",
-                     GRADGATE_SOCKET=str(cluster.socket_path(rank)))
-            )
+            environment = dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"),
+                               GRADGATE_SOCKET=str(cluster.socket_path(node)))
+            environment.pop("LOCAL_RANK", None)
+            if not spawn:
+                environment["LOCAL_RANK"] = "0"
+            environments.append(environment)
         run_processes(cluster, workdir, commands, environments, when_started)
-        statuses = [gateway_status(workdir, rank) for rank in range(2)]
-        results = [json.loads((workdir / f"result{r}.json").read_text()) for r in range(2)]
+        statuses = [gateway_status(workdir, node) for node in range(2)]
+        results = [json.loads((workdir / f"result{r}.json").read_text()) for r in range(world)]
         return results, statuses, (workdir / "worker0.err").read_text()
 
     def run_single_rank(self, workdir, body):
@@ -458,6 +463,17 @@ class AutoHookTest(TempDirTest):
         for status in statuses:
             self.assertGreaterEqual(status["allreduces"], self.STEPS)
         self.assertIn(f"gradgate: ddp: {self.STEPS} steps", output)
+
+    def test_workers_that_the_script_spawns_train_through_the_gateways(self):
+        results, statuses, output = self.run_plain(spawn=2)
+        self.assertEqual(len({result["digest"] for result in results}), 1, results)
+        losses = results[0]["losses"]
+        self.assertLess(sum(losses[-5:]), 0.8 * sum(losses[:5]), "the loss did not fall")
+        for status in statuses:
+            self.assertGreaterEqual(status["allreduces"], self.STEPS)
+        # Spawned worker 0 of node 0 is local rank 0: it reports, and only it.
+        self.assertEqual(output.count(f"gradgate: ddp: {self.STEPS} steps"), 1, output)
+        self.assertNotIn("no DistributedDataParallel model", output)
 
     def test_a_script_started_before_its_gateways_waits_for_them(self):
         results, statuses, output = self.run_plain(gateways_first=False)
@@ -589,10 +605,11 @@ except ValueError as error:
         workdir = self.make_workdir()
         path = workdir / "script.py"
         path.write_text(script)
+        base = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
         return subprocess.run(
             [sys.executable, "-m", "gradgate.run", *arguments, str(path)], capture_output=True,
             text=True, timeout=60, cwd=workdir,
-            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"), **(environment or {})),
+            env=dict(base, PYTHONPATH=str(REPO / "client" / "python"), **(environment or {})),
         )
 
     def test_the_data_volume_comes_from_the_command_line_or_the_environment(self):
@@ -614,15 +631,20 @@ except ValueError as error:
         other_rank = self.run_module("--local-rank", "1", script="pass\n")
         self.assertNotIn("no DistributedDataParallel model", other_rank.stderr)
 
-    def test_without_a_local_rank_the_command_line_is_refused(self):
-        environment = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
-        environment["PYTHONPATH"] = str(REPO / "client" / "python")
-        done = subprocess.run(
-            [sys.executable, "-m", "gradgate.run", str(PLAIN_SCRIPT)], env=environment,
-            capture_output=True, text=True, timeout=60,
-        )
-        self.assertEqual(done.returncode, 2)
-        self.assertIn("LOCAL_RANK is not set", done.stderr)
+    def test_a_model_made_without_a_local_rank_fails_saying_how_to_give_one(self):
+        workdir = self.make_workdir()
+        done = self.run_module(script=(
+            "import torch, torch.distributed as dist\n"
+            f"dist.init_process_group('gloo', init_method='file://{workdir / 'rendezvous'}', "
+            "rank=0, world_size=1)\n"
+            "torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))(torch.ones(1, 2))\n"
+        ))
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("this process's worker index on the node is unknown", done.stderr)
+        self.assertIn("torch.multiprocessing.spawn", done.stderr)
+        bad = self.run_module(script="pass\n", environment={"LOCAL_RANK": "first"})
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("LOCAL_RANK='first' is not a number", bad.stderr)
 
 
 def wait_for(future, seconds=60):

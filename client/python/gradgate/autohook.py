@@ -13,11 +13,15 @@ gateway. Models made before install() are left as they are.
 
 The node's gateway socket and this process's worker index on the node come from install()'s
 arguments, else from the environment: GRADGATE_SOCKET (default /run/gradgate/gg.sock) and
-LOCAL_RANK (torchrun sets it).
+LOCAL_RANK (torchrun sets it). A process without a local rank (a script that starts its workers
+with torch.multiprocessing.spawn, as PyTorch's ImageNet example does) makes no model of its own:
+each process it spawns gets the same options with its spawn index as its local rank.
 """
 
 import atexit
 import contextlib
+import functools
+import importlib
 import os
 import sys
 import weakref
@@ -34,10 +38,11 @@ _states = weakref.WeakKeyDictionary()
 
 
 def local_rank_from_environment():
-    """LOCAL_RANK as an int; ValueError naming it when it is missing or not a number."""
+    """LOCAL_RANK as an int, None when it is not set; ValueError naming it when it is not a
+    number."""
     text = os.environ.get("LOCAL_RANK")
     if text is None:
-        raise ValueError("LOCAL_RANK is not set: run under torchrun, or give the local rank")
+        return None
     try:
         return int(text)
     except ValueError:
@@ -48,7 +53,8 @@ def install(socket_path=None, local_rank=None, **state_options):
     """Makes every DDP model made from now on use gradgate (see the module's text).
 
     socket_path, local_rank: the gateway and this worker's index on the node (defaults from the
-    environment, above). state_options go to every model's gradgate.torch.HookState (timeout_ms,
+    environment, above; without a local rank, the processes torch.multiprocessing.spawn starts
+    take their index). state_options go to every model's gradgate.torch.HookState (timeout_ms,
     connect_timeout_ms, device_path, data_volume, nonfinite; not name_prefix or client, which
     install() sets itself).
     Calling it again replaces the options for later models.
@@ -66,6 +72,29 @@ def install(socket_path=None, local_rank=None, **state_options):
     if not getattr(DistributedDataParallel, "_gradgate_patched", False):
         _patch(DistributedDataParallel)
         atexit.register(_report_unhooked)
+    if _options["local_rank"] is None:
+        _hand_down_to_spawned_processes(_options)
+
+
+def _hand_down_to_spawned_processes(options):
+    """Makes every process torch.multiprocessing.spawn starts from now on
+    call install() with `options` and its spawn index as local rank before it runs its function.
+    torch starts each one with its module-level _wrap(fn, index, ...), which it looks up at each
+    start: that is replaced by a picklable partial of _run_spawned."""
+    spawn = importlib.import_module("torch.multiprocessing.spawn")
+    if not hasattr(spawn, "_gradgate_original_wrap"):
+        spawn._gradgate_original_wrap = spawn._wrap
+    inherited = {k: v for k, v in options.items() if k != "local_rank"}
+    spawn._wrap = functools.partial(_run_spawned, inherited)
+
+
+def _run_spawned(options, fn, index, *wrap_args):
+    """A spawned process: installs with its index as local rank, then runs torch's own _wrap."""
+    options = dict(options)
+    install(options.pop("socket_path"), index, **options)
+    spawn = importlib.import_module("torch.multiprocessing.spawn")
+    original = getattr(spawn, "_gradgate_original_wrap", spawn._wrap)
+    return original(fn, index, *wrap_args)
 
 
 def _patch(ddp):
@@ -137,6 +166,13 @@ def _attach(model, register):
 
     options = dict(_options)
     socket_path, local_rank = options.pop("socket_path"), options.pop("local_rank")
+    if local_rank is None:
+        raise RuntimeError(
+            "gradgate: this process's worker index on the node is unknown, so its DDP model "
+            "cannot join the gateway: run it under torchrun (LOCAL_RANK), give --local-rank to "
+            "gradgate.run (local_rank to install()), or make the model in a process that "
+            "torch.multiprocessing.spawn starts"
+        )
     connect_timeout_ms = options.pop("connect_timeout_ms", HOOK_CONNECT_TIMEOUT_MS)
     if _client is None:
         _client = Client(socket_path, local_rank, connect_timeout_ms=connect_timeout_ms)

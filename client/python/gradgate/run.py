@@ -5,7 +5,8 @@
     torchrun --nproc-per-node 8 -m gradgate.run [OPTIONS] SCRIPT [ARGS...]
 
 OPTIONS come before the script: --socket PATH (default: GRADGATE_SOCKET, else
-/run/gradgate/gg.sock), --local-rank N (default: LOCAL_RANK, which torchrun sets), --timeout-ms
+/run/gradgate/gg.sock), --local-rank N (default: LOCAL_RANK, which torchrun sets; without one,
+the processes the script starts with torch.multiprocessing.spawn take their index), --timeout-ms
 N, --connect-timeout-ms N, --device-path auto|host, --nonfinite propagate|raise, --data-volume N
 (default: GRADGATE_DATA_VOLUME, else 0) (HookState's options). The script then
 runs as `python SCRIPT ARGS...` would run it (sys.argv, __main__, its directory first on
@@ -36,7 +37,8 @@ def _parser():
     parser.add_argument("--socket", help="the node's gateway socket (default: $GRADGATE_SOCKET, "
                         f"else {autohook.DEFAULT_SOCKET})")
     parser.add_argument("--local-rank", type=int,
-                        help="this process's worker index on the node (default: $LOCAL_RANK)")
+                        help="this process's worker index on the node (default: $LOCAL_RANK; "
+                        "without one, processes of torch.multiprocessing.spawn take their index)")
     parser.add_argument("--timeout-ms", type=int,
                         help="how long one bucket's all-reduce may take (default: longer than "
                         "the gateway lets a step take, 2 x its collective.timeout_ms + 10 s)")
