@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "tests/unit/transport/transport_test_support.h"
 
@@ -219,27 +220,43 @@ TEST(TcpRobustnessTest, InvalidOptionsAndABusyPortFailToStart) {
   EXPECT_EQ(clash.start({}).code(), ErrorCode::kUnavailable);
 }
 
+// The most a TCP socket's send buffer grows to (tcp(7): net.ipv4.tcp_wmem's maximum); 0 when
+// it cannot be read.
+uint64_t largest_send_buffer() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_wmem");
+  uint64_t least = 0, initial = 0, most = 0;
+  in >> least >> initial >> most;
+  return most;
+}
+
 TEST(TcpRobustnessTest, APeerThatDoesNotReadHitsTheQueueCap) {
+  const uint64_t kernel_takes = largest_send_buffer();
+  ASSERT_GT(kernel_takes, 0u) << "net.ipv4.tcp_wmem could not be read";
+  constexpr std::size_t kMessage = 1u << 20;
+  constexpr uint64_t kFramed = tcp::kLengthPrefixBytes + kMessage;
+  // A cap far above what the kernel takes in (the sender's largest send buffer, and the silent
+  // peer's small fixed receive buffer): once the cap refuses a message, the transport's writer,
+  // whenever it runs, can hand the kernel only part of what is queued.
   TcpTransportOptions options = loopback_options(0, 2, {});
-  options.send_queue_bytes = 4u << 20;
+  options.send_queue_bytes = 2 * kernel_takes + 4 * kFramed;
   Node node = start_node(options);
   ASSERT_TRUE(node.transport);
-  // A small fixed receive buffer: what the sockets absorb cannot grow while the queue is checked.
   auto silent = handshaken_raw_peer(*node.transport, 1, 64 << 10);
   ASSERT_TRUE(silent);
   ASSERT_TRUE(eventually([&] { return node.transport->peer_up(1); }));
 
-  constexpr std::size_t kMessage = 1u << 20;
+  const uint64_t most_messages = (options.send_queue_bytes + 2 * kernel_takes) / kMessage + 8;
   Status status;
-  uint32_t accepted = 0;
-  for (; accepted < 1000; ++accepted) {  // socket buffers absorb some; the cap stops the rest
-    status = node.transport->send(1, numbered_message(0, accepted, kMessage));
+  uint64_t accepted = 0;
+  for (; accepted < most_messages; ++accepted) {
+    status =
+        node.transport->send(1, numbered_message(0, static_cast<uint32_t>(accepted), kMessage));
     if (!status.ok()) break;
   }
   EXPECT_EQ(status.code(), ErrorCode::kResourceExhausted) << status.to_string();
-  EXPECT_GE(accepted, 3u);
+  EXPECT_GE(accepted, options.send_queue_bytes / kFramed);
   const uint64_t queued = node.transport->stats().queued_bytes;
-  EXPECT_GT(queued, 0u);
+  EXPECT_GT(queued, kernel_takes / 2) << "the kernel cannot have taken in what the queue held";
   EXPECT_LE(queued, options.send_queue_bytes);
 
   silent.reset();  // the peer goes away: what is queued is dropped
