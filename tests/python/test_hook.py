@@ -646,6 +646,16 @@ except ValueError as error:
         self.assertEqual(bad.returncode, 2)
         self.assertIn("LOCAL_RANK='first' is not a number", bad.stderr)
 
+    def test_a_local_rank_given_later_ends_the_hand_down_to_spawned_processes(self):
+        handed_down = self.run_module(script=(
+            "import importlib\nfrom gradgate import autohook\n"
+            "spawn = importlib.import_module('torch.multiprocessing.spawn')\n"
+            "print(spawn._wrap is spawn._gradgate_original_wrap)\n"
+            "autohook.install(local_rank=0)\n"
+            "print(spawn._wrap is spawn._gradgate_original_wrap)\n"
+        ))
+        self.assertEqual(handed_down.stdout.split(), ["False", "True"], handed_down.stderr)
+
 
 def wait_for(future, seconds=60):
     """The value of a hook's Future (its error raised), failing if it has not ended in `seconds`."""

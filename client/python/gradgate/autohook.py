@@ -72,18 +72,20 @@ def install(socket_path=None, local_rank=None, **state_options):
     if not getattr(DistributedDataParallel, "_gradgate_patched", False):
         _patch(DistributedDataParallel)
         atexit.register(_report_unhooked)
-    if _options["local_rank"] is None:
-        _hand_down_to_spawned_processes(_options)
+    _hand_down_to_spawned_processes(_options if _options["local_rank"] is None else None)
 
 
 def _hand_down_to_spawned_processes(options):
-    """Makes every process torch.multiprocessing.spawn starts from now on
-    call install() with `options` and its spawn index as local rank before it runs its function.
-    torch starts each one with its module-level _wrap(fn, index, ...), which it looks up at each
-    start: that is replaced by a picklable partial of _run_spawned."""
+    """With `options` (a process without a local rank): every process torch.multiprocessing.spawn
+    starts from now on calls install() with them and its spawn index as local rank before it runs
+    its function. torch starts each one with its module-level _wrap(fn, index, ...), which it
+    looks up at each start: that is replaced by a picklable partial of _run_spawned. With None:
+    torch's own _wrap again."""
     spawn = importlib.import_module("torch.multiprocessing.spawn")
-    if not hasattr(spawn, "_gradgate_original_wrap"):
-        spawn._gradgate_original_wrap = spawn._wrap
+    original = spawn.__dict__.setdefault("_gradgate_original_wrap", spawn._wrap)
+    if options is None:
+        spawn._wrap = original
+        return
     inherited = {k: v for k, v in options.items() if k != "local_rank"}
     spawn._wrap = functools.partial(_run_spawned, inherited)
 
@@ -93,8 +95,7 @@ def _run_spawned(options, fn, index, *wrap_args):
     options = dict(options)
     install(options.pop("socket_path"), index, **options)
     spawn = importlib.import_module("torch.multiprocessing.spawn")
-    original = getattr(spawn, "_gradgate_original_wrap", spawn._wrap)
-    return original(fn, index, *wrap_args)
+    return spawn._gradgate_original_wrap(fn, index, *wrap_args)
 
 
 def _patch(ddp):
