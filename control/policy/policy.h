@@ -52,7 +52,7 @@ struct TensorSample {
   uint64_t rows = 0;
   uint64_t cols = 0;
   /// The workers' dtype: DDP would send 2 bytes per element of a 16-bit tensor, and the gateway
-  /// sends a bf16 tensor's codec none as bf16 (fp16 goes as fp32: see the gateway's core).
+  /// sends a 16-bit tensor's codec none in that dtype.
   TensorDtype dtype = TensorDtype::kFp32;
 };
 

@@ -54,15 +54,15 @@ const char* memory_name(kernels::MemoryKind memory) {
 // What DDP's own all-reduce would send of a tensor: its elements in its dtype.
 size_t raw_bytes(const TensorSpec& tensor) { return tensor.elements * dtype_bytes(tensor.dtype); }
 
-// `spec`, or for codec `none` on a bf16 tensor bf16 without error feedback: a dense tensor goes
-// on the wire in its own precision, as DDP's all-reduce sends it, not at twice its size as fp32.
-// Not fp16: without a residual its encode clamps a sum beyond 65504, where fp32 on the wire
-// writes back inf, which a loss scaler sees.
+// `spec`, or for codec `none` on a 16-bit tensor that dtype's codec without error feedback: a
+// dense tensor goes on the wire in its own precision, as DDP's all-reduce sends it, not at twice
+// its size as fp32. A node sum or a sum of frames beyond fp16's range skips the step, as it would
+// be infinite in DDP's fp16 all-reduce (element_rules.h: half_sendable).
 std::string dense_in_own_dtype(const TensorSpec& tensor, const std::string& spec) {
-  if (tensor.dtype != Dtype::kBf16) return spec;
+  if (tensor.dtype == Dtype::kFp32) return spec;
   const auto params = kernels::parse_codec_spec(spec);
   if (!params.ok() || params->id != kernels::CodecId::kNone) return spec;
-  return "bf16:ef=0";
+  return tensor.dtype == Dtype::kFp16 ? "fp16:ef=0" : "bf16:ef=0";
 }
 
 Status over_cap(const std::string& tensor, size_t wanted, size_t in_use, size_t cap) {

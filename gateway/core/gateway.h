@@ -176,7 +176,8 @@ class Gateway final : public IngressHandler {
   Result<uint32_t> add_tensor_locked(uint32_t local_rank, const TensorSpec& spec, uint32_t id,
                                      WorkerBuffer buffer);
   /// What the config says `tensor` runs with: its codec, or none below min_compress_elements
-  /// (for a bf16 tensor, none is bf16 without error feedback: dense in its own precision).
+  /// (for a 16-bit tensor, none is its dtype's codec without error feedback: dense in its own
+  /// precision).
   std::string configured_codec(const TensorSpec& tensor) const;
   /// The host memory a tensor's node sum takes: its fp32 elements where the sum is made on the
   /// host (buffers in GPU memory with the codec on the CPU; host buffers not reduced in place).

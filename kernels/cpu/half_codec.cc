@@ -1,6 +1,7 @@
 // fp16 and bf16: the gradient rounded to 16 bits (round-to-nearest-even), with the rounding error
 // kept in the residual. Summable: frames add in fp32 and round back, as PyTorch's fp16 hook does
-// (fp16 sums beyond +-65504 are reported as an error rather than sent as infinity).
+// (fp16 sums beyond +-65504 are reported as an error rather than sent as infinity). Without a
+// residual, a gradient value beyond the format's range is such an error too (element_rules.h).
 #include <vector>
 
 #include "codecs.h"
@@ -34,7 +35,7 @@ class HalfCodec final : public CpuCodec {
         add_loop()(payload, decoded.data(), decoded.size());
         restore_residual(grad, decoded, stream.residual());
       }
-      return nonfinite_gradient(stream, bad);
+      return nonfinite_gradient(stream, bad, residual == nullptr);
     }
     return seal(round, ctx, stream, bytes, out);
   }

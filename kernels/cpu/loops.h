@@ -48,7 +48,8 @@ struct LoopTable {
 
   /// v = g + e (e may be null: v = g); out = half(v) with round-to-nearest-even, saturating at
   /// the format's largest finite value; e = v - out.
-  /// Where v is non-finite e keeps its value. Returns the number of non-finite v.
+  /// Where v is non-finite e keeps its value. Returns the number of v that cannot be sent:
+  /// non-finite, or without e beyond the format's range (rules::half_sendable).
   size_t (*encode_fp16)(const float* g, float* e, uint16_t* out, size_t n);
   size_t (*encode_bf16)(const float* g, float* e, uint16_t* out, size_t n);
   size_t (*count_nonfinite_fp16)(const uint16_t* in, size_t n);

@@ -64,15 +64,27 @@ size_t encode_half_scalar(const float* g, float* e, uint16_t* out, size_t n) {
     const uint16_t h = rules::half_encode<Format>(v);
     out[i] = h;
     if (e) e[i] = rules::residual_after(v, Format::decode(h), e[i]);
-    bad += !finite(v);
+    bad += !rules::half_sendable<Format>(v, e != nullptr);
   }
   return bad;
 }
 
 #if defined(__AVX2__)
+// The lanes of v an encoder can send: magnitude bits below `limit` (rules::half_send_limit).
+inline __m256 half_sendable(__m256 v, __m256i limit) {
+  const __m256i magnitude = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7FFFFFFF));
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(limit, magnitude));
+}
+
+template <typename Format>
+__m256i half_send_limit(const float* e) {
+  return _mm256_set1_epi32(static_cast<int>(rules::half_send_limit<Format>(e != nullptr)));
+}
+#endif
+
+#if defined(__AVX2__)
 size_t encode_bf16(const float* g, float* e, uint16_t* out, size_t n) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256i limit = half_send_limit<rules::Bf16>(e);
   const __m256 highest = _mm256_set1_ps(kBf16Max), lowest = _mm256_set1_ps(-kBf16Max);
   const __m256i bias = _mm256_set1_epi32(0x7FFF);
   const __m256i one = _mm256_set1_epi32(1);
@@ -89,7 +101,7 @@ size_t encode_bf16(const float* g, float* e, uint16_t* out, size_t n) {
       const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
       const __m256i h = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, odd)), 16);
       halves[j] = h;
-      const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
+      const __m256 ok = half_sendable(v, limit);
       bad += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
       if (e) {
         const __m256 err = _mm256_sub_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
@@ -110,8 +122,7 @@ size_t encode_bf16(const float* g, float* e, uint16_t* out, size_t n) {
 
 #if defined(__AVX2__) && defined(__F16C__)
 size_t encode_fp16(const float* g, float* e, uint16_t* out, size_t n) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256i limit = half_send_limit<rules::Fp16>(e);
   const __m256 highest = _mm256_set1_ps(kFp16Max), lowest = _mm256_set1_ps(-kFp16Max);
   size_t bad = 0;
   size_t i = 0;
@@ -122,7 +133,7 @@ size_t encode_fp16(const float* g, float* e, uint16_t* out, size_t n) {
     const __m256 clamped = _mm256_min_ps(_mm256_max_ps(v, lowest), highest);
     const __m128i h = _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
-    const __m256 ok = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
+    const __m256 ok = half_sendable(v, limit);
     bad += 8 - static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(ok)));
     if (e) {
       const __m256 err = _mm256_sub_ps(v, _mm256_cvtph_ps(h));

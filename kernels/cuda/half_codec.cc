@@ -37,7 +37,7 @@ class HalfCodec final : public CudaCodec {
                                                    grad.size(), call->cuda));
       GRADGATE_RETURN_IF_ERROR(call->scratch->finish(call->cuda).status());
     }
-    return nonfinite_gradient(stream, tally->count[0]);
+    return nonfinite_gradient(stream, tally->count[0], call->residual == nullptr);
   }
 
   Result<size_t> add_frames(const FrameView& a, const FrameView& b,

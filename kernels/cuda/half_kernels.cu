@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(kTileThreads)
         out[i] = h;
         stage.put(j * 2, h);
         if (e) e[i] = rules::residual_after(v, Format::decode(h), residual);
-        bad += !rules::finite(v);
+        bad += !rules::half_sendable<Format>(v, e != nullptr);
       });
   stage.fold_crc(tile.first * 2, tile.count * 2, sink);
   tally_count(&tally->count[0], bad);

@@ -130,11 +130,14 @@ Status CodecBase::sum_overflow(std::string_view range) const {
   return overflow("sum of frames overflows the " + std::string(range) + " range");
 }
 
-Status CodecBase::nonfinite_gradient(const Stream& stream, size_t count) {
+Status CodecBase::nonfinite_gradient(const Stream& stream, size_t count, bool beyond_16_bit) {
   return Status(ErrorCode::kNonFiniteGradient,
                 "gradient of tensor " + std::to_string(stream.desc().tensor_id) + " (job " +
                     std::to_string(stream.desc().job_id) + ") has " + std::to_string(count) +
-                    " NaN or infinite values; nothing was encoded");
+                    " NaN or infinite values; nothing was encoded" +
+                    (beyond_16_bit ? " (without error feedback, a value beyond the 16-bit "
+                                     "format's range counts as infinite, as cast to it)"
+                                   : ""));
 }
 
 }  // namespace gradgate::kernels

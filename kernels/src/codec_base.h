@@ -50,8 +50,10 @@ class CodecBase : public Codec {
 
   /// kMalformedFrame naming the frame's codec, tensor and step, and what is wrong.
   static Status malformed(const FrameView& frame, const std::string& what);
-  /// kNonFiniteGradient for a gradient with `count` NaN or infinite values.
-  static Status nonfinite_gradient(const Stream& stream, size_t count);
+  /// kNonFiniteGradient for a gradient with `count` NaN or infinite values; with
+  /// `beyond_16_bit`, the count of an fp16 or bf16 encode without a residual, which also counts
+  /// the values beyond the format's range (rules::half_sendable), and says so.
+  static Status nonfinite_gradient(const Stream& stream, size_t count, bool beyond_16_bit = false);
   /// kNonFiniteGradient for finite values whose encoding or sum leaves the range of the codec's
   /// numbers (`what` says where): the step's result would not be finite, as an all-reduce of the
   /// same values in that format would overflow.

@@ -87,6 +87,24 @@ TEST(CollectiveFaults, AFiniteSumBeyondTheNumberRangeSkipsTheStepOnEveryGateway)
   }
 }
 
+// fp16 without a residual (the gateway's codec none for an fp16 tensor): a node sum beyond fp16's
+// range skips the step on every gateway, as it would be infinite in DDP's fp16 all-reduce, even
+// where the other node's sum would bring the total back within range; sent as 65504 instead, the
+// total would be wrong and finite.
+TEST(CollectiveFaults, WithoutAResidualAnFp16NodeSumBeyondItsRangeSkipsTheStep) {
+  TwoGateways job(std::chrono::milliseconds(20000), "fp16:ef=0");
+  ASSERT_TRUE(job.cluster.wait_connected());
+  job.data[1][17] = 70000.0f;
+  job.data[0][17] = -60000.0f;
+  std::vector<Status> results(2);
+  job.cluster.on_every_node([&](uint32_t rank) { results[rank] = job.run(rank).status(); });
+  for (const auto& result : results) {
+    EXPECT_EQ(result.code(), ErrorCode::kNonFiniteGradient) << result.to_string();
+  }
+  EXPECT_NE(results[1].message().find("beyond the 16-bit format's range"), std::string::npos)
+      << results[1].message();
+}
+
 // A step skipped for a NaN (mixed-precision training meets them when its loss scale is too high)
 // leaves both gateways ready for the next one, which sums as usual.
 TEST(CollectiveFaults, AStepSkippedForANonFiniteGradientIsFollowedByAGoodOne) {

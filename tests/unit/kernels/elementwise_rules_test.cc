@@ -174,7 +174,7 @@ MirrorFrame mirror_half_encode(const FrameHeader& h, std::span<const float> g, f
     sent[i] = rules::half_encode<Format>(v);
     wire::store<uint16_t>(f.payload() + 2 * i, sent[i]);
     if (e) e[i] = rules::residual_after(v, Format::decode(sent[i]), residual);
-    f.bad += !rules::finite(v);
+    f.bad += !rules::half_sendable<Format>(v, e != nullptr);
   }
   if (f.bad != 0 && e) {
     for (size_t i = 0; i < g.size(); ++i) {

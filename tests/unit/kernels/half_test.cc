@@ -1,6 +1,7 @@
 // Tests of the fp32 <-> fp16 / bf16 conversions (gradgate/kernels/half.h) against exhaustive
-// round trips, the F16C hardware conversion and an independent bf16 reference, and of the
-// encode_fp16 / encode_bf16 loops of both instruction sets (kernels/cpu/loops.h).
+// round trips, the F16C hardware conversion and an independent bf16 reference, of the
+// encode_fp16 / encode_bf16 loops of both instruction sets (kernels/cpu/loops.h), and of what the
+// fp16 and bf16 codecs do with a gradient beyond their range.
 #include "gradgate/kernels/half.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "codec_test_util.h"
 #include "loops.h"
 
 #if defined(__x86_64__)
@@ -281,7 +283,8 @@ void make_encode_inputs(std::vector<float>& g, std::vector<float>& e) {
   g[400] = 70000.0f;                           // finite but beyond fp16: saturates
   g[401] = -65520.0f;                          // rounds to -infinity unless saturated
   g[402] = 3.4e38f;                            // beyond bf16's largest finite value
-  e[400] = e[401] = e[402] = 0.0f;
+  g[403] = 65519.996f;                         // the largest that rounds to fp16's largest
+  e[400] = e[401] = e[402] = e[403] = 0.0f;
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -308,8 +311,18 @@ TEST(HalfTest, EncodeLoopsOfBothIsasAgree) {
       const EncodeLoop avx_loop = bf16 ? avx.encode_bf16 : avx.encode_fp16;
       const EncodeOutput b = run_encode(base_loop, g, e, with_residual);
       const EncodeOutput a = run_encode(avx_loop, g, e, with_residual);
-      // Two NaNs, two infinities, and with the residual one sum that overflows.
-      EXPECT_EQ(b.bad, with_residual ? 5u : 4u);
+      // With the residual: two NaNs, two infinities and one sum that overflows. Without: every
+      // value that cast to the format is infinite (nothing would keep what saturation cuts off).
+      size_t unsendable = 0;
+      for (size_t i = 0; i < g.size(); ++i) {
+        const float v = with_residual ? g[i] + e[i] : g[i];
+        const float cast = bf16 ? bf16_to_float(float_to_bf16(v)) : fp16_to_float(float_to_fp16(v));
+        unsendable += !std::isfinite(with_residual ? v : cast);
+      }
+      EXPECT_EQ(b.bad, unsendable);
+      if (with_residual) {
+        EXPECT_EQ(b.bad, 5u);
+      }
       EXPECT_EQ(a.bad, b.bad);
       EXPECT_TRUE(same_bits(a.residual, b.residual));
       for (size_t i = 0; i < g.size(); ++i) {
@@ -331,13 +344,62 @@ TEST(HalfTest, EncodeLoopsOfBothIsasAgree) {
       if (!bf16) {  // saturation keeps the excess in the residual
         EXPECT_EQ(b.out[400], 0x7BFFu);
         EXPECT_EQ(b.out[401], 0xFBFFu);
+        EXPECT_EQ(b.out[403], 0x7BFFu);
         if (with_residual) {
           EXPECT_EQ(b.residual[400], 70000.0f - 65504.0f);
           EXPECT_EQ(b.residual[401], -16.0f);
+        } else {  // 70000 and -65520 are infinite in fp16; 65519.996 is its largest value
+          EXPECT_GE(b.bad, 2u);
+          g[400] = g[401] = 1.0f;
+          const EncodeOutput fixed = run_encode(base_loop, g, e, false);
+          EXPECT_EQ(fixed.bad + 2, b.bad);
+          g[400] = 70000.0f, g[401] = -65520.0f;
         }
       } else {
         EXPECT_EQ(b.out[402], 0x7F7Fu);
       }
+    }
+  }
+}
+
+// With error feedback, a value beyond the format's range goes saturated and the residual keeps the
+// rest; without, the encode refuses it as a cast to the format would make it infinite (as DDP's
+// own fp16 all-reduce would), instead of sending the largest value and changing the sum unseen.
+TEST(HalfCodecTest, WithoutAResidualAValueBeyondTheRangeIsRefusedLikeAnInfiniteOne) {
+  struct Case {
+    const char* format;
+    float beyond, within;  // a cast to the format: infinite, and its largest finite value
+  };
+  for (const Case& c : {Case{"fp16", 70000.0f, 65519.996f}, Case{"bf16", 3.4e38f, 3.396e38f}}) {
+    SCOPED_TRACE(c.format);
+    const TensorDesc desc = test_util::matrix_desc(1, 64);
+    std::vector<float> grad(desc.elements, 0.5f);
+    grad[9] = c.beyond;
+    for (bool feedback : {true, false}) {
+      auto codec = test_util::make_codec(std::string(c.format) + (feedback ? "" : ":ef=0"));
+      ASSERT_TRUE(codec.ok()) << codec.status().to_string();
+      auto streams = test_util::make_streams(**codec, desc, 1);
+      ASSERT_TRUE(streams.ok());
+      Stream& stream = *(*streams)[0];
+      auto frame = test_util::encode_frame(**codec, 0, StepContext{}, grad, stream);
+      if (feedback) {
+        ASSERT_TRUE(frame.ok()) << frame.status().to_string();
+        std::vector<float> decoded(desc.elements, 0.0f);
+        ASSERT_TRUE(test_util::decode_frame(**codec, *frame, &stream, decoded).ok());
+        const float largest = std::string(c.format) == "fp16" ? kFp16Max : kBf16Max;
+        EXPECT_EQ(decoded[9], largest);
+        EXPECT_EQ(stream.residual()[9], c.beyond - largest);
+        continue;
+      }
+      ASSERT_FALSE(frame.ok());
+      EXPECT_EQ(frame.status().code(), ErrorCode::kNonFiniteGradient);
+      EXPECT_NE(frame.status().message().find("has 1 NaN or infinite values"), std::string::npos)
+          << frame.status().message();
+      EXPECT_NE(frame.status().message().find("beyond the 16-bit format's range"),
+                std::string::npos);
+      grad[9] = c.within;
+      EXPECT_TRUE(test_util::encode_frame(**codec, 0, StepContext{}, grad, stream).ok());
+      grad[9] = c.beyond;
     }
   }
 }

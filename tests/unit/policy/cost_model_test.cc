@@ -31,9 +31,8 @@ TEST(CostModel, SummableCodecsPayTheRingShare) {
   EXPECT_DOUBLE_EQ(dense->wire_seconds, dense->wire_bytes / 1e9);
 }
 
-// Codec none sends a bf16 tensor in its own dtype: half the bytes; an fp16 one as fp32; other
-// codecs do not care.
-TEST(CostModel, NoneSendsABf16TensorInItsOwnDtype) {
+// Codec none sends a 16-bit tensor in its own dtype: half the bytes; other codecs do not care.
+TEST(CostModel, NoneSendsASixteenBitTensorInItsOwnDtype) {
   const CostModel model(4, 1e9, {}, 1e9);
   TensorSample bf16 = kTensor;
   bf16.dtype = TensorDtype::kBf16;
@@ -43,8 +42,8 @@ TEST(CostModel, NoneSendsABf16TensorInItsOwnDtype) {
   EXPECT_DOUBLE_EQ(frame_bytes("bf16:ef=0"), kernels::kFrameHeaderBytes + kRawBytes / 2);
   TensorSample fp16 = kTensor;
   fp16.dtype = TensorDtype::kFp16;
-  EXPECT_DOUBLE_EQ(model.cost(codec("none"), fp16)->wire_bytes,
-                   model.cost(codec("none"), kTensor)->wire_bytes);
+  EXPECT_DOUBLE_EQ(model.cost(codec("none"), fp16)->wire_bytes, dense->wire_bytes);
+  EXPECT_DOUBLE_EQ(frame_bytes("fp16:ef=0"), frame_bytes("bf16:ef=0"));
   EXPECT_DOUBLE_EQ(model.cost(codec("topk:density=0.01"), bf16)->wire_bytes,
                    model.cost(codec("topk:density=0.01"), kTensor)->wire_bytes);
 }

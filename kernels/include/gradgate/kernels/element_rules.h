@@ -6,7 +6,8 @@
 //
 // Error feedback: an encoder sends v = g + e (g alone when the stream keeps no residual) and keeps
 // in e what the wire does not carry. Where v is NaN or infinite the encode fails: the element is
-// counted and its residual is left as it was.
+// counted and its residual is left as it was (fp16 and bf16 without a residual also refuse a v
+// beyond their range: half_sendable).
 //
 // Pure functions of their arguments: no state, no allocation, safe anywhere.
 #pragma once
@@ -61,6 +62,7 @@ inline constexpr uint64_t kSumLanes = 8;
 
 struct Fp16 {
   static constexpr float kMax = kFp16Max;
+  static constexpr uint32_t kOverflowBits = 0x477FF000u;  // 65520: rounds to infinity
   static constexpr uint16_t kExponent = 0x7C00u;
   GRADGATE_HOST_DEVICE static uint16_t encode(float v) { return float_to_fp16(v); }
   GRADGATE_HOST_DEVICE static float decode(uint16_t h) { return fp16_to_float(h); }
@@ -68,6 +70,7 @@ struct Fp16 {
 
 struct Bf16 {
   static constexpr float kMax = kBf16Max;
+  static constexpr uint32_t kOverflowBits = 0x7F7F8000u;  // rounds to infinity
   static constexpr uint16_t kExponent = 0x7F80u;
   GRADGATE_HOST_DEVICE static uint16_t encode(float v) { return float_to_bf16(v); }
   GRADGATE_HOST_DEVICE static float decode(uint16_t h) { return bf16_to_float(h); }
@@ -79,6 +82,22 @@ template <typename Format>
 GRADGATE_HOST_DEVICE inline uint16_t half_encode(float v) {
   const float clamped = v < -Format::kMax ? -Format::kMax : (Format::kMax < v ? Format::kMax : v);
   return Format::encode(clamped);
+}
+
+/// The magnitude (float bits) from which an encoder cannot send v. With a residual, infinity: any
+/// finite v goes, saturated, and the residual keeps the excess. Without one, the format's
+/// overflow threshold: a v whose rounding is infinite (what PyTorch's cast to the format gives)
+/// is refused like an infinite one, rather than sent as the largest value, which would change the
+/// sum unseen (a loss scaler watches for infinities).
+template <typename Format>
+GRADGATE_HOST_DEVICE inline uint32_t half_send_limit(bool keeps_residual) {
+  return keeps_residual ? 0x7F800000u : Format::kOverflowBits;
+}
+
+/// Whether an encoder can send v (half_send_limit); NaN never.
+template <typename Format>
+GRADGATE_HOST_DEVICE inline bool half_sendable(float v, bool keeps_residual) {
+  return (float_bits(v) & 0x7FFFFFFFu) < half_send_limit<Format>(keeps_residual);
 }
 
 /// False for the 16-bit infinities and NaNs (exponent all ones).
