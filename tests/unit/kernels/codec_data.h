@@ -44,11 +44,13 @@ inline std::vector<float> make_values(size_t n, uint64_t seed, bool specials, fl
   return out;
 }
 
-/// make_values with the edges that keep an encode valid: finite, no sum overflow.
-inline std::vector<float> make_finite_values(size_t n, uint64_t seed) {
+/// make_values with the edges that keep an encode valid: finite, no sum overflow, and at most
+/// `largest` in magnitude (fp16's largest value for fp16 without a residual, which refuses what
+/// it cannot send).
+inline std::vector<float> make_finite_values(size_t n, uint64_t seed, float largest = 1e30f) {
   auto values = make_values(n, seed, true);
   for (auto& v : values) {
-    if (!std::isfinite(v) || std::fabs(v) > 1e30f) v = 0.5f;
+    if (!std::isfinite(v) || std::fabs(v) > largest) v = 0.5f;
   }
   return values;
 }

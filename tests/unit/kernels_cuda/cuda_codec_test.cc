@@ -72,12 +72,16 @@ class CudaCodecTest : public cuda_test::GpuParamTest<SpecAndSize> {
   const std::string& spec() const { return std::get<0>(GetParam()); }
   size_t n() const { return std::get<1>(GetParam()); }
   bool summable() const { return !spec().starts_with("sign"); }
+  /// make_finite_values that this spec encodes (fp16 without a residual refuses beyond 65504).
+  std::vector<float> finite_values(uint64_t seed) const {
+    return make_finite_values(n(), seed, spec() == "fp16:ef=0" ? kFp16Max : 1e30f);
+  }
 };
 
 TEST_P(CudaCodecTest, FramesAndResidualsMatchTheCpuCodec) {
   CodecPair codecs(spec(), n());
   for (uint64_t step = 0; step < 4; ++step) {
-    const auto grad = make_finite_values(n(), 10 + step);
+    const auto grad = finite_values(10 + step);
     StepContext ctx = context(MemoryKind::kHost, step, 1);
     if (codecs.cpu->needs_agreed_scale()) {
       const float cpu_scale = codecs.cpu->local_scale(grad, *codecs.cpu_stream);
@@ -92,11 +96,11 @@ TEST_P(CudaCodecTest, FramesAndResidualsMatchTheCpuCodec) {
 
 TEST_P(CudaCodecTest, FramesDecodeAcrossCpuAndGpu) {
   CodecPair codecs(spec(), n());
-  const auto grad = make_finite_values(n(), 20);
+  const auto grad = finite_values(20);
   const Bytes frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, 1)).value();
   const Bytes gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, 1)).value();
   ASSERT_TRUE(parse_frame(gpu_frame).ok());  // the device-written CRC verifies on the host
-  const auto acc = make_finite_values(n(), 21);
+  const auto acc = finite_values(21);
   for (bool overwrite : {false, true}) {
     SCOPED_TRACE(overwrite ? "decode" : "decode_accumulate");
     auto expected = decode_on_cpu(*codecs.cpu, frame, acc, overwrite);
@@ -113,8 +117,8 @@ TEST_P(CudaCodecTest, FramesDecodeAcrossCpuAndGpu) {
 TEST_P(CudaCodecTest, AddFramesMatchesTheCpu) {
   CodecPair codecs(spec(), n());
   CodecPair other(spec(), n());
-  const auto grad0 = make_finite_values(n(), 30);
-  const auto grad1 = make_finite_values(n(), 31);
+  const auto grad0 = finite_values(30);
+  const auto grad1 = finite_values(31);
   StepContext ctx = context(MemoryKind::kHost, 3, 0);
   if (codecs.cpu->needs_agreed_scale()) {
     ctx.agreed_scale = std::max(codecs.cpu->local_scale(grad0, *codecs.cpu_stream),
@@ -136,8 +140,8 @@ TEST_P(CudaCodecTest, EncodeAddMatchesTheCpu) {
   if (!summable()) GTEST_SKIP() << "not summable";
   CodecPair codecs(spec(), n());
   CodecPair other(spec(), n());
-  const auto grad0 = make_finite_values(n(), 40);
-  const auto grad1 = make_finite_values(n(), 41);
+  const auto grad0 = finite_values(40);
+  const auto grad1 = finite_values(41);
   StepContext ctx = context(MemoryKind::kHost, 5, 0, spec().starts_with("qsgd") ? 64.0f : 0.0f);
   const Bytes theirs = other.encode_cpu(grad1, ctx).value();
   ctx.worker = 1;
@@ -170,7 +174,7 @@ TEST_P(CudaCodecTest, SumsBeyondTheNumberRangeFailLikeTheCpu) {
   if (!summable()) GTEST_SKIP() << "not summable";
   CodecPair codecs(spec(), n());
   CodecPair other(spec(), n());
-  auto grad = make_finite_values(n(), 45);
+  auto grad = finite_values(45);
   grad[n() / 2] = spec().starts_with("fp16") ? 40000.0f : 2e38f;
   StepContext ctx = context(MemoryKind::kHost, 6, 0);
   if (codecs.cpu->needs_agreed_scale()) {
@@ -190,7 +194,7 @@ TEST_P(CudaCodecTest, SumsBeyondTheNumberRangeFailLikeTheCpu) {
 TEST_P(CudaCodecTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
   CodecPair codecs(spec(), n());
   // A first step fills the residual, so that restoring it is visible.
-  const auto warm = make_finite_values(n(), 50);
+  const auto warm = finite_values(50);
   ASSERT_TRUE(codecs.encode_cpu(warm, context(MemoryKind::kHost, 0)).ok());
   ASSERT_TRUE(codecs.encode_gpu(warm, context(MemoryKind::kDevice, 0)).ok());
   auto grad = make_values(n(), 51, true);
@@ -212,7 +216,7 @@ TEST_P(CudaCodecTest, ErrorFeedbackInvariantHoldsOver100Steps) {
   if (!keeps_residual && spec() != "none") GTEST_SKIP() << "no error feedback";
   std::vector<float> residual(n(), 0.0f);
   for (uint64_t step = 0; step < 100; ++step) {
-    const auto grad = make_finite_values(n(), 1000 + step);
+    const auto grad = finite_values(1000 + step);
     auto frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, step));
     ASSERT_TRUE(frame.ok()) << frame.status().to_string();
     auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, step));
