@@ -1,9 +1,14 @@
 #include "control/api/routes.h"
 
+#include <boost/asio/post.hpp>
 #include <charconv>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
+
+#include <spdlog/spdlog.h>
 
 #include "common/http/problem.h"
 #include "common/job_limits.h"
@@ -93,8 +98,12 @@ Response refused_settings(const Status& refusal) {
 
 class Routes {
  public:
-  Routes(Controller& controller, ControllerMetrics& metrics, RouteSettings settings)
-      : controller_(controller), metrics_(metrics), settings_(std::move(settings)) {}
+  Routes(Controller& controller, ControllerMetrics& metrics, RouteSettings settings,
+         boost::asio::thread_pool& settings_writer)
+      : controller_(controller),
+        metrics_(metrics),
+        settings_(std::move(settings)),
+        settings_writer_(settings_writer) {}
 
   Response post_node(const Request& request) {
     NodeReport report;
@@ -159,14 +168,16 @@ class Routes {
                          "node");
   }
 
-  Response put_policy(const Request& request) {
+  void put_policy(const Request& request, const Responder& respond) {
     PolicySettings settings;
     if (auto error = read_settings(request.body(), settings_.defaults, settings)) {
-      return error->response();
+      return respond(error->response());
     }
-    const Status applied = controller_.set_settings(settings);
-    if (!applied.ok()) return refused_settings(applied);
-    return http::json_response(settings_json(settings));
+    change_settings(respond, [&controller = controller_, settings = std::move(settings)] {
+      const Status applied = controller.set_settings(settings);
+      if (!applied.ok()) return refused_settings(applied);
+      return http::json_response(settings_json(settings));
+    });
   }
 
   Response get_budget(const Request& request) {
@@ -179,13 +190,15 @@ class Routes {
     });
   }
 
-  Response put_budget(const Request& request) {
+  void put_budget(const Request& request, const Responder& respond) {
     std::optional<double> budget;
-    if (auto error = read_budget(request.body(), budget)) return error->response();
-    const Status applied = controller_.set_traffic_budget(budget);
-    if (!applied.ok()) return refused_settings(applied);
-    return http::json_response(
-        {{"traffic_budget", budget ? nlohmann::json(*budget) : nlohmann::json(nullptr)}});
+    if (auto error = read_budget(request.body(), budget)) return respond(error->response());
+    change_settings(respond, [&controller = controller_, budget] {
+      const Status applied = controller.set_traffic_budget(budget);
+      if (!applied.ok()) return refused_settings(applied);
+      return http::json_response(
+          {{"traffic_budget", budget ? nlohmann::json(*budget) : nlohmann::json(nullptr)}});
+    });
   }
 
   Response get_jobs(const Request&) { return http::json_response(controller_.read(jobs_json)); }
@@ -234,17 +247,32 @@ class Routes {
   Response get_links(const Request& request) { return get_filtered(request, links_json); }
 
  private:
+  // Runs `change` on the settings writer and answers with its response (500 if it throws).
+  void change_settings(const Responder& respond, std::function<Response()> change) {
+    boost::asio::post(settings_writer_, [respond, change = std::move(change)] {
+      try {
+        respond(change());
+      } catch (const std::exception& error) {
+        spdlog::error("changing the policy settings failed: {}", error.what());
+        respond(http::problem(status::internal_server_error, {},
+                              "the server failed to change the settings; its log says why"));
+      }
+    });
+  }
+
   Controller& controller_;
   ControllerMetrics& metrics_;
   const RouteSettings settings_;
+  boost::asio::thread_pool& settings_writer_;
 };
 
 }  // namespace
 
 void add_control_routes(http::HttpServer& server, Controller& controller,
-                        ControllerMetrics& metrics, RouteSettings settings) {
+                        ControllerMetrics& metrics, RouteSettings settings,
+                        boost::asio::thread_pool& settings_writer) {
   // Shared by the handlers, which the server keeps until it is destroyed.
-  auto routes = std::make_shared<Routes>(controller, metrics, std::move(settings));
+  auto routes = std::make_shared<Routes>(controller, metrics, std::move(settings), settings_writer);
   // Every route names the query parameters it takes: a misspelt one is a 400, not ignored.
   const http::RouteOptions mutating{.requires_token = true, .json_body = true, .query = {{}}};
   const http::RouteOptions plain{.query = {{}}};
@@ -257,18 +285,26 @@ void add_control_routes(http::HttpServer& server, Controller& controller,
         options);
   };
   add(verb::post, "/v1/nodes", &Routes::post_node, mutating);
-  add(verb::put, "/v1/policy", &Routes::put_policy, mutating);
   add(verb::get, "/v1/budget", &Routes::get_budget, by_job);
-  add(verb::put, "/v1/budget", &Routes::put_budget, mutating);
   add(verb::get, "/v1/jobs", &Routes::get_jobs, plain);
   add(verb::get, "/v1/jobs/{id}", &Routes::get_job, plain);
   add(verb::post, "/v1/jobs/{id}/ranks", &Routes::post_ranks, mutating);
   add(verb::get, "/v1/nodes", &Routes::get_nodes, by_job);
   add(verb::get, "/v1/links", &Routes::get_links, by_job);
-  server.add_async_route(
-      verb::get, "/v1/policy",
-      [routes](const Request& request, Responder respond) { routes->get_policy(request, respond); },
-      {.query = {{"job_id", "known_version", "wait_ms", "node"}}});
+  auto add_deferred = [&](verb method, const char* pattern,
+                          void (Routes::*handler)(const Request&, const Responder&),
+                          const http::RouteOptions& options) {
+    server.add_async_route(
+        method, pattern,
+        [routes, handler](const Request& request, Responder respond) {
+          (routes.get()->*handler)(request, respond);
+        },
+        options);
+  };
+  add_deferred(verb::get, "/v1/policy", &Routes::get_policy,
+               {.query = {{"job_id", "known_version", "wait_ms", "node"}}});
+  add_deferred(verb::put, "/v1/policy", &Routes::put_policy, mutating);
+  add_deferred(verb::put, "/v1/budget", &Routes::put_budget, mutating);
 }
 
 }  // namespace gradgate::control

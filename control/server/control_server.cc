@@ -42,6 +42,9 @@ struct ControlServer::Parts {
   std::shared_ptr<prometheus::Registry> registry;
   ControllerMetrics metrics;
   Controller controller;
+  // Declared between the two: the server (its handlers post here) goes first, then this joins,
+  // then the controller that its changes use.
+  boost::asio::thread_pool settings_writer{1};
   http::HttpServer server;
 
   Parts(const ControlConfig& config, Decider decider, std::string token)
@@ -90,7 +93,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::make(const ControlConfig& 
   metrics::serve_metrics(parts->server, parts->registry);
   add_control_routes(
       parts->server, parts->controller, parts->metrics,
-      RouteSettings{.report_interval = config.report_interval, .defaults = config.policy});
+      RouteSettings{.report_interval = config.report_interval, .defaults = config.policy},
+      parts->settings_writer);
   return std::unique_ptr<ControlServer>(new ControlServer(std::move(parts)));
 }
 

@@ -72,9 +72,10 @@ class Controller {
   Result<uint32_t> claim_rank(uint64_t job_id, const std::string& name, uint32_t nodes);
 
   /// Called with the new, checked settings before set_settings or set_traffic_budget applies
-  /// them, outside the state's lock (the long polls' thread goes on while it writes; the HTTP
-  /// server's thread waits for the PUT); its error leaves them as they were
-  /// (policy.settings_file keeps them across restarts).
+  /// them, outside the state's lock (reports and long polls go on while it writes: the routes
+  /// make changes one at a time on a thread of their own, control/api/routes.h); its error
+  /// leaves them as they were (policy.settings_file keeps them across restarts). Not for two
+  /// changes at once.
   using SettingsSaver = std::function<Status(const PolicySettings&)>;
   /// Installs `save`; call before serving.
   void save_settings_with(SettingsSaver save) { save_settings_ = std::move(save); }

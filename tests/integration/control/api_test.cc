@@ -1,5 +1,12 @@
 // Every case of api_cases.h over real HTTP, each on a fresh controller: the status, the problem
 // body naming the bad input, and a server that still answers afterwards.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "api_cases.h"
 
 namespace gradgate::control::testing {
@@ -67,6 +74,41 @@ TEST_F(SettingsFileTest, SettingsThatCannotBeSavedChangeNothing) {
             std::string::npos)
       << put.body();
   EXPECT_EQ(get(client, "/v1/policy").dump(), before);
+}
+
+// Saving the settings does not hold up the API: while a PUT's save waits on the disk (here its
+// temporary file is a FIFO that nobody reads yet, so opening it blocks), reports and reads are
+// answered; the PUT is answered once the save ends (503: a FIFO cannot be flushed to a disk, so
+// the settings stay as they were).
+TEST_F(SettingsFileTest, ASaveThatWaitsOnTheDiskHoldsUpNoOtherRequest) {
+  ControlConfig config = test_config();
+  config.settings_file = (dir_.path() / "settings.json").string();
+  const std::string fifo = config.settings_file + ".tmp";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  start(config);
+  TestClient putter = connect();
+  http::testing::ClientRequest put(verb::put, "/v1/policy", 11);
+  put.set(beast_http::field::host, "127.0.0.1");
+  put.set(beast_http::field::content_type, "application/json");
+  put.set(beast_http::field::authorization, "Bearer " + std::string(kToken));
+  put.body() = R"({"policy":"static","default_codec":"fp16"})";
+  put.prepare_payload();
+  ASSERT_FALSE(putter.write(put));  // nothing waits on the FIFO if the PUT was not sent
+
+  TestClient other = connect();
+  const nlohmann::json before = get(other, "/v1/policy");
+  post_report(other, report(5, 0, 1));
+  EXPECT_EQ(get(other, "/v1/jobs").size(), 1u);
+
+  // The save goes on (no ASSERT before this line: a save left waiting would hold the server's
+  // end).
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  EXPECT_GE(reader, 0) << std::strerror(errno);
+  Reply answer;
+  ASSERT_FALSE(putter.read(answer));
+  ::close(reader);
+  expect_problem(answer, status::service_unavailable, "", "cannot write");
+  EXPECT_EQ(get(other, "/v1/policy"), before);
 }
 
 class ControllerConnectionsTest : public ControlFixture {};
