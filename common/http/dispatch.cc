@@ -82,11 +82,6 @@ void log_handler_failure(const Request& request, const char* why) {
                 request.path(), why);
 }
 
-Response handler_failed() {
-  return problem(status::internal_server_error, {},
-                 "the server failed to handle this request; its log says why");
-}
-
 // Runs the route's handler; an exception becomes a 500 (through `respond` for a deferred route,
 // where it is ignored if the handler answered already).
 std::optional<Response> call_handler(const Route& route, const Request& request,

@@ -15,4 +15,9 @@ Response problem(status code, std::string title, std::string detail, std::string
       .code = code, .content_type = std::string(kProblemContentType), .body = to_json_text(body)};
 }
 
+Response handler_failed() {
+  return problem(status::internal_server_error, {},
+                 "the server failed to handle this request; its log says why");
+}
+
 }  // namespace gradgate::http

@@ -20,4 +20,8 @@ inline constexpr std::string_view kProblemContentType = "application/problem+jso
 /// when empty.
 Response problem(status code, std::string title, std::string detail, std::string field = {});
 
+/// The 500 of a handler that failed (threw); the log says why. Also for the part of a deferred
+/// route that runs on another thread.
+Response handler_failed();
+
 }  // namespace gradgate::http
