@@ -254,8 +254,7 @@ class Routes {
         respond(change());
       } catch (const std::exception& error) {
         spdlog::error("changing the policy settings failed: {}", error.what());
-        respond(http::problem(status::internal_server_error, {},
-                              "the server failed to change the settings; its log says why"));
+        respond(http::handler_failed());
       }
     });
   }

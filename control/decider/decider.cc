@@ -71,14 +71,14 @@ Result<std::optional<PolicyVersion>> Decider::decide(const JobState& job,
 double predicted_ratio(const Measurements& measurements, const PolicyDecision& decision) {
   // Only the bytes matter here, so any goodput and codec speed will do.
   const CostModel model(measurements.nodes, 1.0, {}, 1.0);
-  // Raw: the tensor in its dtype, as DDP would send it (and the gateways count it).
-  const kernels::CodecParams fp32{.id = kernels::CodecId::kNone};
-  const kernels::CodecParams half{.id = kernels::CodecId::kFp16, .error_feedback = false};
+  // Raw: codec none, which the cost model prices in the tensor's dtype, as DDP would send it
+  // (and the gateways count it).
+  const kernels::CodecParams none{.id = kernels::CodecId::kNone};
   double raw = 0.0;
   double wire = 0.0;
   for (std::size_t t = 0; t < decision.tensors.size() && t < measurements.tensors.size(); ++t) {
     const TensorSample& tensor = measurements.tensors[t];
-    auto raw_cost = model.cost(tensor.dtype == TensorDtype::kFp32 ? fp32 : half, tensor);
+    auto raw_cost = model.cost(none, tensor);
     if (!raw_cost.ok()) continue;
     for (const std::string& spec : decision.tensors[t].codec_per_node) {
       auto codec = kernels::parse_codec_spec(spec);

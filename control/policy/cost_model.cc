@@ -25,13 +25,10 @@ std::optional<CostModel> CostModel::for_job(const Measurements& measurements,
 
 Result<CodecCost> CostModel::cost(const kernels::CodecParams& codec,
                                   const TensorSample& tensor) const {
-  // Codec none sends a 16-bit tensor in its own dtype (the gateway's fp16:ef=0 or bf16:ef=0).
-  kernels::CodecParams sent = codec;
-  if (codec.id == kernels::CodecId::kNone && tensor.dtype != TensorDtype::kFp32) {
-    sent.id =
-        tensor.dtype == TensorDtype::kFp16 ? kernels::CodecId::kFp16 : kernels::CodecId::kBf16;
-    sent.error_feedback = false;
-  }
+  const kernels::CodecParams sent = kernels::sent_in_precision(
+      codec, tensor.dtype == TensorDtype::kFp16   ? kernels::CodecId::kFp16
+             : tensor.dtype == TensorDtype::kBf16 ? kernels::CodecId::kBf16
+                                                  : kernels::CodecId::kNone);
   auto made = kernels::make_cpu_codec(sent);
   if (!made.ok()) return made.status();
   const kernels::Codec& c = **made;

@@ -62,7 +62,8 @@ std::string dense_in_own_dtype(const TensorSpec& tensor, const std::string& spec
   if (tensor.dtype == Dtype::kFp32) return spec;
   const auto params = kernels::parse_codec_spec(spec);
   if (!params.ok() || params->id != kernels::CodecId::kNone) return spec;
-  return tensor.dtype == Dtype::kFp16 ? "fp16:ef=0" : "bf16:ef=0";
+  return kernels::format_codec_spec(kernels::sent_in_precision(
+      *params, tensor.dtype == Dtype::kFp16 ? kernels::CodecId::kFp16 : kernels::CodecId::kBf16));
 }
 
 Status over_cap(const std::string& tensor, size_t wanted, size_t in_use, size_t cap) {

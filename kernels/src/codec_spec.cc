@@ -141,6 +141,11 @@ Result<CodecParams> parse_codec_spec(std::string_view spec) {
   return params;
 }
 
+CodecParams sent_in_precision(const CodecParams& codec, CodecId precision) {
+  if (codec.id != CodecId::kNone || precision == CodecId::kNone) return codec;
+  return CodecParams{.id = precision, .error_feedback = false};
+}
+
 std::string format_codec_spec(const CodecParams& p) {
   std::ostringstream out;
   out << codec_name(p.id);

@@ -59,6 +59,11 @@ Result<CodecParams> parse_codec_spec(std::string_view spec);
 std::string format_codec_spec(const CodecParams& params);
 /// kInvalidArgument when a parameter is out of its range.
 Status validate_codec_params(const CodecParams& params);
+/// What is sent with `codec` of a tensor whose elements are in `precision` (kNone: fp32; kFp16,
+/// kBf16): codec none sends a 16-bit tensor as that format's codec without error feedback, dense
+/// in its own precision as DDP's all-reduce sends it; every other case as it is. The gateways
+/// send this and the controller's cost model prices it.
+CodecParams sent_in_precision(const CodecParams& codec, CodecId precision);
 
 /// Makes the CPU implementation of the codec: it encodes and decodes host (or pinned) memory.
 Result<std::unique_ptr<Codec>> make_cpu_codec(const CodecParams& params);
