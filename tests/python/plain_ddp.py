@@ -10,12 +10,14 @@ WORLD_SIZE).
 at step N; like mixed-precision loss scaling (GradScaler), every rank skips the optimizer step
 whose gradients are not all finite. --spawn N starts N workers with torch.multiprocessing.spawn,
 as PyTorch's ImageNet example does: --rank is then the node's, and worker i of node r has rank
-r * N + i.
+r * N + i. --processes N starts N workers with multiprocessing.Process, as a script that numbers
+its workers itself might: worker i of node r has rank i * nodes + r (the nodes' ranks interleave).
 """
 
 import argparse
 import hashlib
 import json
+import multiprocessing
 import os
 
 import torch
@@ -44,6 +46,7 @@ def parse_arguments():
     p.add_argument("--own-hook", action="store_true")
     p.add_argument("--inf-step", type=int, default=-1)
     p.add_argument("--spawn", type=int, default=0)
+    p.add_argument("--processes", type=int, default=0)
     p.add_argument("--result", required=True)
     return p.parse_args()
 
@@ -52,6 +55,25 @@ def spawned_worker(index, args):
     """Worker `index` of a node's torch.multiprocessing.spawn."""
     args.rank = args.rank * args.spawn + index
     train(args)
+
+
+def started_worker(index, args):
+    """Worker `index` of a node's multiprocessing.Process workers; ranks interleave over nodes."""
+    args.rank = index * (args.world_size // args.processes) + args.rank
+    train(args)
+
+
+def start_processes(args):
+    """Starts the node's --processes workers and waits for them; fails if one failed."""
+    workers = [multiprocessing.Process(target=started_worker, args=(index, args))
+               for index in range(args.processes)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    failed = [worker.exitcode for worker in workers if worker.exitcode != 0]
+    if failed:
+        raise SystemExit(f"workers failed with exit codes {failed}")
 
 
 def train(args):
@@ -93,6 +115,8 @@ def main():
     args = parse_arguments()
     if args.spawn:
         torch.multiprocessing.spawn(spawned_worker, args=(args,), nprocs=args.spawn)
+    elif args.processes:
+        start_processes(args)
     else:
         train(args)
 

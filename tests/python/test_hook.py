@@ -402,13 +402,14 @@ class AutoHookTest(TempDirTest):
     def setUp(self):
         require_artifacts(self)
 
-    def run_plain(self, *script_args, run_options=(), gateways_first=True, spawn=0):
+    def run_plain(self, *script_args, run_options=(), gateways_first=True, spawn=0, processes=0):
         """Every rank's results, each gateway's all-reduce count, and node 0's output
         (`run_options` go to gradgate.run). With gateways_first False the gateways start once
         both scripts wait for them. With `spawn` N, each node's script starts its N workers with
-        torch.multiprocessing.spawn and has no local rank of its own."""
+        torch.multiprocessing.spawn and has no local rank of its own; with `processes` N, with
+        multiprocessing.Process, the two nodes' ranks interleaved."""
         workdir = self.make_workdir()
-        local_workers = spawn or 1
+        local_workers = spawn or processes or 1
         world = 2 * local_workers
         cluster = LocalCluster(GATEWAY_BINARY, workdir=workdir, log_level="warn", nodes=2,
                                local_workers=local_workers, codec="fp16")
@@ -426,12 +427,13 @@ class AutoHookTest(TempDirTest):
                 [sys.executable, "-m", "gradgate.run", *run_options, str(PLAIN_SCRIPT),
                  f"--init-method=file://{workdir / 'rendezvous'}", f"--rank={node}",
                  f"--world-size={world}", f"--steps={self.STEPS}", f"--spawn={spawn}",
+                 f"--processes={processes}",
                  f"--result={workdir / 'result{rank}.json'}", *script_args]
             )
             environment = dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"),
                                GRADGATE_SOCKET=str(cluster.socket_path(node)))
             environment.pop("LOCAL_RANK", None)
-            if not spawn:
+            if local_workers == 1:
                 environment["LOCAL_RANK"] = "0"
             environments.append(environment)
         run_processes(cluster, workdir, commands, environments, when_started)
@@ -464,16 +466,24 @@ class AutoHookTest(TempDirTest):
             self.assertGreaterEqual(status["allreduces"], self.STEPS)
         self.assertIn(f"gradgate: ddp: {self.STEPS} steps", output)
 
-    def test_workers_that_the_script_spawns_train_through_the_gateways(self):
-        results, statuses, output = self.run_plain(spawn=2)
+    def check_trained_by_two_workers_a_node(self, results, statuses, output):
+        self.assertEqual(len(results), 4)
         self.assertEqual(len({result["digest"] for result in results}), 1, results)
         losses = results[0]["losses"]
         self.assertLess(sum(losses[-5:]), 0.8 * sum(losses[:5]), "the loss did not fall")
         for status in statuses:
             self.assertGreaterEqual(status["allreduces"], self.STEPS)
-        # Spawned worker 0 of node 0 is local rank 0: it reports, and only it.
+        # Worker 0 of node 0 is its local rank 0: it reports, and only it.
         self.assertEqual(output.count(f"gradgate: ddp: {self.STEPS} steps"), 1, output)
         self.assertNotIn("no DistributedDataParallel model", output)
+
+    def test_workers_that_the_script_spawns_train_through_the_gateways(self):
+        self.check_trained_by_two_workers_a_node(*self.run_plain(spawn=2))
+
+    def test_workers_that_the_script_starts_itself_find_their_local_ranks_in_their_group(self):
+        # Ranks 0 and 2 on node 0, 1 and 3 on node 1: neither rank % 2 nor rank - 2 * node
+        # would give each gateway local ranks 0 and 1.
+        self.check_trained_by_two_workers_a_node(*self.run_plain(processes=2))
 
     def test_a_script_started_before_its_gateways_waits_for_them(self):
         results, statuses, output = self.run_plain(gateways_first=False)
@@ -600,6 +610,20 @@ except ValueError as error:
         self.assertIn("refused: gradgate: the process group has 1 ranks but the gateways' job has "
                       "2 workers", output)
 
+    def test_a_hook_state_without_a_local_rank_finds_it_in_its_process_group(self):
+        workdir = self.make_workdir()
+        cluster = self.start_cluster(workdir, nodes=1, local_workers=1, codec="none")
+        make_state = ("import gradgate.torch\n"
+                      f"state = gradgate.torch.HookState('{cluster.sockets[0]}')\n")
+        output = self.run_single_rank(workdir, make_state + "print(state.client.local_rank)\n")
+        self.assertEqual(output.strip(), "0")
+        alone = subprocess.run(
+            [sys.executable, "-c", make_state], capture_output=True, text=True, timeout=60,
+            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python")),
+        )
+        self.assertNotEqual(alone.returncode, 0)
+        self.assertIn("there is no torch.distributed process group to find it from", alone.stderr)
+
     def run_module(self, *arguments, script="", environment=None):
         """`python -m gradgate.run ARGUMENTS script.py` with `script` as script.py; its result."""
         workdir = self.make_workdir()
@@ -631,17 +655,41 @@ except ValueError as error:
         other_rank = self.run_module("--local-rank", "1", script="pass\n")
         self.assertNotIn("no DistributedDataParallel model", other_rank.stderr)
 
-    def test_a_model_made_without_a_local_rank_fails_saying_how_to_give_one(self):
+    def test_a_process_takes_its_index_among_the_ranks_of_its_group_on_its_gateway(self):
+        # Five ranks, three gateways: node_a's socket (one rank reaches it through a symbolic
+        # link to its directory, as a pod that mounts it elsewhere would), node_b's, and another
+        # socket in node_a's directory.
         workdir = self.make_workdir()
-        done = self.run_module(script=(
-            "import torch, torch.distributed as dist\n"
-            f"dist.init_process_group('gloo', init_method='file://{workdir / 'rendezvous'}', "
-            "rank=0, world_size=1)\n"
-            "torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))(torch.ones(1, 2))\n"
-        ))
-        self.assertNotEqual(done.returncode, 0)
-        self.assertIn("this process's worker index on the node is unknown", done.stderr)
-        self.assertIn("torch.multiprocessing.spawn", done.stderr)
+        for name in ("node_a", "node_b"):
+            (workdir / name).mkdir()
+        (workdir / "alias").symlink_to(workdir / "node_a")
+        sockets = ["node_b/gg.sock", "node_a/gg.sock", "alias/gg.sock", "node_b/gg.sock",
+                   "node_a/other.sock"]
+        script = f"""
+import multiprocessing, sys
+import torch.distributed as dist
+from gradgate.group_local_rank import local_rank_in_group
+
+def rank(index, socket, result):
+    dist.init_process_group("gloo", init_method="file://{workdir / 'rendezvous'}",
+                            rank=index, world_size={len(sockets)})
+    result.put((index, local_rank_in_group("{workdir}/" + socket)))
+
+result = multiprocessing.Queue()
+ranks = [multiprocessing.Process(target=rank, args=(i, s, result))
+         for i, s in enumerate({sockets!r})]
+for process in ranks:
+    process.start()
+print(sorted(result.get(timeout=60) for _ in ranks))
+"""
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PYTHONPATH=str(REPO / "client" / "python")),
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout.strip(), "[(0, 0), (1, 0), (2, 1), (3, 1), (4, 0)]")
+
+    def test_a_local_rank_that_is_not_a_number_is_refused(self):
         bad = self.run_module(script="pass\n", environment={"LOCAL_RANK": "first"})
         self.assertEqual(bad.returncode, 2)
         self.assertIn("LOCAL_RANK='first' is not a number", bad.stderr)

@@ -13,15 +13,17 @@ gateway. Models made before install() are left as they are.
 
 The node's gateway socket and this process's worker index on the node come from install()'s
 arguments, else from the environment: GRADGATE_SOCKET (default /run/gradgate/gg.sock) and
-LOCAL_RANK (torchrun sets it). A process without a local rank (a script that starts its workers
-with torch.multiprocessing.spawn, as PyTorch's ImageNet example does) makes no model of its own:
-each process it spawns gets the same options with its spawn index as its local rank.
+LOCAL_RANK (torchrun sets it). Without a local rank, each process that
+torch.multiprocessing.spawn starts (PyTorch's ImageNet example starts its workers so) gets the
+same options with its spawn index as its local rank, and any other process (mpirun's, or one the
+script starts with multiprocessing) takes its index among the ranks of its model's process group
+that use the same gateway (gradgate/group_local_rank.py) when its first model runs.
 """
 
-import atexit
 import contextlib
 import functools
 import importlib
+import multiprocessing.util
 import os
 import sys
 import weakref
@@ -71,7 +73,7 @@ def install(socket_path=None, local_rank=None, **state_options):
     }
     if not getattr(DistributedDataParallel, "_gradgate_patched", False):
         _patch(DistributedDataParallel)
-        atexit.register(_report_unhooked)
+        _at_exit(_report_unhooked)
     _hand_down_to_spawned_processes(_options if _options["local_rank"] is None else None)
 
 
@@ -167,26 +169,24 @@ def _attach(model, register):
 
     options = dict(_options)
     socket_path, local_rank = options.pop("socket_path"), options.pop("local_rank")
-    if local_rank is None:
-        raise RuntimeError(
-            "gradgate: this process's worker index on the node is unknown, so its DDP model "
-            "cannot join the gateway: run it under torchrun (LOCAL_RANK), give --local-rank to "
-            "gradgate.run (local_rank to install()), or make the model in a process that "
-            "torch.multiprocessing.spawn starts"
-        )
+    process_group = getattr(model, "process_group", None)
     connect_timeout_ms = options.pop("connect_timeout_ms", HOOK_CONNECT_TIMEOUT_MS)
-    if _client is None:
-        _client = Client(socket_path, local_rank, connect_timeout_ms=connect_timeout_ms)
-    # The state broadcasts its run id as it is made; over NCCL that goes through the current CUDA
-    # device, which must be the model's, as for DDP's own broadcasts, also where the script never
-    # called torch.cuda.set_device (every rank of a node would then use GPU 0).
+    # The local rank's exchange and the state's broadcast of its run id are collectives; over NCCL
+    # they go through the current CUDA device, which must be the model's, as for DDP's own
+    # broadcasts, also where the script never called torch.cuda.set_device (every rank of a node
+    # would then use GPU 0).
     device = _cuda_device_of(model)
     with torch.cuda.device(device) if device is not None else contextlib.nullcontext():
+        if local_rank is None:
+            local_rank = gradgate_torch.local_rank_in_group(socket_path, process_group)
+            _options["local_rank"] = local_rank
+        if _client is None:
+            _client = Client(socket_path, local_rank, connect_timeout_ms=connect_timeout_ms)
         state = gradgate_torch.HookState(
             socket_path,
             local_rank,
             name_prefix=model._gradgate_prefix,
-            process_group=getattr(model, "process_group", None),
+            process_group=process_group,
             client=_client,
             **options,
         )
@@ -194,7 +194,7 @@ def _attach(model, register):
     _states[model] = state
     _hooked += 1
     if state.client.local_rank == 0:
-        atexit.register(_report, state, model._gradgate_prefix)
+        _at_exit(_report, state, model._gradgate_prefix)
 
 
 def _cuda_device_of(model):
@@ -204,6 +204,12 @@ def _cuda_device_of(model):
     if device_ids:
         return device_ids[0]
     return next((p.device for p in model.parameters() if p.is_cuda), None)
+
+
+def _at_exit(function, *args):
+    """Calls function(*args) when this process ends: at the interpreter's exit, and also at the
+    end of a process that multiprocessing forked, which skips the interpreter's exit handlers."""
+    multiprocessing.util.Finalize(None, function, args=args, exitpriority=0)
 
 
 def _report_unhooked():

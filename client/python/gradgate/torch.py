@@ -53,6 +53,7 @@ import torch
 
 from .client import HOOK_CONNECT_TIMEOUT_MS, Client
 from .errors import GradgateError, NonFiniteGradientError, RejectedError, WaitTimeoutError
+from .group_local_rank import local_rank_in_group
 
 DEVICE_PATHS = ("auto", "host")
 NONFINITE_MODES = ("propagate", "raise")
@@ -93,6 +94,9 @@ class HookState:
     """The hook's connection to the gateway, its declared buckets, and its running totals.
 
     socket_path, local_rank: the node's gateway and this process's worker index on the node.
+        None: its index among the ranks of `process_group` that use the same gateway
+        (gradgate/group_local_rank.py; a collective, like the run id's broadcast below), for
+        launchers that set no LOCAL_RANK (mpirun, a script's own multiprocessing).
     timeout_ms: how long one bucket's all-reduce may take, from the hook's call, before its
         Future fails (negative: no limit). None: longer than the gateway lets a step take
         (2 x its collective.timeout_ms + 10 s), so that a step that fails there fails with the
@@ -121,7 +125,7 @@ class HookState:
     """
 
     def __init__(
-        self, socket_path, local_rank, timeout_ms=None, name_prefix="ddp", data_volume=0,
+        self, socket_path, local_rank=None, timeout_ms=None, name_prefix="ddp", data_volume=0,
         run_id=None, device_path="auto", nonfinite="propagate", process_group=None, client=None,
         connect_timeout_ms=HOOK_CONNECT_TIMEOUT_MS,
     ):
@@ -134,6 +138,8 @@ class HookState:
         self.run_id = _agreed_run_id(process_group) if run_id is None else int(run_id)
         self._owns_client = client is None
         if client is None:
+            if local_rank is None:
+                local_rank = local_rank_in_group(socket_path, process_group)
             client = Client(socket_path, local_rank, connect_timeout_ms=connect_timeout_ms)
         self.client = client
         self.world_size = self.client.job.world_size
