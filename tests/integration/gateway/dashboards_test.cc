@@ -131,13 +131,14 @@ void run_workers(bench::LocalJob& job, uint64_t seed) {
   ASSERT_EQ(w1->wait_exit(milliseconds(60000)), 0) << w1->log();
 }
 
-// Every metric that docs/metrics.md documents is on some dashboard panel or in some alert rule,
-// but those listed here with the reason they are not.
+// Panels whose series exist only on nodes with a GPU, which this test's machine need not have:
+// their queries must parse, not return data.
+const std::map<std::string, std::string> kGpuOnlyPanels = {
+    {"gradgate-compression.json: Placement probe: elements/s by codec and device",
+     "a placement probe runs only for a tensor in GPU memory"}};
+
+// Every metric that docs/metrics.md documents is on some dashboard panel or in some alert rule.
 TEST(Dashboards, EveryDocumentedMetricIsShownOrAlertedOn) {
-  const std::map<std::string, std::string> not_shown = {
-      {"gradgate_placement_probe_elements_per_second",
-       "has series only once a tensor in GPU memory was probed, and a panel must show data on a "
-       "machine without a GPU (EveryPanelQueryReturnsDataAndEveryRuleEvaluates)"}};
   std::vector<Query> queries = rule_queries();
   for (const auto& file : dashboard_files()) {
     const auto dashboard = read_json(file);
@@ -158,9 +159,7 @@ TEST(Dashboards, EveryDocumentedMetricIsShownOrAlertedOn) {
     const bool shown = std::any_of(queries.begin(), queries.end(), [&](const Query& query) {
       return std::regex_search(query.expr, used);
     });
-    EXPECT_NE(shown, not_shown.contains(metric))
-        << metric
-        << (shown ? " is shown, yet listed as not shown" : " is on no panel and in no rule");
+    EXPECT_TRUE(shown) << metric << " is on no panel and in no rule";
   }
   EXPECT_GE(documented, 40u) << "docs/metrics.md: the table rows were not found";
 }
@@ -208,9 +207,21 @@ TEST(Dashboards, EveryPanelQueryReturnsDataAndEveryRuleEvaluates) {
   const auto unknown = http::send_request(to_gateway, http::verb::get, "/v1/nowhere");
   ASSERT_TRUE(unknown.ok() && unknown->status == 404);
 
-  // Traffic until every panel has data (bounded: 90 s).
-  std::map<std::string, Answer> last;
-  std::vector<Query> pending = panels;
+  // GPU-only panels' queries must parse; they may have no data here.
+  std::vector<Query> pending;
+  std::size_t gpu_only = 0;
+  for (auto& query : panels) {
+    if (!kGpuOnlyPanels.contains(query.where)) {
+      pending.push_back(std::move(query));
+      continue;
+    }
+    ++gpu_only;
+    const Answer answer = ask(prometheus, query.expr);
+    EXPECT_TRUE(answer.parsed) << query.where << ": " << query.expr << "\n  " << answer.error;
+  }
+  EXPECT_EQ(gpu_only, kGpuOnlyPanels.size()) << "a GPU-only panel listed here is on no dashboard";
+
+  // Traffic until every other panel has data (bounded: 90 s).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
   for (uint64_t round = 1; !pending.empty() && std::chrono::steady_clock::now() < deadline;
        ++round) {
