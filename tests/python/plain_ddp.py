@@ -10,8 +10,9 @@ WORLD_SIZE).
 at step N; like mixed-precision loss scaling (GradScaler), every rank skips the optimizer step
 whose gradients are not all finite. --spawn N starts N workers with torch.multiprocessing.spawn,
 as PyTorch's ImageNet example does: --rank is then the node's, and worker i of node r has rank
-r * N + i. --processes N starts N workers with multiprocessing.Process, as a script that numbers
-its workers itself might: worker i of node r has rank i * nodes + r (the nodes' ranks interleave).
+r * N + i. --processes N starts N workers with multiprocessing.Process (by --start-method), as a
+script that numbers its workers itself might: worker i of node r has rank i * nodes + r (the
+nodes' ranks interleave).
 """
 
 import argparse
@@ -47,6 +48,7 @@ def parse_arguments():
     p.add_argument("--inf-step", type=int, default=-1)
     p.add_argument("--spawn", type=int, default=0)
     p.add_argument("--processes", type=int, default=0)
+    p.add_argument("--start-method", default="fork")
     p.add_argument("--result", required=True)
     return p.parse_args()
 
@@ -65,7 +67,8 @@ def started_worker(index, args):
 
 def start_processes(args):
     """Starts the node's --processes workers and waits for them; fails if one failed."""
-    workers = [multiprocessing.Process(target=started_worker, args=(index, args))
+    context = multiprocessing.get_context(args.start_method)
+    workers = [context.Process(target=started_worker, args=(index, args))
                for index in range(args.processes)]
     for worker in workers:
         worker.start()

@@ -402,12 +402,13 @@ class AutoHookTest(TempDirTest):
     def setUp(self):
         require_artifacts(self)
 
-    def run_plain(self, *script_args, run_options=(), gateways_first=True, spawn=0, processes=0):
+    def run_plain(self, *script_args, run_options=(), gateways_first=True, spawn=0, processes=0,
+                  start_method="fork"):
         """Every rank's results, each gateway's all-reduce count, and node 0's output
         (`run_options` go to gradgate.run). With gateways_first False the gateways start once
         both scripts wait for them. With `spawn` N, each node's script starts its N workers with
         torch.multiprocessing.spawn and has no local rank of its own; with `processes` N, with
-        multiprocessing.Process, the two nodes' ranks interleaved."""
+        multiprocessing.Process by `start_method`, the two nodes' ranks interleaved."""
         workdir = self.make_workdir()
         local_workers = spawn or processes or 1
         world = 2 * local_workers
@@ -427,7 +428,7 @@ class AutoHookTest(TempDirTest):
                 [sys.executable, "-m", "gradgate.run", *run_options, str(PLAIN_SCRIPT),
                  f"--init-method=file://{workdir / 'rendezvous'}", f"--rank={node}",
                  f"--world-size={world}", f"--steps={self.STEPS}", f"--spawn={spawn}",
-                 f"--processes={processes}",
+                 f"--processes={processes}", f"--start-method={start_method}",
                  f"--result={workdir / 'result{rank}.json'}", *script_args]
             )
             environment = dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"),
@@ -480,10 +481,16 @@ class AutoHookTest(TempDirTest):
     def test_workers_that_the_script_spawns_train_through_the_gateways(self):
         self.check_trained_by_two_workers_a_node(*self.run_plain(spawn=2))
 
-    def test_workers_that_the_script_starts_itself_find_their_local_ranks_in_their_group(self):
+    def test_workers_that_the_script_forks_find_their_local_ranks_in_their_group(self):
         # Ranks 0 and 2 on node 0, 1 and 3 on node 1: neither rank % 2 nor rank - 2 * node
         # would give each gateway local ranks 0 and 1.
         self.check_trained_by_two_workers_a_node(*self.run_plain(processes=2))
+
+    def test_workers_that_start_as_fresh_interpreters_get_gradgate_too(self):
+        # forkserver: multiprocessing's default on Linux from Python 3.14 on. The workers do not
+        # import gradgate themselves; without the hand-down they would train over gloo alone.
+        self.check_trained_by_two_workers_a_node(
+            *self.run_plain(processes=2, start_method="forkserver"))
 
     def test_a_script_started_before_its_gateways_waits_for_them(self):
         results, statuses, output = self.run_plain(gateways_first=False)
@@ -694,15 +701,23 @@ print(sorted(result.get(timeout=60) for _ in ranks))
         self.assertEqual(bad.returncode, 2)
         self.assertIn("LOCAL_RANK='first' is not a number", bad.stderr)
 
-    def test_a_local_rank_given_later_ends_the_hand_down_to_spawned_processes(self):
+    def test_a_local_rank_given_later_ends_the_hand_down_to_started_processes(self):
         handed_down = self.run_module(script=(
-            "import importlib\nfrom gradgate import autohook\n"
-            "spawn = importlib.import_module('torch.multiprocessing.spawn')\n"
-            "print(spawn._wrap is spawn._gradgate_original_wrap)\n"
-            "autohook.install(local_rank=0)\n"
-            "print(spawn._wrap is spawn._gradgate_original_wrap)\n"
+            "import multiprocessing\nfrom gradgate import autohook\n"
+            "def installed(queue):\n"
+            "    queue.put(autohook._options is not None)\n"
+            "def start(method):\n"
+            "    context = multiprocessing.get_context(method)\n"
+            "    queue = context.Queue()\n"
+            "    context.Process(target=installed, args=(queue,)).start()\n"
+            "    return queue.get(timeout=60)\n"
+            "if __name__ == '__main__':\n"
+            "    print(start('spawn'), start('forkserver'), start('fork'))\n"
+            "    autohook.install(local_rank=0)\n"
+            "    print(start('spawn'))\n"
         ))
-        self.assertEqual(handed_down.stdout.split(), ["False", "True"], handed_down.stderr)
+        self.assertEqual(handed_down.stdout.split(), ["True", "True", "True", "False"],
+                         handed_down.stderr)
 
 
 def wait_for(future, seconds=60):

@@ -13,16 +13,17 @@ gateway. Models made before install() are left as they are.
 
 The node's gateway socket and this process's worker index on the node come from install()'s
 arguments, else from the environment: GRADGATE_SOCKET (default /run/gradgate/gg.sock) and
-LOCAL_RANK (torchrun sets it). Without a local rank, each process that
-torch.multiprocessing.spawn starts (PyTorch's ImageNet example starts its workers so) gets the
-same options with its spawn index as its local rank, and any other process (mpirun's, or one the
-script starts with multiprocessing) takes its index among the ranks of its model's process group
-that use the same gateway (gradgate/group_local_rank.py) when its first model runs.
+LOCAL_RANK (torchrun sets it). Without a local rank (mpirun's processes, or a script that starts
+its workers itself, with torch.multiprocessing.spawn as PyTorch's ImageNet example does or with
+multiprocessing), every process it starts through multiprocessing gets gradgate with the same
+options, and each process takes its index among the ranks of its model's process group that use
+the same gateway (gradgate/group_local_rank.py) when its first model runs.
 """
 
 import contextlib
 import functools
-import importlib
+import multiprocessing
+import multiprocessing.process
 import multiprocessing.util
 import os
 import sys
@@ -55,10 +56,10 @@ def install(socket_path=None, local_rank=None, **state_options):
     """Makes every DDP model made from now on use gradgate (see the module's text).
 
     socket_path, local_rank: the gateway and this worker's index on the node (defaults from the
-    environment, above; without a local rank, the processes torch.multiprocessing.spawn starts
-    take their index). state_options go to every model's gradgate.torch.HookState (timeout_ms,
-    connect_timeout_ms, device_path, data_volume, nonfinite; not name_prefix or client, which
-    install() sets itself).
+    environment, above; without one, each model finds it in its process group, and the processes
+    this one starts install gradgate too). state_options go to every model's
+    gradgate.torch.HookState (timeout_ms, connect_timeout_ms, device_path, data_volume,
+    nonfinite; not name_prefix or client, which install() sets itself).
     Calling it again replaces the options for later models.
     """
     global _options
@@ -73,31 +74,34 @@ def install(socket_path=None, local_rank=None, **state_options):
     }
     if not getattr(DistributedDataParallel, "_gradgate_patched", False):
         _patch(DistributedDataParallel)
+        _patch_process_start(multiprocessing.process.BaseProcess)
         _at_exit(_report_unhooked)
-    _hand_down_to_spawned_processes(_options if _options["local_rank"] is None else None)
 
 
-def _hand_down_to_spawned_processes(options):
-    """With `options` (a process without a local rank): every process torch.multiprocessing.spawn
-    starts from now on calls install() with them and its spawn index as local rank before it runs
-    its function. torch starts each one with its module-level _wrap(fn, index, ...), which it
-    looks up at each start: that is replaced by a picklable partial of _run_spawned. With None:
-    torch's own _wrap again."""
-    spawn = importlib.import_module("torch.multiprocessing.spawn")
-    original = spawn.__dict__.setdefault("_gradgate_original_wrap", spawn._wrap)
-    if options is None:
-        spawn._wrap = original
-        return
-    inherited = {k: v for k, v in options.items() if k != "local_rank"}
-    spawn._wrap = functools.partial(_run_spawned, inherited)
+def _patch_process_start(process):
+    """A process that multiprocessing starts by spawn or forkserver (torch.multiprocessing.spawn's
+    among them) is a fresh interpreter that has not imported gradgate; one that it forks has it
+    installed already. So while this process has no local rank, the target of each process it
+    starts by spawn or forkserver becomes a picklable partial of _run_started with install()'s
+    options: the new process installs gradgate first, and its models find their local rank in
+    their process group."""
+    original_start = process.start
+
+    def start(self):
+        if (_options is not None and _options["local_rank"] is None and self._target is not None
+                and (self._start_method or multiprocessing.get_start_method()) != "fork"):
+            options = {k: v for k, v in _options.items() if k != "local_rank"}
+            self._target = functools.partial(_run_started, options, self._target)
+        return original_start(self)
+
+    process.start = start
 
 
-def _run_spawned(options, fn, index, *wrap_args):
-    """A spawned process: installs with its index as local rank, then runs torch's own _wrap."""
+def _run_started(options, target, *args, **kwargs):
+    """A process started by spawn or forkserver: installs gradgate with its starter's options."""
     options = dict(options)
-    install(options.pop("socket_path"), index, **options)
-    spawn = importlib.import_module("torch.multiprocessing.spawn")
-    return spawn._gradgate_original_wrap(fn, index, *wrap_args)
+    install(options.pop("socket_path"), **options)
+    return target(*args, **kwargs)
 
 
 def _patch(ddp):
@@ -213,8 +217,8 @@ def _at_exit(function, *args):
 
 
 def _report_unhooked():
-    """At exit on local rank 0: say so when no model got the hook (a script whose models are made
-    in spawned processes, FSDP or DeepSpeed instead of DDP, or its own comm hook), so that a job
+    """At exit on local rank 0: say so when no model got the hook (FSDP or DeepSpeed instead of
+    DDP, or its own comm hook), so that a job
     does not run without gradgate unnoticed."""
     if _hooked == 0 and _options is not None and _options["local_rank"] == 0:
         print(
