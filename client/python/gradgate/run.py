@@ -6,7 +6,7 @@
 
 OPTIONS come before the script: --socket PATH (default: GRADGATE_SOCKET, else
 /run/gradgate/gg.sock), --local-rank N (default: LOCAL_RANK, which torchrun sets; without one,
-the processes the script starts with torch.multiprocessing.spawn take their index), --timeout-ms
+each process finds it in its DDP model's process group), --timeout-ms
 N, --connect-timeout-ms N, --device-path auto|host, --nonfinite propagate|raise, --data-volume N
 (default: GRADGATE_DATA_VOLUME, else 0) (HookState's options). The script then
 runs as `python SCRIPT ARGS...` would run it (sys.argv, __main__, its directory first on
@@ -38,7 +38,7 @@ def _parser():
                         f"else {autohook.DEFAULT_SOCKET})")
     parser.add_argument("--local-rank", type=int,
                         help="this process's worker index on the node (default: $LOCAL_RANK; "
-                        "without one, processes of torch.multiprocessing.spawn take their index)")
+                        "without one, each process finds it in its DDP model's process group)")
     parser.add_argument("--timeout-ms", type=int,
                         help="how long one bucket's all-reduce may take (default: longer than "
                         "the gateway lets a step take, 2 x its collective.timeout_ms + 10 s)")
