@@ -89,12 +89,17 @@ def _patch_process_start(process):
 
     def start(self):
         if (_options is not None and _options["local_rank"] is None and self._target is not None
-                and (self._start_method or multiprocessing.get_start_method()) != "fork"):
+                and _start_method_of(self) != "fork"):
             options = {k: v for k, v in _options.items() if k != "local_rank"}
             self._target = functools.partial(_run_started, options, self._target)
         return original_start(self)
 
     process.start = start
+
+
+def _start_method_of(process):
+    """How multiprocessing will start `process`: its context's method, else the default one."""
+    return getattr(process, "_start_method", None) or multiprocessing.get_start_method()
 
 
 def _run_started(options, target, *args, **kwargs):
