@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""An ordinary DDP training script that knows nothing of gradgate, for test_hook.py's
+"""An ordinary DDP training script that knows nothing of gradgate, for test_autohook.py's
 AutoHookTest: gradgate.run must send its gradients through the gateways without a change to it.
 
 Trains a small MLP on a fixed random teacher over gloo and writes a JSON result to --result
