@@ -304,6 +304,23 @@ except ValueError as error:
                       "given gradgate's comm hook", done.stderr)
         other_rank = self.run_module("--local-rank", "1", script="pass\n")
         self.assertNotIn("no DistributedDataParallel model", other_rank.stderr)
+        # Without a local rank, rank 0 of the default group tells, here the first of two workers
+        # that torch.multiprocessing.spawn starts; a process without a group stays quiet.
+        workdir = self.make_workdir()
+        spawned = self.run_module(script=(
+            "import torch.distributed as dist, torch.multiprocessing as mp\n"
+            "def worker(index):\n"
+            f"    dist.init_process_group('gloo', init_method='file://{workdir / 'rendezvous'}', "
+            "rank=index, world_size=2)\n"
+            "    dist.barrier()\n"
+            "if __name__ == '__main__':\n"
+            "    mp.spawn(worker, nprocs=2)\n"
+        ))
+        self.assertEqual(spawned.returncode, 0, spawned.stderr)
+        self.assertEqual(spawned.stderr.count("no DistributedDataParallel model"), 1,
+                         spawned.stderr)
+        alone = self.run_module(script="pass\n")
+        self.assertNotIn("no DistributedDataParallel model", alone.stderr)
 
     def test_a_process_takes_its_index_among_the_ranks_of_its_group_on_its_gateway(self):
         # Five ranks, three gateways: node_a's socket (one rank reaches it through a symbolic

@@ -151,7 +151,8 @@ def state_of(model):
 
 
 def _own_hook(model):
-    """The script registers a hook of its own: gradgate's stays off this model, or it is too late."""
+    """The script registers a hook of its own: gradgate's stays off this model, or it is too
+    late."""
     if model in _states:
         raise RuntimeError(
             "gradgate already sends this DDP model's gradients (gradgate.run): register your "
@@ -222,15 +223,25 @@ def _at_exit(function, *args):
 
 
 def _report_unhooked():
-    """At exit on local rank 0: say so when no model got the hook (FSDP or DeepSpeed instead of
-    DDP, or its own comm hook), so that a job
-    does not run without gradgate unnoticed."""
-    if _hooked == 0 and _options is not None and _options["local_rank"] == 0:
+    """At exit on local rank 0 (where no local rank is known: on rank 0 of the default process
+    group, if there is one), say so when no model got the hook (FSDP or DeepSpeed instead of DDP,
+    or its own comm hook), so that a job does not run without gradgate unnoticed."""
+    if _hooked == 0 and _options is not None and _first_on_node():
         print(
             f"gradgate: no DistributedDataParallel model of this process ({_models} made) was "
             "given gradgate's comm hook: its gradients did not go through gradgate",
             file=sys.stderr,
         )
+
+
+def _first_on_node():
+    """Whether this process speaks for its node: local rank 0, or, without a local rank, rank 0 of
+    the default process group (the first rank of the job, on the first node)."""
+    if _options["local_rank"] is not None:
+        return _options["local_rank"] == 0
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_rank() == 0
 
 
 def _report(state, prefix):
