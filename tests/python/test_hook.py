@@ -548,6 +548,37 @@ class HookStateTest(TempDirTest):
         self.assertEqual([state.nonfinite_allreduces for state in self.states], [1, 0])
         self.assertEqual([state.allreduces for state in self.states], [0, 0])
 
+    def test_momentum_correction_sends_velocities_that_a_skipped_step_clears(self):
+        import torch
+
+        import gradgate.torch as gradgate_torch
+
+        with self.assertRaisesRegex(ValueError, "momentum 1.0: use a value above 0 and below 1"):
+            gradgate_torch.HookState(self.cluster.sockets[0], 0, momentum=1.0)
+        for state in self.states:
+            state.close()
+        states = [gradgate_torch.HookState(s, 0, run_id=8, momentum=0.5)
+                  for s in self.cluster.sockets]
+        for state in states:
+            self.addCleanup(state.close)
+        states[1].nonfinite = "raise"
+
+        def step(*node_grads):
+            grads = [torch.tensor(g, dtype=torch.float32) for g in node_grads]
+            futures = [state.start_average(0, g) for state, g in zip(states, grads)]
+            return [wait_for(future).tolist() for future in futures]
+
+        self.assertEqual(step([2.0, 4.0], [6.0, 0.0]), [[4.0, 2.0]] * 2)
+        # Velocities 0.5 * (2, 4) + (1, 1) and 0.5 * (6, 0) + (3, 1), averaged.
+        self.assertEqual(step([1.0, 1.0], [3.0, 1.0]), [[4.0, 2.0]] * 2)
+        # A skipped step (NaN on the rank that propagates, an error on the other) clears both.
+        grads = [torch.tensor([float("inf"), 1.0]), torch.tensor([1.0, 1.0])]
+        futures = [state.start_average(0, g) for state, g in zip(states, grads)]
+        self.assertTrue(torch.isnan(wait_for(futures[0])).all())
+        with self.assertRaisesRegex(RuntimeError, "skipped: nonfinite_gradient"):
+            wait_for(futures[1])
+        self.assertEqual(step([2.0, 2.0], [4.0, 0.0]), [[3.0, 1.0]] * 2)
+
     def test_an_fp16_bucket_whose_average_fits_stays_finite(self):
         import torch
 

@@ -54,6 +54,7 @@ import torch
 from .client import HOOK_CONNECT_TIMEOUT_MS, Client
 from .errors import GradgateError, NonFiniteGradientError, RejectedError, WaitTimeoutError
 from .group_local_rank import local_rank_in_group
+from .momentum import MomentumCorrection
 
 DEVICE_PATHS = ("auto", "host")
 NONFINITE_MODES = ("propagate", "raise")
@@ -122,13 +123,19 @@ class HookState:
         gateways skip that step): "propagate" fills it with NaN on every rank (loss scaling then
         skips the step; counted in nonfinite_allreduces), "raise" fails its Future with
         RuntimeError.
+    momentum: > 0 (below 1) turns on momentum correction (gradgate/momentum.py): each bucket
+        sends its velocity m * u + g rather than its gradient, so that error feedback holds back
+        velocities; the optimizer must then run without momentum of its own (SGD with
+        momentum=0). Not with a GradScaler: the hook sees gradients under the loss scale, and
+        the velocity would mix scales. 0 (the default): off.
     """
 
     def __init__(
         self, socket_path, local_rank=None, timeout_ms=None, name_prefix="ddp", data_volume=0,
         run_id=None, device_path="auto", nonfinite="propagate", process_group=None, client=None,
-        connect_timeout_ms=HOOK_CONNECT_TIMEOUT_MS,
+        connect_timeout_ms=HOOK_CONNECT_TIMEOUT_MS, momentum=0.0,
     ):
+        self._momentum = MomentumCorrection(momentum) if momentum else None
         if device_path not in DEVICE_PATHS:
             raise ValueError(f"device_path {device_path!r}: use one of {', '.join(DEVICE_PATHS)}")
         if nonfinite not in NONFINITE_MODES:
@@ -227,18 +234,22 @@ class HookState:
         dtype, a refused declaration, a closed state, or this bucket's all-reduce of an earlier
         step still running in the gateway (it timed out: its buffer is not free).
         """
+        settle = self._momentum.apply(index, grads) if self._momentum else None
         pending = _Pending(self, index, grads, self.steps, last)
         try:
             with self._starting:  # close() waits for a start under way
                 self._start(pending, index, grads)
         except BaseException:
             self.steps += 1  # backward raises a failed start: its step is over
+            if self._momentum:
+                self._momentum.forget(index)
             raise
         if last:
             self.steps += 1
         # A failure set with set_exception is a value to DDP's C++ side; raising it in a callback
         # makes it an error there, which backward() raises.
-        return pending.future.then(_result)
+        future = pending.future.then(_result)
+        return future.then(settle) if settle else future
 
     def _start(self, pending, index, grads):
         """Starts `pending`'s all-reduce and queues it for the waiter; raises RuntimeError when it
