@@ -54,6 +54,7 @@ class Settings:
     stall_seconds: float  # longest wait for rank 0's next event once training started
     target_communicate_seconds: float
     psgd_short_warmup: int
+    seed: int = 0  # the workers' model initialisation and batch order
     library: str = ""
     data: str = ""
     log_level: str = "warn"
@@ -119,7 +120,7 @@ def worker_argv(settings, run, model, host, world_size, master_addr, log_path, s
         "--rank", host.index, "--world-size", world_size, "--master-addr", master_addr,
         "--master-port", MASTER_PORT, "--steps", steps,
         "--max-seconds", settings.max_train_seconds, "--eval-every", settings.eval_every,
-        "--batch-size", settings.batch_size, "--lr", settings.lr,
+        "--batch-size", settings.batch_size, "--lr", settings.lr, "--seed", settings.seed,
         "--group-timeout", settings.stall_seconds + 30, "--log", log_path,
     ]
     if run.hook != "none":
@@ -130,6 +131,8 @@ def worker_argv(settings, run, model, host, world_size, master_addr, log_path, s
             argv += ["--psgd-start-iter", settings.psgd_short_warmup]
     if run.single_bucket:
         argv += ["--single-bucket"]
+    if run.momentum_correction:
+        argv += ["--momentum-correction"]
     if socket:
         argv += ["--socket", socket, "--timeout-ms", int(settings.stall_seconds * 1000)]
     if run.shares:

@@ -76,6 +76,8 @@ def parse_args(argv=None):
     p.add_argument("--eval-every", type=int, default=25, help="score the test set every N steps")
     p.add_argument("--batch-size", type=int, default=32, help="per worker")
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0,
+                   help="the workers' model initialisation and batch order")
     p.add_argument("--target", type=float,
                    help="target accuracy 0-1 (default: uncompressed DDP's final minus 0.5 pt)")
     p.add_argument("--topk-density", type=float, default=0.01)
@@ -155,7 +157,7 @@ class Evaluation:
             max_train_seconds=args.max_train_seconds, startup_seconds=args.startup_seconds,
             stall_seconds=args.stall_seconds,
             target_communicate_seconds=args.target_communicate_seconds,
-            psgd_short_warmup=args.psgd_short_warmup, library=args.library,
+            psgd_short_warmup=args.psgd_short_warmup, seed=args.seed, library=args.library,
             log_level=args.log_level)
         self.info = {"command": sys.argv, "machine": machine(args),
                      "settings": {k: str(v) for k, v in dataclasses.asdict(self.settings).items()},

@@ -28,6 +28,7 @@ class Run:
     psgd_rank: int = 0
     psgd_warmup: str = ""  # powersgd: "default" | "short"
     codec: str = "none"  # the gateways' codec (with a policy: the codec before its first decision)
+    momentum_correction: bool = False  # the hook applies SGD's momentum, the optimizer none
     policy: str = ""  # "" (no controller) | bandwidth | dagc-r
     shares: str = ""
     may_fail: bool = False
@@ -57,6 +58,8 @@ def catalogue(topk_density):
                     only_rate=1000))
     runs += [
         Run("gg-topk", f"gradgate {topk}", backend="gradgate", codec=topk),
+        Run("gg-topk-mc", f"gradgate {topk}, momentum correction", backend="gradgate",
+            codec=topk, momentum_correction=True),
         Run("gg-powersgd", "gradgate powersgd:rank=4", backend="gradgate", codec="powersgd:rank=4"),
         Run("gg-qsgd", "gradgate qsgd:bits=4", backend="gradgate", codec="qsgd:bits=4,workers=4"),
         Run("gg-bandwidth", "gradgate bandwidth policy", backend="gradgate", policy="bandwidth"),
@@ -70,9 +73,9 @@ def catalogue(topk_density):
     return runs
 
 
-QUICK_RUNS = ("ddp", "ddp-fp16", "gg-topk", "gg-bandwidth")
+QUICK_RUNS = ("ddp", "ddp-fp16", "gg-topk", "gg-topk-mc", "gg-bandwidth")
 # On unshaped links only the question "does the adaptive policy cost anything?" is asked.
-UNSHAPED_RUNS = ("ddp", "gg-topk", "gg-bandwidth")
+UNSHAPED_RUNS = ("ddp", "gg-topk", "gg-topk-mc", "gg-bandwidth")
 # The small CNN is compute-bound on these links: a few runs show it.
 CNN_RUNS = ("ddp", "ddp-fp16", "gg-topk", "gg-qsgd", "gg-bandwidth")
 SCENARIO_RUN = "gg-bandwidth"

@@ -83,6 +83,7 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=32, help="per worker")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
+    demo.add_momentum_correction_argument(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--shares", default="", help="shard sizes in proportion, e.g. 8,4,2,1")
     p.add_argument("--timeout-ms", type=int, default=60000, help="per gradgate bucket all-reduce")
@@ -195,7 +196,8 @@ def train(args):
     args.shard_size = end - begin
     model = make_ddp(MODELS[args.model](), args.single_bucket)
     state = attach_hook(model, args)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr,
+                                momentum=demo.optimizer_momentum(args))
     parameters = sum(p.numel() for p in model.parameters())
     log = EventLog(args.log if args.rank == 0 else None)
     log.emit("start", parameters=parameters, gradient_bytes=4 * parameters,

@@ -6,9 +6,12 @@ its ready file), then the DDP workers (train.py, --local-workers per gateway) th
 their gradient buckets through their node's gateway with --codec. Streams rank 0's progress per
 epoch (loss, test accuracy, raw and wire bytes, ratio) and ends with a summary table; with --json
 the last line of stdout is one JSON object:
-  {"backend", "codec", "workers", "nodes", "local_workers", "epochs", "test_accuracy" (0-1),
+  {"backend", "codec", "momentum_correction", "workers", "nodes", "local_workers", "epochs",
+   "test_accuracy" (0-1),
    "loss", "raw_bytes", "wire_bytes", "ratio", "seconds" (the whole demo), "train_seconds"}
 --backend gloo runs the same training with DDP's plain all-reduce and no gateway: the reference.
+By default the gradgate workers use momentum correction (gradgate/momentum.py: the hook applies
+SGD's momentum before compression, the optimizer none); --no-momentum-correction turns it off.
 
 Every process it starts runs in its own process group and is stopped on exit, on Ctrl-C, on
 SIGTERM and when any of them fails; a gateway or worker that dies ends the demo with its log.
@@ -52,6 +55,9 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=32, help="per worker")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--momentum-correction", action=argparse.BooleanOptionalAction, default=True,
+                   help="gradgate backend: the hook applies SGD's momentum before compression and "
+                   "the optimizer runs without (default: on)")
     p.add_argument(
         "--gradgate",
         type=Path,
@@ -147,6 +153,8 @@ def worker_command(args, rank, rendezvous, socket):
     ]
     if socket:
         command += ["--socket", socket, "--local-rank", str(rank % args.local_workers)]
+    if args.momentum_correction and args.backend == "gradgate":
+        command.append("--momentum-correction")
     if args.data:
         command += ["--data", str(args.data)]
     return command
@@ -163,7 +171,9 @@ def print_progress(report):
 
 
 def print_table(args, reports):
-    print(f"\n{args.backend} / codec {args.codec if args.backend == 'gradgate' else 'none'}, "
+    corrected = args.backend == "gradgate" and args.momentum_correction
+    print(f"\n{args.backend} / codec {args.codec if args.backend == 'gradgate' else 'none'}"
+          f"{', momentum correction' if corrected else ''}, "
           f"{args.workers} workers, {args.workers // args.local_workers} nodes")
     print(f"{'epoch':>5} {'loss':>8} {'accuracy':>9} {'raw MB':>10} {'wire MB':>10} "
           f"{'ratio':>8} {'seconds':>8}")
@@ -264,6 +274,7 @@ def main():
         summary = {
             "backend": args.backend,
             "codec": last["codec"],
+            "momentum_correction": args.backend == "gradgate" and args.momentum_correction,
             "workers": args.workers,
             "nodes": args.workers // args.local_workers,
             "local_workers": args.local_workers,

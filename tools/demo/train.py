@@ -50,6 +50,7 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=32, help="per worker")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
+    add_momentum_correction_argument(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--codec", default="none", help="the gateways' codec (only reported)")
     p.add_argument("--timeout-ms", type=int, default=60000, help="per bucket all-reduce")
@@ -64,12 +65,25 @@ def parse_args():
     return args
 
 
+def add_momentum_correction_argument(parser):
+    parser.add_argument("--momentum-correction", action="store_true",
+                        help="gradgate backend: the hook applies --momentum before compression "
+                        "and SGD runs without momentum (gradgate/momentum.py)")
+
+
+def optimizer_momentum(args):
+    """SGD's momentum: none of its own where the gradgate hook applies it."""
+    corrected = args.backend == "gradgate" and args.momentum_correction
+    return 0.0 if corrected else args.momentum
+
+
 def attach_gradgate(ddp_model, args, shard_size):
     """Registers the gradgate hook on the DDP model; returns its HookState."""
     import gradgate.torch
 
     state = gradgate.torch.HookState(
-        args.socket, args.local_rank, timeout_ms=args.timeout_ms, data_volume=shard_size
+        args.socket, args.local_rank, timeout_ms=args.timeout_ms, data_volume=shard_size,
+        momentum=args.momentum if args.momentum_correction else 0.0,
     )
     if state.world_size != args.world_size:
         raise SystemExit(
@@ -115,7 +129,7 @@ def train(args):
     )
     model = DistributedDataParallel(fashion_mnist.SmallCNN())
     state = attach_gradgate(model, args, len(sampler)) if args.backend == "gradgate" else None
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=optimizer_momentum(args))
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
 
     start = time.perf_counter()

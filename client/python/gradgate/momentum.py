@@ -10,10 +10,9 @@ the velocities is the velocity of the average); with a sparse one every gradient
 1 / (1 - m) times in all, as with momentum SGD, only later where it was held back.
 
 The velocity of a bucket starts afresh when DDP rebuilds its buckets (after the first step), and
-after a step whose result is not all finite or that failed, as the gateways' error feedback does.
+after a step that the gateways skipped (a gradient that was not finite) or that failed, as the
+gateways' error feedback does.
 """
-
-import functools
 
 import torch
 
@@ -31,18 +30,17 @@ class MomentumCorrection:
         self._velocities = {}  # bucket index -> velocity (float32 for 16-bit buckets)
 
     def apply(self, index, grads):
-        """Makes `grads` (bucket `index`) its velocity, m * velocity + grads; returns what the
-        step's Future goes through (Future.then): the velocity is cleared if the step fails or its
-        result is not all finite."""
+        """Makes `grads` (bucket `index`) its velocity, m * velocity + grads, in two passes over
+        memory; returns the velocity, for settle_velocity()."""
         velocity = self._velocities.get(index)
         dtype = torch.float32 if grads.dtype in _SIXTEEN_BIT else grads.dtype
         if (velocity is None or velocity.shape != grads.shape or velocity.dtype != dtype
                 or velocity.device != grads.device):
             velocity = torch.zeros(grads.shape, dtype=dtype, device=grads.device)
             self._velocities[index] = velocity
-        velocity.mul_(self.momentum).add_(grads)
+        torch.add(grads, velocity, alpha=self.momentum, out=velocity)
         grads.copy_(velocity)
-        return functools.partial(_settle, velocity)
+        return velocity
 
     def forget(self, index):
         """Clears bucket `index`'s velocity: its step could not start."""
@@ -51,14 +49,14 @@ class MomentumCorrection:
             velocity.zero_()
 
 
-def _settle(velocity, future):
-    """The step's result; the velocity cleared (on its device, without waiting for it) when the
-    result holds a value that is not finite (a skipped step: NaN on every rank), or the step
-    failed."""
+def settle_velocity(velocity, skipped, future):
+    """The step's result (Future.then); the velocity cleared when the step failed or skipped()
+    says the gateways skipped it (a gradient that was not finite)."""
     try:
         result = future.value()
     except BaseException:
         velocity.zero_()
         raise
-    velocity.masked_fill_(~torch.isfinite(result).all(), 0)
+    if skipped():
+        velocity.zero_()
     return result

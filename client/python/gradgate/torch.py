@@ -42,6 +42,7 @@ all-reduces, steps, seconds) for progress reports. torch is imported here only, 
 """
 
 import ctypes
+import functools
 import queue
 import secrets
 import threading
@@ -54,7 +55,7 @@ import torch
 from .client import HOOK_CONNECT_TIMEOUT_MS, Client
 from .errors import GradgateError, NonFiniteGradientError, RejectedError, WaitTimeoutError
 from .group_local_rank import local_rank_in_group
-from .momentum import MomentumCorrection
+from .momentum import MomentumCorrection, settle_velocity
 
 DEVICE_PATHS = ("auto", "host")
 NONFINITE_MODES = ("propagate", "raise")
@@ -234,8 +235,8 @@ class HookState:
         dtype, a refused declaration, a closed state, or this bucket's all-reduce of an earlier
         step still running in the gateway (it timed out: its buffer is not free).
         """
-        settle = self._momentum.apply(index, grads) if self._momentum else None
         pending = _Pending(self, index, grads, self.steps, last)
+        velocity = self._momentum.apply(index, grads) if self._momentum else None
         try:
             with self._starting:  # close() waits for a start under way
                 self._start(pending, index, grads)
@@ -249,7 +250,9 @@ class HookState:
         # A failure set with set_exception is a value to DDP's C++ side; raising it in a callback
         # makes it an error there, which backward() raises.
         future = pending.future.then(_result)
-        return future.then(settle) if settle else future
+        if velocity is None:
+            return future
+        return future.then(functools.partial(settle_velocity, velocity, lambda: pending.nonfinite))
 
     def _start(self, pending, index, grads):
         """Starts `pending`'s all-reduce and queues it for the waiter; raises RuntimeError when it
