@@ -10,7 +10,8 @@ and so DDP's buckets live on GPU 0 (every rank of the test shares it), and the h
 the buckets in place.
 
 Writes a JSON result to --result: per-step losses, the sha256 of the final parameters, the hook's
-declared tensor names and the bucket layouts it saw per step.
+declared tensor names and the bucket layouts it saw per step. --momentum-correction moves SGD's
+momentum into the hook (HookState(momentum=...)).
 """
 
 import argparse
@@ -28,6 +29,8 @@ from torch.utils.data.distributed import DistributedSampler
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client" / "python"))
 
 import gradgate.torch  # noqa: E402
+
+MOMENTUM = 0.9
 from gradgate import local_rendezvous  # noqa: E402
 
 DATASET_SIZE = 1003  # not divisible by BATCH * world size: every epoch ends with a short batch
@@ -92,6 +95,8 @@ def main():
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--result", type=Path, required=True)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--momentum-correction", action="store_true",
+                   help="the hook applies the momentum, SGD runs without")
     args = p.parse_args()
 
     torch.set_num_threads(1)
@@ -109,10 +114,12 @@ def main():
         device_ids=[device.index] if device.type == "cuda" else None,
         bucket_cap_mb=0.25,
     )
-    state = gradgate.torch.HookState(args.socket, args.local_rank, timeout_ms=30000)
+    hook_momentum = MOMENTUM if args.momentum_correction else 0.0
+    state = gradgate.torch.HookState(args.socket, args.local_rank, timeout_ms=30000,
+                                     momentum=hook_momentum)
     layouts = {}
     model.register_comm_hook(state, recording_hook(layouts))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=MOMENTUM - hook_momentum)
 
     losses, batch_sizes, epoch = [], [], 0
     while len(losses) < args.steps:

@@ -2,9 +2,9 @@
 """Tests of the gradgate Python package against real gateways on loopback.
 
 HookTrainingTest: 2 gateways x 2 DDP workers (local_workers=2) train 100 steps through
-gradgate.torch.allreduce_hook, once per codec; every rank must end with bit-identical parameters
-and a lower loss, through DDP's bucket rebuild after step 1, an fp16 bucket and uneven last
-batches (see hook_worker.py). ClientTest: the Client API and its errors with two gateways of one
+gradgate.torch.allreduce_hook, once per codec and once with momentum correction; every rank must
+end with bit-identical parameters and a lower loss, through DDP's bucket rebuild after step 1, an
+fp16 bucket and uneven last batches (see hook_worker.py). ClientTest: the Client API and its errors with two gateways of one
 worker each. HookStateTest: the hook's Futures on CPU buckets (they end after the hook returned,
 several buckets in flight, timeouts, a gateway that dies, non-finite steps). CudaDeviceTest:
 tensors in GPU memory (Client.declare_cuda, the hook's device path, DDP training on GPU 0 with its
@@ -108,12 +108,16 @@ class HookTrainingTest(TempDirTest):
             with self.subTest(codec=codec):
                 self.check_training(codec, max_wire_fraction)
 
-    def check_training(self, codec, max_wire_fraction):
+    def test_with_momentum_correction_ranks_agree_and_loss_falls(self):
+        # Velocities per bucket through the rebuild after step 1, one of them of an fp16 bucket.
+        self.check_training("topk:density=0.01", 0.1, options=["--momentum-correction"])
+
+    def check_training(self, codec, max_wire_fraction, options=()):
         workdir = self.make_workdir()
         cluster = self.start_cluster(
             workdir, nodes=NODES, local_workers=LOCAL_WORKERS, codec=codec
         )
-        results = run_workers(cluster, workdir)
+        results = run_workers(cluster, workdir, options)
         cluster.stop()
 
         check_ranks_trained(self, results, codec)
