@@ -297,6 +297,15 @@ except ValueError as error:
         self.assertEqual(refused.returncode, 2)
         self.assertIn("'-1' is not a number >= 0", refused.stderr)
 
+    def test_momentum_correction_comes_from_the_command_line(self):
+        show = "from gradgate import autohook\nprint(autohook._options['momentum'])\n"
+        self.assertEqual(self.run_module("--local-rank", "0", "--momentum", "0.9",
+                                         script=show).stdout.strip(), "0.9")
+        self.assertEqual(self.run_module("--local-rank", "0", script=show).stdout.strip(), "0.0")
+        refused = self.run_module("--local-rank", "0", "--momentum", "1", script=show)
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("'1' is not a number >= 0 and below 1", refused.stderr)
+
     def test_a_script_whose_models_never_get_the_hook_is_told_at_exit(self):
         done = self.run_module("--local-rank", "0", script="print('no DDP model here')\n")
         self.assertEqual(done.returncode, 0, done.stderr)

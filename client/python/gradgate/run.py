@@ -8,7 +8,8 @@ OPTIONS come before the script: --socket PATH (default: GRADGATE_SOCKET, else
 /run/gradgate/gg.sock), --local-rank N (default: LOCAL_RANK, which torchrun sets; without one,
 each process finds it in its DDP model's process group), --timeout-ms
 N, --connect-timeout-ms N, --device-path auto|host, --nonfinite propagate|raise, --data-volume N
-(default: GRADGATE_DATA_VOLUME, else 0) (HookState's options). The script then
+(default: GRADGATE_DATA_VOLUME, else 0), --momentum M (momentum correction; the script's optimizer
+must then run without momentum) (HookState's options). The script then
 runs as `python SCRIPT ARGS...` would run it (sys.argv, __main__, its directory first on
 sys.path), and every DistributedDataParallel model it makes uses gradgate's comm hook
 (gradgate/autohook.py). Exit status 2 for a bad command line.
@@ -24,7 +25,7 @@ from .client import HOOK_CONNECT_TIMEOUT_MS
 
 # Options of ours that take a value (the rest of the command line is the script's).
 _VALUED = ("--socket", "--local-rank", "--timeout-ms", "--connect-timeout-ms", "--device-path",
-           "--nonfinite", "--data-volume")
+           "--nonfinite", "--data-volume", "--momentum")
 
 
 def _parser():
@@ -57,7 +58,22 @@ def _parser():
                         help="how much training data this worker processes (samples, any unit "
                         "the same on every worker), for the controller's data-aware policies "
                         "dagc-r and dagc-a (default: $GRADGATE_DATA_VOLUME, else 0: none)")
+    parser.add_argument("--momentum", type=_momentum, default=0.0,
+                        help="momentum correction: the hook applies SGD's momentum M before "
+                        "compression, and the script's optimizer must then run without momentum "
+                        "(default: 0, off)")
     return parser
+
+
+def _momentum(text):
+    """A momentum: a number >= 0 and below 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number >= 0 and below 1")
+    return value
 
 
 def _data_volume(text):
@@ -97,6 +113,7 @@ def main(argv=None):
             device_path=options.device_path,
             nonfinite=options.nonfinite,
             data_volume=options.data_volume,
+            momentum=options.momentum,
         )
     except ValueError as error:
         parser.error(str(error))
