@@ -651,6 +651,27 @@ class CudaDeviceTest(TempDirTest):
             self.assertEqual(state.allreduces, 2)
             self.assertEqual(state.declared, [state.tensor_name(0, self.ELEMENTS, torch.float32)])
 
+    def test_momentum_correction_keeps_the_velocities_of_cuda_buckets_in_gpu_memory(self):
+        import torch
+
+        import gradgate.torch as gradgate_torch
+
+        states = [gradgate_torch.HookState(s, 0, run_id=9, momentum=0.5)
+                  for s in self.cluster.sockets]
+        for state in states:
+            self.addCleanup(state.close)
+        grads = [torch.empty(self.ELEMENTS, device="cuda") for _ in states]
+        # Velocities 1 and 2, then 0.5 * 1 + 1 and 0.5 * 2 + 1.
+        for step, expected in enumerate((1.5, 1.75)):
+            for rank, g in enumerate(grads):
+                g.fill_(float(rank + 1) if step == 0 else 1.0)
+            average_on_every_rank(states, 0, grads)
+            for g in grads:
+                self.assertEqual(g.cpu().tolist(), [expected] * self.ELEMENTS)
+        for state in states:
+            self.assertEqual(state.device_path, "auto", "the gateway refused GPU memory")
+            self.assertTrue(state._momentum._velocities[0].is_cuda)
+
     def test_ddp_trains_with_its_buckets_summed_in_gpu_memory(self):
         workdir = self.make_workdir()
         cluster = self.start_cluster(
