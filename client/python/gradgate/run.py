@@ -65,26 +65,24 @@ def _parser():
     return parser
 
 
-def _momentum(text):
-    """A momentum: a number >= 0 and below 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number >= 0 and below 1")
-    return value
+def _number_from_0_below(limit, description):
+    """An argparse type: a number >= 0 and below `limit`, else an error saying it is not
+    `description`."""
+
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 <= value < limit:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {description}")
+        return value
+
+    return parse
 
 
-def _data_volume(text):
-    """A data volume: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number >= 0")
-    return value
+_momentum = _number_from_0_below(1.0, "a number >= 0 and below 1")
+_data_volume = _number_from_0_below(float("inf"), "a number >= 0")
 
 
 def split_command_line(argv):
