@@ -13,6 +13,9 @@ as PyTorch's ImageNet example does: --rank is then the node's, and worker i of n
 r * N + i. --processes N starts N workers with multiprocessing.Process (by --start-method), as a
 script that numbers its workers itself might: worker i of node r has rank i * nodes + r (the
 nodes' ranks interleave).
+--momentum, --weight-decay (on the weights, not the biases: two parameter groups), --nesterov and
+--dampening set the SGD optimizer's; the result then also holds the final parameters, the
+groups' settings after training and how many momentum buffers the optimizer holds.
 """
 
 import argparse
@@ -49,6 +52,10 @@ def parse_arguments():
     p.add_argument("--spawn", type=int, default=0)
     p.add_argument("--processes", type=int, default=0)
     p.add_argument("--start-method", default="fork")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--nesterov", action="store_true")
+    p.add_argument("--dampening", type=float, default=0.0)
     p.add_argument("--result", required=True)
     return p.parse_args()
 
@@ -90,7 +97,11 @@ def train(args):
     generator = torch.Generator().manual_seed(11)
     x = torch.randn(512, 32, generator=generator)
     y = (x @ torch.randn(32, 4, generator=generator)).argmax(dim=1)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    weights = [p for p in model.parameters() if p.dim() > 1]
+    biases = [p for p in model.parameters() if p.dim() == 1]
+    optimizer = torch.optim.SGD(
+        [{"params": weights, "weight_decay": args.weight_decay}, {"params": biases}], lr=0.1,
+        momentum=args.momentum, nesterov=args.nesterov, dampening=args.dampening)
     shard = torch.arange(args.rank, len(x), args.world_size)
     losses, skipped = [], []
     for step in range(args.steps):
@@ -109,7 +120,14 @@ def train(args):
     for parameter in model.module.parameters():
         digest.update(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes())
     with open(args.result.format(rank=args.rank), "w") as result:
-        json.dump({"losses": losses, "skipped": skipped, "digest": digest.hexdigest()}, result)
+        json.dump({
+            "losses": losses, "skipped": skipped, "digest": digest.hexdigest(),
+            "parameters": [x for p in model.module.parameters() for x in p.flatten().tolist()],
+            "groups": [[g["momentum"], g["weight_decay"], g["nesterov"]]
+                       for g in optimizer.param_groups],
+            "momentum_buffers": sum(s.get("momentum_buffer") is not None
+                                   for s in optimizer.state.values()),
+        }, result)
     # No dist.destroy_process_group(): with PyTorch 1.13 over gloo it hangs now and then after
     # comm hooks that use gloo, gradgate or not.
 

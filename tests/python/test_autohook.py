@@ -46,7 +46,7 @@ class AutoHookTest(TempDirTest):
         require_artifacts(self)
 
     def run_plain(self, *script_args, run_options=(), gateways_first=True, spawn=0, processes=0,
-                  start_method="fork"):
+                  start_method="fork", codec="fp16"):
         """Every rank's results, each gateway's all-reduce count, and node 0's output
         (`run_options` go to gradgate.run). With gateways_first False the gateways start once
         both scripts wait for them. With `spawn` N, each node's script starts its N workers with
@@ -56,7 +56,7 @@ class AutoHookTest(TempDirTest):
         local_workers = spawn or processes or 1
         world = 2 * local_workers
         cluster = LocalCluster(GATEWAY_BINARY, workdir=workdir, log_level="warn", nodes=2,
-                               local_workers=local_workers, codec="fp16")
+                               local_workers=local_workers, codec=codec)
         self.addCleanup(cluster.stop)
         when_started = None
         if gateways_first:
@@ -190,6 +190,41 @@ class AutoHookTest(TempDirTest):
         self.assertIn("registers its own comm hook", output)
         self.assertIn("no DistributedDataParallel model of this process (1 made) was given", output)
 
+    def test_momentum_correction_takes_the_optimizers_momentum_and_weight_decay(self):
+        # With a dense codec, momentum SGD moved in front of the gateways (weight decay on one of
+        # two parameter groups, Nesterov or not) ends where the script's own SGD does with DDP's
+        # averaging, to rounding; and the script's optimizer kept no momentum of its own.
+        for nesterov in ((), ("--nesterov",)):
+            optimizer = ("--weight-decay=0.05", *nesterov)
+            reference, _, _ = self.run_plain("--own-hook", *optimizer, codec="none")
+            results, statuses, output = self.run_plain(
+                *optimizer, run_options=["--momentum-correction"], codec="none")
+            for status in statuses:
+                self.assertGreaterEqual(status["allreduces"], self.STEPS)
+            self.assertEqual(results[0]["digest"], results[1]["digest"])
+            expected = " momentum correction 0.9" + (" (Nesterov)" if nesterov else "") + "\n"
+            self.assertIn(expected, output)
+            self.assertEqual(results[0]["momentum_buffers"], 0)
+            self.assertEqual(reference[0]["momentum_buffers"], 4)
+            # The script sees its optimizer's settings.
+            self.assertEqual(results[0]["groups"], [[0.9, 0.05, bool(nesterov)],
+                                                    [0.9, 0.0, bool(nesterov)]])
+            got, want = results[0]["parameters"], reference[0]["parameters"]
+            worst = max(abs(a - b) / (1e-3 + abs(b)) for a, b in zip(got, want))
+            self.assertLess(worst, 1e-4, f"nesterov={bool(nesterov)}")
+
+    def test_momentum_correction_stays_off_where_the_optimizer_is_not_momentum_sgd(self):
+        results, statuses, output = self.run_plain("--dampening=0.5",
+                                                   run_options=["--momentum-correction"])
+        self.assertIn("gradgate: momentum correction stays off for ddp: its optimizer has "
+                      "dampening", output)
+        self.assertEqual(output.count("momentum correction stays off"), 1, output)
+        self.assertNotIn(", momentum correction", output)
+        self.assertEqual(results[0]["momentum_buffers"], 4)
+        self.assertEqual(results[0]["digest"], results[1]["digest"])
+        losses = results[0]["losses"]
+        self.assertLess(sum(losses[-5:]), 0.8 * sum(losses[:5]), "the loss did not fall")
+
     def test_a_step_with_an_infinite_gradient_is_skipped_on_every_rank(self):
         # Rank 0's loss is infinite at step 7: both ranks see NaN gradients there and skip the
         # optimizer step, as mixed-precision loss scaling does, and train on.
@@ -305,6 +340,13 @@ except ValueError as error:
         refused = self.run_module("--local-rank", "0", "--momentum", "1", script=show)
         self.assertEqual(refused.returncode, 2)
         self.assertIn("'1' is not a number >= 0 and below 1", refused.stderr)
+        show = "from gradgate import autohook\nprint(autohook._options['take_momentum'])\n"
+        self.assertEqual(self.run_module("--local-rank", "0", "--momentum-correction",
+                                         script=show).stdout.strip(), "True")
+        both = self.run_module("--local-rank", "0", "--momentum-correction", "--momentum", "0.9",
+                               script=show)
+        self.assertEqual(both.returncode, 2)
+        self.assertIn("not allowed with argument --momentum-correction", both.stderr)
 
     def test_a_script_whose_models_never_get_the_hook_is_told_at_exit(self):
         done = self.run_module("--local-rank", "0", script="print('no DDP model here')\n")

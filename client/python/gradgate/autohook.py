@@ -52,7 +52,7 @@ def local_rank_from_environment():
         raise ValueError(f"LOCAL_RANK={text!r} is not a number") from None
 
 
-def install(socket_path=None, local_rank=None, **state_options):
+def install(socket_path=None, local_rank=None, take_momentum=False, **state_options):
     """Makes every DDP model made from now on use gradgate (see the module's text).
 
     socket_path, local_rank: the gateway and this worker's index on the node (defaults from the
@@ -67,9 +67,12 @@ def install(socket_path=None, local_rank=None, **state_options):
 
     if "name_prefix" in state_options or "client" in state_options:
         raise ValueError("install() names the models itself (ddp, ddp1, ...) and shares one client")
+    if take_momentum and state_options.get("momentum"):
+        raise ValueError("momentum correction takes the optimizer's momentum: give no momentum")
     _options = {
         "socket_path": socket_path or os.environ.get("GRADGATE_SOCKET", DEFAULT_SOCKET),
         "local_rank": local_rank_from_environment() if local_rank is None else int(local_rank),
+        "take_momentum": bool(take_momentum),
         **state_options,
     }
     if not getattr(DistributedDataParallel, "_gradgate_patched", False):
@@ -174,11 +177,13 @@ def _attach(model, register):
     global _client, _hooked
     import torch
 
+    from . import optimizer_momentum
     from . import torch as gradgate_torch
     from .client import HOOK_CONNECT_TIMEOUT_MS, Client
 
     options = dict(_options)
     socket_path, local_rank = options.pop("socket_path"), options.pop("local_rank")
+    take_momentum = options.pop("take_momentum")
     process_group = getattr(model, "process_group", None)
     connect_timeout_ms = options.pop("connect_timeout_ms", HOOK_CONNECT_TIMEOUT_MS)
     # The local rank's exchange and the state's broadcast of its run id are collectives; over NCCL
@@ -201,6 +206,8 @@ def _attach(model, register):
             **options,
         )
     register(model, state, gradgate_torch.allreduce_hook)
+    if take_momentum:
+        optimizer_momentum.await_optimizer(state, model.parameters())
     _states[model] = state
     _hooked += 1
     if state.client.local_rank == 0:
@@ -251,8 +258,11 @@ def _report(state, prefix):
             "less)" if state.wire_bytes else ", none sent to other gateways")
     skipped = (f", {state.nonfinite_allreduces} all-reduces skipped for NaN or infinite gradients"
                if state.nonfinite_allreduces else "")
+    correction = state.momentum_correction
+    momentum = (f", momentum correction {correction[0]:g}{' (Nesterov)' if correction[1] else ''}"
+                if correction else "")
     print(
         f"gradgate: {prefix}: {state.steps} steps, {state.allreduces} all-reduces, "
-        f"{state.raw_bytes / 1e6:.1f} MB of gradients{sent}{skipped}",
+        f"{state.raw_bytes / 1e6:.1f} MB of gradients{sent}{skipped}{momentum}",
         file=sys.stderr,
     )

@@ -4,42 +4,82 @@ on each worker before its gradient is compressed, instead of by the optimizer af
 With error feedback alone, a gradient that top-k holds back for some steps reaches the optimizer
 late and then gets the momentum of the step it arrives in, not of the steps it missed; at 1 %
 density that costs accuracy. Here each worker keeps a velocity per bucket, u = m * u + g, and
-sends u; the gateways' error feedback then holds back velocities, and the optimizer, run without
-momentum, applies their average. With a dense codec this is momentum SGD exactly (the average of
-the velocities is the velocity of the average); with a sparse one every gradient still counts
-1 / (1 - m) times in all, as with momentum SGD, only later where it was held back.
+sends u (Nesterov: g + m * u); the gateways' error feedback then holds back velocities, and the
+optimizer, run without momentum, applies their average. With a dense codec this is momentum SGD
+exactly (the average of the velocities is the velocity of the average); with a sparse one every
+gradient still counts 1 / (1 - m) times in all, as with momentum SGD, only later where it was held
+back.
 
-The velocity of a bucket starts afresh when DDP rebuilds its buckets (after the first step), and
-after a step that the gateways skipped (a gradient that was not finite) or that failed, as the
-gateways' error feedback does.
+The velocity belongs to the parameters, not to the bucket: when DDP rebuilds its buckets (after
+the first step, in the order the gradients came) each parameter's velocity moves with it into its
+new bucket. It starts afresh after a step that the gateways skipped (a gradient that was not
+finite) or that failed, as the gateways' error feedback does.
 """
+
+import weakref
 
 import torch
 
 _SIXTEEN_BIT = (torch.float16, torch.bfloat16)
 
 
+def checked_momentum(momentum, allow_zero=False):
+    """`momentum` as a float; ValueError unless it is above 0 (or 0 with allow_zero) and below 1."""
+    momentum = float(momentum)
+    above_lowest = momentum >= 0.0 if allow_zero else momentum > 0.0
+    if not (above_lowest and momentum < 1.0):
+        raise ValueError(f"momentum {momentum!r}: use a value above 0 and below 1 (0: off)")
+    return momentum
+
+
 class MomentumCorrection:
-    """The velocities of one HookState's buckets."""
+    """The velocities of one HookState's buckets. `momentum` and `nesterov` may change between
+    steps (a scheduler that cycles the optimizer's momentum); momentum 0 keeps the velocities
+    (each the last gradient) without changing what is sent."""
 
-    def __init__(self, momentum):
-        momentum = float(momentum)
-        if not 0.0 < momentum < 1.0:
-            raise ValueError(f"momentum {momentum!r}: use a value above 0 and below 1 (0: off)")
-        self.momentum = momentum
+    def __init__(self, momentum, nesterov=False, allow_zero=False):
+        self.momentum = checked_momentum(momentum, allow_zero)
+        self.nesterov = bool(nesterov)
         self._velocities = {}  # bucket index -> velocity (float32 for 16-bit buckets)
+        self._layouts = {}  # bucket index -> ids of its parameters, in bucket order
+        # id(parameter) -> (weak reference to it, its part of the velocity of the bucket that
+        # held it last); not a WeakKeyDictionary, which compares tensors with ==
+        self._parts = {}
 
-    def apply(self, index, grads):
-        """Makes `grads` (bucket `index`) its velocity, m * velocity + grads, in two passes over
-        memory; returns the velocity, for settle_velocity()."""
+    def apply(self, index, grads, parameters=None):
+        """Makes `grads` (bucket `index`, the flat gradients of `parameters` in bucket order, if
+        known) what the bucket sends: the velocity m * velocity + grads (Nesterov: grads +
+        m * that), in two passes over memory (three). Returns the velocity, for settle_velocity().
+        """
         velocity = self._velocities.get(index)
         dtype = torch.float32 if grads.dtype in _SIXTEEN_BIT else grads.dtype
+        layout = None if parameters is None else tuple(id(p) for p in parameters)
         if (velocity is None or velocity.shape != grads.shape or velocity.dtype != dtype
-                or velocity.device != grads.device):
-            velocity = torch.zeros(grads.shape, dtype=dtype, device=grads.device)
+                or velocity.device != grads.device or layout != self._layouts.get(index)):
+            velocity = self._carried_over(grads, dtype, parameters)
             self._velocities[index] = velocity
+            self._layouts[index] = layout
         torch.add(grads, velocity, alpha=self.momentum, out=velocity)
-        grads.copy_(velocity)
+        if self.nesterov:
+            grads.add_(velocity, alpha=self.momentum)
+        else:
+            grads.copy_(velocity)
+        return velocity
+
+    def _carried_over(self, grads, dtype, parameters):
+        """A new velocity for a bucket of this shape, holding its parameters' velocities from the
+        buckets they were in before (zero for those that had none)."""
+        velocity = torch.zeros(grads.shape, dtype=dtype, device=grads.device)
+        if parameters is None:
+            return velocity
+        offset = 0
+        for parameter in parameters:
+            part = velocity[offset:offset + parameter.numel()]
+            reference, earlier = self._parts.get(id(parameter), (None, None))
+            if reference is not None and reference() is parameter:
+                part.copy_(earlier)
+            self._parts[id(parameter)] = (weakref.ref(parameter), part)
+            offset += parameter.numel()
         return velocity
 
     def forget(self, index):

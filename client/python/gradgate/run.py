@@ -8,8 +8,9 @@ OPTIONS come before the script: --socket PATH (default: GRADGATE_SOCKET, else
 /run/gradgate/gg.sock), --local-rank N (default: LOCAL_RANK, which torchrun sets; without one,
 each process finds it in its DDP model's process group), --timeout-ms
 N, --connect-timeout-ms N, --device-path auto|host, --nonfinite propagate|raise, --data-volume N
-(default: GRADGATE_DATA_VOLUME, else 0), --momentum M (momentum correction; the script's optimizer
-must then run without momentum) (HookState's options). The script then
+(default: GRADGATE_DATA_VOLUME, else 0), --momentum-correction (momentum correction with the
+momentum of the script's SGD optimizer, which runs unchanged), --momentum M (momentum correction
+with M, for a script whose optimizer runs without momentum) (HookState's options). The script then
 runs as `python SCRIPT ARGS...` would run it (sys.argv, __main__, its directory first on
 sys.path), and every DistributedDataParallel model it makes uses gradgate's comm hook
 (gradgate/autohook.py). Exit status 2 for a bad command line.
@@ -58,10 +59,14 @@ def _parser():
                         help="how much training data this worker processes (samples, any unit "
                         "the same on every worker), for the controller's data-aware policies "
                         "dagc-r and dagc-a (default: $GRADGATE_DATA_VOLUME, else 0: none)")
-    parser.add_argument("--momentum", type=_momentum, default=0.0,
-                        help="momentum correction: the hook applies SGD's momentum M before "
-                        "compression, and the script's optimizer must then run without momentum "
-                        "(default: 0, off)")
+    momentum = parser.add_mutually_exclusive_group()
+    momentum.add_argument("--momentum-correction", action="store_true",
+                          help="momentum correction with the momentum (and weight decay) of each "
+                          "DDP model's torch.optim.SGD, applied before compression; the script "
+                          "stays as it is (off, with a warning, for other optimizers)")
+    momentum.add_argument("--momentum", type=_momentum, default=0.0,
+                          help="momentum correction with momentum M, for a script whose "
+                          "optimizer runs without momentum (default: 0, off)")
     return parser
 
 
@@ -112,6 +117,7 @@ def main(argv=None):
             nonfinite=options.nonfinite,
             data_volume=options.data_volume,
             momentum=options.momentum,
+            take_momentum=options.momentum_correction,
         )
     except ValueError as error:
         parser.error(str(error))

@@ -52,10 +52,11 @@ import weakref
 
 import torch
 
+from . import optimizer_momentum
 from .client import HOOK_CONNECT_TIMEOUT_MS, Client
 from .errors import GradgateError, NonFiniteGradientError, RejectedError, WaitTimeoutError
 from .group_local_rank import local_rank_in_group
-from .momentum import MomentumCorrection, settle_velocity
+from .momentum import MomentumCorrection, checked_momentum, settle_velocity
 
 DEVICE_PATHS = ("auto", "host")
 NONFINITE_MODES = ("propagate", "raise")
@@ -127,8 +128,10 @@ class HookState:
     momentum: > 0 (below 1) turns on momentum correction (gradgate/momentum.py): each bucket
         sends its velocity m * u + g rather than its gradient, so that error feedback holds back
         velocities; the optimizer must then run without momentum of its own (SGD with
-        momentum=0). Not with a GradScaler: the hook sees gradients under the loss scale, and
-        the velocity would mix scales. 0 (the default): off.
+        momentum=0). take_momentum() instead takes the optimizer's own momentum, Nesterov and
+        weight decay, and leaves the optimizer as it is. Under a GradScaler the velocities are
+        under the loss scale: when the scale grows, the momentum built up so far counts half
+        once. 0 (the default): off.
     """
 
     def __init__(
@@ -220,10 +223,31 @@ class HookState:
             self._names.append(name)
         return self._buffers[key]
 
-    def start_average(self, index, grads, last=True):
+    def set_momentum_correction(self, momentum, nesterov=False):
+        """Momentum correction from the next bucket on (see `momentum` above), with `momentum` in
+        [0, 1) (0 keeps the velocities, each the last gradient, and sends the gradients as they
+        are) and Nesterov's form if `nesterov`; None turns it off and drops the velocities.
+        gradgate.torch.take_momentum() calls it at each step of the optimizer it took over."""
+        if momentum is None:
+            self._momentum = None
+        elif self._momentum is None:
+            self._momentum = MomentumCorrection(momentum, nesterov, allow_zero=True)
+        else:
+            self._momentum.momentum = checked_momentum(momentum, allow_zero=True)
+            self._momentum.nesterov = bool(nesterov)
+
+    @property
+    def momentum_correction(self):
+        """(momentum, nesterov) of the momentum correction, None when it is off."""
+        return None if self._momentum is None else (self._momentum.momentum,
+                                                    self._momentum.nesterov)
+
+    def start_average(self, index, grads, last=True, parameters=None):
         """Starts replacing the flat tensor `grads` (bucket `index`) with its average over the
         job's workers and returns a torch Future without waiting for the gateways. `last`: the
-        step's last bucket (the next call starts a new step).
+        step's last bucket (the next call starts a new step). `parameters`: those whose gradients
+        `grads` holds, in order (DDP's bucket.parameters()), so that momentum correction keeps
+        each one's velocity when DDP rebuilds its buckets.
 
         The state's waiter thread completes the Future with `grads` once the average is in it, or
         fails it with a RuntimeError that names the bucket: a failure, a timeout (timeout_ms from
@@ -236,7 +260,7 @@ class HookState:
         step still running in the gateway (it timed out: its buffer is not free).
         """
         pending = _Pending(self, index, grads, self.steps, last)
-        velocity = self._momentum.apply(index, grads) if self._momentum else None
+        velocity = self._momentum.apply(index, grads, parameters) if self._momentum else None
         try:
             with self._starting:  # close() waits for a start under way
                 self._start(pending, index, grads)
@@ -532,8 +556,17 @@ class _Pending:
             self.future.set_exception(error)
 
 
+def take_momentum(optimizer, model, state):
+    """Momentum correction with `optimizer`'s own momentum: moves the momentum, nesterov and
+    weight decay of `optimizer` (a torch.optim.SGD over the parameters of the DDP `model`, whose
+    comm hook `state` is) in front of compression, and leaves the script's optimizer as it is
+    (gradgate/optimizer_momentum.py). Call it once, before the first backward pass. ValueError
+    saying why when the optimizer is not exactly momentum SGD over the model's parameters."""
+    optimizer_momentum.take(optimizer, [state], list(model.parameters()))
+
+
 def allreduce_hook(state, bucket):
     """DDP comm hook: the bucket's gradients averaged over all workers through gradgate. Returns
     at once; backward goes on while the gateways work, and DDP waits for the Future at its end."""
     last = not hasattr(bucket, "is_last") or bucket.is_last()
-    return state.start_average(bucket.index(), _bucket_tensor(bucket), last)
+    return state.start_average(bucket.index(), _bucket_tensor(bucket), last, bucket.parameters())

@@ -1,0 +1,195 @@
+"""Momentum correction with the momentum of the script's own SGD optimizer, so that the script
+need not change: gradgate.torch.take_momentum(optimizer, model, state), or `python -m gradgate.run
+--momentum-correction`, which takes over the optimizer of each DDP model at its first step.
+
+At each step of an optimizer taken over (torch.optim.SGD, whose step() is wrapped once):
+- its momentum and nesterov go to the hook states, for the next backward pass (a scheduler that
+  changes them, such as OneCycleLR's cycle_momentum, is followed one step later);
+- the weight decay of each parameter gets a velocity of its own, w = m * w + wd * p, added to the
+  parameter's gradient (Nesterov: wd * p + m * w). It is kept here rather than sent: the
+  parameters are the same on every rank, so is w, whatever the codec or the loss scale;
+- the step runs with momentum, weight decay and nesterov at 0, and the groups get their values
+  back after it, so that schedulers, state_dict() and the script see their own.
+With a dense codec the update is then momentum SGD's, weight decay included, up to rounding.
+
+An optimizer is taken over only where that is exactly momentum SGD: a torch.optim.SGD that
+updates the models' parameters and nothing else, all with one momentum above 0 and one nesterov,
+no dampening, not maximize. refusal() says why another cannot be.
+"""
+
+import functools
+import warnings
+import weakref
+
+import torch
+
+_taken = weakref.WeakKeyDictionary()  # optimizer -> _Taken, or None: decided, left as it is
+_waiting = weakref.WeakKeyDictionary()  # HookState -> its model's parameters, until an optimizer
+_wrapped = False  # SGD.step
+
+
+def refusal(optimizer, parameters):
+    """Why momentum correction cannot take `optimizer`'s momentum for the model parameters
+    `parameters` (whose gradients the hook states send), said of the optimizer ("has
+    dampening"); None when it can."""
+    if type(optimizer) is not torch.optim.SGD:
+        return f"is {type(optimizer).__name__}, not torch.optim.SGD"
+    groups = optimizer.param_groups
+    wanted = {id(p) for p in parameters if p.requires_grad}
+    held = {id(p) for group in groups for p in group["params"]}
+    if wanted - held:
+        return f"does not update {len(wanted - held)} of the model's parameters"
+    if held - wanted:
+        return f"also updates {len(held - wanted)} parameters that are not the model's"
+    if any(group["dampening"] for group in groups):
+        return "has dampening"
+    if any(group.get("maximize", False) for group in groups):
+        return "maximizes"
+    if len({group["momentum"] for group in groups}) > 1:
+        return "has parameter groups with different momenta"
+    if len({group["nesterov"] for group in groups}) > 1:
+        return "has parameter groups that differ in nesterov"
+    if groups[0]["momentum"] == 0:
+        return "has no momentum"
+    return None
+
+
+def take(optimizer, states, parameters):
+    """Moves `optimizer`'s momentum into `states` (HookStates) from now on; ValueError with
+    refusal()'s reason when it cannot. `parameters`: those of the states' models."""
+    reason = refusal(optimizer, parameters)
+    if reason is not None:
+        raise ValueError(f"gradgate: momentum correction cannot take this optimizer's momentum: "
+                         f"the optimizer {reason}")
+    _wrap_sgd_step()
+    for state in states:
+        state.set_momentum_correction(0.0)  # velocities from the first step on
+    _taken[optimizer] = _Taken(states)
+
+
+def await_optimizer(state, parameters):
+    """The first SGD step over `parameters` (a model's, whose gradients `state` sends) takes that
+    optimizer's momentum, or warns why it cannot and turns momentum correction off for `state`.
+    Until then `state` keeps its buckets' velocities at momentum 0 (it sends what it did)."""
+    _wrap_sgd_step()
+    state.set_momentum_correction(0.0)
+    _waiting[state] = list(parameters)
+
+
+def _taken_for(optimizer):
+    """The _Taken of `optimizer`; decided at its first step for the states still waiting."""
+    if optimizer in _taken:
+        return _taken[optimizer]
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    states = [s for s, ps in list(_waiting.items()) if any(id(p) in held for p in ps)]
+    taken = None
+    if states:
+        parameters = [p for state in states for p in _waiting.pop(state)]
+        reason = refusal(optimizer, parameters)
+        if reason is None:
+            taken = _Taken(states)
+        else:
+            for state in states:
+                state.set_momentum_correction(None)
+            names = ", ".join(state.name_prefix for state in states)
+            warnings.warn(f"gradgate: momentum correction stays off for {names}: its optimizer "
+                          f"{reason}", RuntimeWarning, stacklevel=3)
+    _taken[optimizer] = taken
+    return taken
+
+
+def _wrap_sgd_step():
+    global _wrapped
+    if _wrapped:
+        return
+    original = torch.optim.SGD.step
+
+    @functools.wraps(original)
+    def step(self, closure=None):
+        taken = _taken_for(self)
+        if taken is None:
+            return original(self, closure)
+        held = taken.before_step(self)
+        try:
+            if closure is None:
+                taken.add_to_gradients(self, held)
+                return original(self)
+
+            def closure_then_add():  # the closure's backward pass makes the gradients
+                taken.hook_knows_momentum = True  # before_step() told the hook states
+                loss = closure()
+                taken.add_to_gradients(self, held)
+                return loss
+
+            return original(self, closure_then_add)
+        finally:
+            for group, values in zip(self.param_groups, held):
+                group.update(values)
+
+    torch.optim.SGD.step = step
+    _wrapped = True
+
+
+class _Taken:
+    """An optimizer taken over: its hook states and its weight decay's velocities."""
+
+    def __init__(self, states):
+        self.states = states
+        self._decay_velocities = {}  # parameter -> velocity of its weight decay
+        # Whether the hook states had the momentum when they sent the gradients now in the
+        # parameters: not at the first step, which is how they learn it (unless in a closure).
+        self.hook_knows_momentum = False
+        self._uneven_told = False
+
+    def before_step(self, optimizer):
+        """Hands the momentum and nesterov of the groups to the hook states and zeroes the
+        groups' momentum, weight decay and nesterov; returns what they held, for
+        add_to_gradients() and for after the step."""
+        groups = optimizer.param_groups
+        momentum, nesterov = groups[0]["momentum"], groups[0]["nesterov"]
+        if len({group["momentum"] for group in groups}) > 1 and not self._uneven_told:
+            self._uneven_told = True
+            warnings.warn("gradgate: the optimizer's parameter groups now have different momenta; "
+                          f"momentum correction uses the first group's, {momentum}",
+                          RuntimeWarning, stacklevel=4)
+        for state in self.states:
+            state.set_momentum_correction(momentum, nesterov)
+        held = []
+        for group in groups:
+            held.append({key: group[key] for key in ("momentum", "weight_decay", "nesterov")})
+            group.update(momentum=0, weight_decay=0, nesterov=False)
+        return held
+
+    @torch.no_grad()
+    def add_to_gradients(self, optimizer, held):
+        """Adds to the averaged gradients what the hook could not: the weight decay's velocities
+        and, at the first step under Nesterov, the momentum the hook did not know yet."""
+        groups = optimizer.param_groups
+        momentum, nesterov = held[0]["momentum"], held[0]["nesterov"]
+        if not self.hook_knows_momentum and nesterov:
+            # The hook sent u = g, at momentum 0; Nesterov's first step is g + m * u.
+            for group in groups:
+                for parameter in group["params"]:
+                    if parameter.grad is not None:
+                        parameter.grad.mul_(1.0 + momentum)
+        self.hook_knows_momentum = True
+        for group, values in zip(groups, held):
+            parameters = [p for p in group["params"] if p.grad is not None]
+            if values["weight_decay"] and parameters:
+                self._add_decay_velocities(parameters, values["weight_decay"], momentum, nesterov)
+
+    def _add_decay_velocities(self, parameters, decay, momentum, nesterov):
+        velocities = []
+        for parameter in parameters:
+            if parameter not in self._decay_velocities:
+                self._decay_velocities[parameter] = torch.zeros_like(parameter)
+            velocities.append(self._decay_velocities[parameter])
+        torch._foreach_mul_(velocities, momentum)
+        torch._foreach_add_(velocities, parameters, alpha=decay)
+        grads = [p.grad for p in parameters]
+        if nesterov:
+            torch._foreach_add_(grads, parameters, alpha=decay)
+            torch._foreach_add_(grads, velocities, alpha=momentum)
+        else:
+            torch._foreach_add_(grads, velocities)
+

@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""Tests of momentum correction's arithmetic in one process, without gateways: the velocities
+(gradgate/momentum.py) move with their parameters when DDP rebuilds its buckets, and an SGD
+optimizer taken over (gradgate/optimizer_momentum.py) steps exactly as momentum SGD does, weight
+decay and Nesterov included, or is refused with the reason. The end-to-end runs through gateways
+are in test_autohook.py and test_hook.py.
+
+Run: /usr/bin/python3 tests/python/test_momentum.py
+"""
+
+import sys
+import unittest
+import warnings
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client" / "python"))
+from gradgate import optimizer_momentum  # noqa: E402
+from gradgate.momentum import MomentumCorrection  # noqa: E402
+
+
+class OneWorkerHook:
+    """What a HookState does with momentum correction, for one worker whose average is its own
+    gradient: set_momentum_correction() as HookState's, and send() as its hook does to one
+    bucket holding every parameter in `order`."""
+
+    def __init__(self):
+        self.name_prefix = "ddp"
+        self.correction = None
+        self.settings = []  # every (momentum, nesterov) set, in order
+
+    def set_momentum_correction(self, momentum, nesterov=False):
+        self.settings.append(None if momentum is None else (momentum, nesterov))
+        if momentum is None:
+            self.correction = None
+        elif self.correction is None:
+            self.correction = MomentumCorrection(momentum, nesterov, allow_zero=True)
+        else:
+            self.correction.momentum, self.correction.nesterov = momentum, nesterov
+
+    def send(self, order):
+        flat = torch.cat([p.grad.flatten() for p in order])
+        self.correction.apply(0, flat, order)
+        offset = 0
+        for p in order:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+
+def model_pair(seed=3):
+    """Two identical small models."""
+    torch.manual_seed(seed)
+    first = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    second = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    second.load_state_dict(first.state_dict())
+    return first, second
+
+
+def sgd(model, **options):
+    """SGD with weight decay on the weights only, as scripts often do."""
+    weights = [p for p in model.parameters() if p.dim() > 1]
+    biases = [p for p in model.parameters() if p.dim() == 1]
+    return torch.optim.SGD([{"params": weights, "weight_decay": 0.1}, {"params": biases}],
+                           lr=0.05, **options)
+
+
+def backward(model, step):
+    generator = torch.Generator().manual_seed(step)
+    x = torch.randn(8, 6, generator=generator)
+    model.zero_grad()
+    model(x).square().mean().backward()
+
+
+class TakenOptimizerTest(unittest.TestCase):
+    def train_both(self, steps=12, momenta=None, closure=False, **options):
+        """Trains a model with plain momentum SGD and its copy with the momentum taken over
+        (the bucket's parameter order reversed after the first step, as DDP's rebuild does; the
+        backward pass in a closure given to step() if `closure`); returns both models, the hook
+        and the optimizer taken over."""
+        reference, corrected = model_pair()
+        plain, taken = sgd(reference, **options), sgd(corrected, **options)
+        hook = OneWorkerHook()
+        optimizer_momentum.take(taken, [hook], list(corrected.parameters()))
+        for step in range(steps):
+            if momenta:
+                for optimizer in (plain, taken):
+                    for group in optimizer.param_groups:
+                        group["momentum"] = momenta[step]
+            backward(reference, step)
+            plain.step()
+            order = list(corrected.parameters())
+
+            def backward_and_send(step=step, order=order if step == 0 else order[::-1]):
+                backward(corrected, step)
+                hook.send(order)
+
+            if closure:
+                taken.step(backward_and_send)
+            else:
+                backward_and_send()
+                taken.step()
+        return reference, corrected, hook, taken
+
+    def assert_same_parameters(self, first, second):
+        for a, b in zip(first.parameters(), second.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+    def test_steps_as_momentum_sgd_with_weight_decay(self):
+        reference, corrected, hook, _ = self.train_both(momentum=0.9)
+        self.assert_same_parameters(reference, corrected)
+        self.assertEqual(hook.settings[0], (0.0, False))  # from take() to the first step
+        self.assertEqual(set(hook.settings[1:]), {(0.9, False)})
+
+    def test_steps_as_nesterov_momentum_sgd_from_the_first_step(self):
+        reference, corrected, _, _ = self.train_both(momentum=0.9, nesterov=True)
+        self.assert_same_parameters(reference, corrected)
+
+    def test_a_step_with_a_closure_is_momentum_sgd_too(self):
+        reference, corrected, _, _ = self.train_both(momentum=0.9, nesterov=True, closure=True)
+        self.assert_same_parameters(reference, corrected)
+
+    def test_a_momentum_the_script_changes_reaches_the_hook(self):
+        momenta = [0.5 + 0.04 * step for step in range(12)]
+        _, _, hook, taken = self.train_both(momentum=0.5, momenta=momenta)
+        self.assertEqual([m for m, _ in hook.settings[1:]], momenta)
+        self.assertEqual([g["momentum"] for g in taken.param_groups], [momenta[-1]] * 2)
+
+    def test_the_step_runs_without_momentum_and_the_groups_get_theirs_back(self):
+        _, model = model_pair()
+        optimizer = sgd(model, momentum=0.8, nesterov=True)
+        optimizer_momentum.take(optimizer, [OneWorkerHook()], list(model.parameters()))
+        inside = []
+
+        def closure():
+            inside.extend((g["momentum"], g["weight_decay"], g["nesterov"])
+                          for g in optimizer.param_groups)
+            backward(model, 0)
+
+        optimizer.step(closure)
+        self.assertEqual(inside, [(0, 0, False)] * 2)
+        self.assertEqual([(g["momentum"], g["weight_decay"], g["nesterov"])
+                          for g in optimizer.param_groups], [(0.8, 0.1, True), (0.8, 0.0, True)])
+        self.assertEqual(sum(s.get("momentum_buffer") is not None
+                             for s in optimizer.state.values()), 0)
+
+    def test_groups_that_come_to_differ_in_momentum_are_told_once(self):
+        _, model = model_pair()
+        optimizer = sgd(model, momentum=0.9)
+        hook = OneWorkerHook()
+        optimizer_momentum.take(optimizer, [hook], list(model.parameters()))
+        optimizer.param_groups[1]["momentum"] = 0.5
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for step in range(3):
+                backward(model, step)
+                optimizer.step()
+        told = [str(w.message) for w in caught if "different momenta" in str(w.message)]
+        self.assertEqual(len(told), 1, told)
+        self.assertIn("uses the first group's, 0.9", told[0])
+        self.assertEqual(hook.settings[-1], (0.9, False))
+
+
+class RefusalTest(unittest.TestCase):
+    def setUp(self):
+        _, self.model = model_pair()
+        self.parameters = list(self.model.parameters())
+
+    def reason(self, optimizer, parameters=None):
+        return optimizer_momentum.refusal(optimizer, self.parameters if parameters is None
+                                          else parameters)
+
+    def test_plain_momentum_sgd_over_the_model_is_taken(self):
+        self.assertIsNone(self.reason(sgd(self.model, momentum=0.9, nesterov=True)))
+
+    def test_what_is_not_exactly_momentum_sgd_over_the_model_is_refused_with_the_reason(self):
+        extra = torch.nn.Parameter(torch.zeros(3))
+        cases = [
+            (torch.optim.Adam(self.parameters), "is Adam, not torch.optim.SGD"),
+            (torch.optim.SGD(self.parameters[:2], lr=0.1, momentum=0.9),
+             "does not update 2 of the model's parameters"),
+            (torch.optim.SGD(self.parameters + [extra], lr=0.1, momentum=0.9),
+             "also updates 1 parameters that are not the model's"),
+            (sgd(self.model, momentum=0.9, dampening=0.1), "has dampening"),
+            (sgd(self.model, momentum=0.9, maximize=True), "maximizes"),
+            (torch.optim.SGD([{"params": self.parameters[:2], "momentum": 0.5},
+                              {"params": self.parameters[2:]}], lr=0.1, momentum=0.9),
+             "has parameter groups with different momenta"),
+            (torch.optim.SGD([{"params": self.parameters[:2], "nesterov": True},
+                              {"params": self.parameters[2:]}], lr=0.1, momentum=0.9),
+             "has parameter groups that differ in nesterov"),
+            (sgd(self.model), "has no momentum"),
+        ]
+        for optimizer, reason in cases:
+            self.assertEqual(self.reason(optimizer), reason)
+            with self.assertRaisesRegex(ValueError, "cannot take this optimizer's momentum: "
+                                        "the optimizer " + reason):
+                optimizer_momentum.take(optimizer, [OneWorkerHook()], self.parameters)
+
+    def test_parameters_that_need_no_gradient_need_not_be_the_optimizers(self):
+        frozen = self.parameters[0]
+        frozen.requires_grad_(False)
+        optimizer = torch.optim.SGD(self.parameters[1:], lr=0.1, momentum=0.9)
+        self.assertIsNone(self.reason(optimizer))
+
+
+class CarriedVelocityTest(unittest.TestCase):
+    def test_each_parameters_velocity_moves_with_it_into_its_new_bucket(self):
+        a, b, c = (torch.nn.Parameter(torch.zeros(n)) for n in (3, 2, 4))
+        correction = MomentumCorrection(0.5)
+        first = torch.tensor([1.0, 2, 3, 4, 5])  # a, then b
+        correction.apply(0, first.clone(), [a, b])
+        # Rebuilt: bucket 0 holds b and c, the same size as before; bucket 1 holds a.
+        sent = torch.ones(6)
+        velocity = correction.apply(0, sent, [b, c])
+        self.assertEqual(velocity.tolist(), [0.5 * 4 + 1, 0.5 * 5 + 1, 1, 1, 1, 1])
+        self.assertTrue(torch.equal(sent, velocity))
+        velocity = correction.apply(1, torch.ones(3), [a])
+        self.assertEqual(velocity.tolist(), [1.5, 2.0, 2.5])
+
+    def test_nesterov_sends_the_gradient_plus_the_momentum_of_the_velocity(self):
+        correction = MomentumCorrection(0.5, nesterov=True)
+        correction.apply(0, torch.tensor([2.0]))
+        sent = torch.tensor([1.0])
+        velocity = correction.apply(0, sent)
+        self.assertEqual((velocity.item(), sent.item()), (2.0, 2.0))  # u = 0.5*2+1, g + 0.5*u
+
+
+if __name__ == "__main__":
+    unittest.main()
