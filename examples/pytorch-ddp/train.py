@@ -2,7 +2,7 @@
 
 Started by torchrun (one process per GPU): it reads RANK, WORLD_SIZE and LOCAL_RANK from the
 environment and the gateway's socket from GRADGATE_SOCKET. The model fits synthetic data, so the
-example needs no data set; the two gradgate lines are marked.
+example needs no data set; the gradgate lines are marked.
 """
 
 import os
@@ -47,6 +47,9 @@ def main():
         )
 
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.01, momentum=0.9)
+    # Optional third line: apply the optimizer's momentum before compression (momentum
+    # correction), which keeps accuracy at high compression; the optimizer stays as it is.
+    gradgate.torch.take_momentum(optimizer, ddp_model, state)
     generator = torch.Generator().manual_seed(rank)
     for step in range(STEPS):
         x = torch.randn(BATCH, FEATURES, generator=generator).to(device)
