@@ -14,7 +14,7 @@ r * N + i. --processes N starts N workers with multiprocessing.Process (by --sta
 script that numbers its workers itself might: worker i of node r has rank i * nodes + r (the
 nodes' ranks interleave).
 --momentum, --weight-decay (on the weights, not the biases: two parameter groups), --nesterov and
---dampening set the SGD optimizer's; the result then also holds the final parameters, the
+--dampening set the SGD optimizer's, --clip-norm X clips the gradients' norm to X; the result then also holds the final parameters, the
 groups' settings after training and how many momentum buffers the optimizer holds.
 """
 
@@ -29,6 +29,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
+from torch.nn.utils import clip_grad_norm_
 
 
 def averaging_hook(world_size, bucket):
@@ -56,6 +57,7 @@ def parse_arguments():
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--nesterov", action="store_true")
     p.add_argument("--dampening", type=float, default=0.0)
+    p.add_argument("--clip-norm", type=float, default=0.0)
     p.add_argument("--result", required=True)
     return p.parse_args()
 
@@ -111,6 +113,8 @@ def train(args):
         if step == args.inf_step and args.rank == 0:
             loss = loss * float("inf")
         loss.backward()
+        if args.clip_norm:
+            clip_grad_norm_(model.parameters(), args.clip_norm)
         if all(torch.isfinite(p.grad).all() for p in model.parameters()):
             optimizer.step()
             losses.append(loss.item())

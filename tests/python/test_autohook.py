@@ -213,17 +213,21 @@ class AutoHookTest(TempDirTest):
             worst = max(abs(a - b) / (1e-3 + abs(b)) for a, b in zip(got, want))
             self.assertLess(worst, 1e-4, f"nesterov={bool(nesterov)}")
 
-    def test_momentum_correction_stays_off_where_the_optimizer_is_not_momentum_sgd(self):
-        results, statuses, output = self.run_plain("--dampening=0.5",
-                                                   run_options=["--momentum-correction"])
-        self.assertIn("gradgate: momentum correction stays off for ddp: its optimizer has "
-                      "dampening", output)
-        self.assertEqual(output.count("momentum correction stays off"), 1, output)
-        self.assertNotIn(", momentum correction", output)
-        self.assertEqual(results[0]["momentum_buffers"], 4)
-        self.assertEqual(results[0]["digest"], results[1]["digest"])
-        losses = results[0]["losses"]
-        self.assertLess(sum(losses[-5:]), 0.8 * sum(losses[:5]), "the loss did not fall")
+    def test_momentum_correction_stays_off_where_it_would_not_be_momentum_sgd(self):
+        for script_option, why in (
+            ("--dampening=0.5", "its optimizer has dampening"),
+            ("--clip-norm=1.0", "the script clips its gradients (clip_grad_norm_), which would "
+             "then clip the averaged velocities"),
+        ):
+            results, statuses, output = self.run_plain(script_option,
+                                                       run_options=["--momentum-correction"])
+            self.assertIn(f"gradgate: momentum correction stays off for ddp: {why}", output)
+            self.assertEqual(output.count("momentum correction stays off"), 1, output)
+            self.assertNotIn(", momentum correction", output)
+            self.assertEqual(results[0]["momentum_buffers"], 4)
+            self.assertEqual(results[0]["digest"], results[1]["digest"])
+            losses = results[0]["losses"]
+            self.assertLess(sum(losses[-5:]), 0.8 * sum(losses[:5]), "the loss did not fall")
 
     def test_a_step_with_an_infinite_gradient_is_skipped_on_every_rank(self):
         # Rank 0's loss is infinite at step 7: both ranks see NaN gradients there and skip the

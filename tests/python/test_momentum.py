@@ -17,6 +17,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client" / "python"))
 from gradgate import optimizer_momentum  # noqa: E402
+
+optimizer_momentum.wrap_torch()  # as gradgate.run does before the script's imports
+from torch.nn.utils import clip_grad_norm_  # noqa: E402
 from gradgate.momentum import MomentumCorrection  # noqa: E402
 
 
@@ -159,6 +162,29 @@ class TakenOptimizerTest(unittest.TestCase):
         self.assertEqual(len(told), 1, told)
         self.assertIn("uses the first group's, 0.9", told[0])
         self.assertEqual(hook.settings[-1], (0.9, False))
+
+
+    def test_clipping_the_gradients_of_a_taken_optimizer_is_told_once(self):
+        _, model = model_pair()
+        optimizer = sgd(model, momentum=0.9)
+        optimizer_momentum.take(optimizer, [OneWorkerHook()], list(model.parameters()))
+        other = torch.nn.Linear(2, 2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for step in range(2):
+                backward(model, step)
+                for p in model.parameters():
+                    p.grad.fill_(3.0)
+                norm = clip_grad_norm_((p for p in model.parameters()), 1.0)  # an iterator
+                torch.nn.utils.clip_grad_value_(other.parameters(), 1.0)
+        told = [str(w.message) for w in caught if "clips the averaged velocities" in str(w.message)]
+        self.assertEqual(told, ["gradgate: clip_grad_norm_ now clips the averaged velocities of "
+                                "momentum correction, up to 1 / (1 - momentum) times the "
+                                "gradient's norm: scale its threshold by that factor"])
+        count = sum(p.numel() for p in model.parameters())
+        self.assertAlmostEqual(norm.item(), 3.0 * count ** 0.5, places=3)  # still clipped
+        clipped = torch.cat([p.grad.flatten() for p in model.parameters()])
+        self.assertAlmostEqual(clipped.norm().item(), 1.0, places=4)
 
 
 class RefusalTest(unittest.TestCase):

@@ -75,6 +75,10 @@ def install(socket_path=None, local_rank=None, take_momentum=False, **state_opti
         "take_momentum": bool(take_momentum),
         **state_options,
     }
+    if take_momentum:
+        from . import optimizer_momentum
+
+        optimizer_momentum.wrap_torch()  # before the script imports clip_grad_norm_
     if not getattr(DistributedDataParallel, "_gradgate_patched", False):
         _patch(DistributedDataParallel)
         _patch_process_start(multiprocessing.process.BaseProcess)

@@ -14,7 +14,10 @@ With a dense codec the update is then momentum SGD's, weight decay included, up 
 
 An optimizer is taken over only where that is exactly momentum SGD: a torch.optim.SGD that
 updates the models' parameters and nothing else, all with one momentum above 0 and one nesterov,
-no dampening, not maximize. refusal() says why another cannot be.
+no dampening, not maximize. refusal() says why another cannot be. Nor where the script clips the
+gradients (torch.nn.utils.clip_grad_norm_ or clip_grad_value_, watched from wrap_torch() on):
+after the hook they hold the averaged velocities, up to 1 / (1 - m) times the gradient's norm, so
+the clipping would no longer mean what the script says (an optimizer taken by take() warns).
 """
 
 import functools
@@ -25,7 +28,8 @@ import torch
 
 _taken = weakref.WeakKeyDictionary()  # optimizer -> _Taken, or None: decided, left as it is
 _waiting = weakref.WeakKeyDictionary()  # HookState -> its model's parameters, until an optimizer
-_wrapped = False  # SGD.step
+_clipped = weakref.WeakKeyDictionary()  # waiting HookState -> how the script clipped its gradients
+_wrapped = False  # SGD.step and the clipping functions
 
 
 def refusal(optimizer, parameters):
@@ -61,17 +65,17 @@ def take(optimizer, states, parameters):
     if reason is not None:
         raise ValueError(f"gradgate: momentum correction cannot take this optimizer's momentum: "
                          f"the optimizer {reason}")
-    _wrap_sgd_step()
+    wrap_torch()
     for state in states:
         state.set_momentum_correction(0.0)  # velocities from the first step on
-    _taken[optimizer] = _Taken(states)
+    _taken[optimizer] = _Taken(states, parameters)
 
 
 def await_optimizer(state, parameters):
     """The first SGD step over `parameters` (a model's, whose gradients `state` sends) takes that
     optimizer's momentum, or warns why it cannot and turns momentum correction off for `state`.
     Until then `state` keeps its buckets' velocities at momentum 0 (it sends what it did)."""
-    _wrap_sgd_step()
+    wrap_torch()
     state.set_momentum_correction(0.0)
     _waiting[state] = list(parameters)
 
@@ -85,23 +89,60 @@ def _taken_for(optimizer):
     taken = None
     if states:
         parameters = [p for state in states for p in _waiting.pop(state)]
+        clipped = next((_clipped[state] for state in states if state in _clipped), None)
         reason = refusal(optimizer, parameters)
+        if reason is not None:
+            reason = f"its optimizer {reason}"
+        elif clipped is not None:
+            reason = (f"the script clips its gradients ({clipped}), which would then clip the "
+                      "averaged velocities")
         if reason is None:
-            taken = _Taken(states)
+            taken = _Taken(states, parameters)
         else:
             for state in states:
                 state.set_momentum_correction(None)
             names = ", ".join(state.name_prefix for state in states)
-            warnings.warn(f"gradgate: momentum correction stays off for {names}: its optimizer "
-                          f"{reason}", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"gradgate: momentum correction stays off for {names}: {reason}",
+                          RuntimeWarning, stacklevel=3)
     _taken[optimizer] = taken
     return taken
 
 
-def _wrap_sgd_step():
+def wrap_torch():
+    """Wraps torch.optim.SGD.step and the clipping functions of torch.nn.utils, once: before the
+    script imports them (gradgate.run), for `from torch.nn.utils import clip_grad_norm_`."""
     global _wrapped
     if _wrapped:
         return
+    _wrap_sgd_step()
+    for name in ("clip_grad_norm_", "clip_grad_value_"):
+        clip = _noting_clipping(getattr(torch.nn.utils, name), name)
+        setattr(torch.nn.utils, name, clip)
+        setattr(torch.nn.utils.clip_grad, name, clip)
+    _wrapped = True
+
+
+def _noting_clipping(original, name):
+    """`original` (torch.nn.utils.`name`), noting which hook states' parameters it clips."""
+
+    @functools.wraps(original)
+    def clip(parameters, *args, **kwargs):
+        if isinstance(parameters, torch.Tensor):
+            parameters = [parameters]
+        parameters = list(parameters)  # an iterator is read once
+        ids = {id(p) for p in parameters}
+        for state, theirs in list(_waiting.items()):
+            if any(id(p) in ids for p in theirs):
+                _clipped[state] = name
+        for taken in list(_taken.values()):
+            if taken is not None and not taken.ids.isdisjoint(ids):
+                taken.tell_clipping(name)
+        return original(parameters, *args, **kwargs)
+
+    return clip
+
+
+def _wrap_sgd_step():
     original = torch.optim.SGD.step
 
     @functools.wraps(original)
@@ -127,19 +168,28 @@ def _wrap_sgd_step():
                 group.update(values)
 
     torch.optim.SGD.step = step
-    _wrapped = True
 
 
 class _Taken:
     """An optimizer taken over: its hook states and its weight decay's velocities."""
 
-    def __init__(self, states):
+    def __init__(self, states, parameters):
         self.states = states
+        self.ids = {id(p) for p in parameters}
+        self._clipping_told = False
         self._decay_velocities = {}  # parameter -> velocity of its weight decay
         # Whether the hook states had the momentum when they sent the gradients now in the
         # parameters: not at the first step, which is how they learn it (unless in a closure).
         self.hook_knows_momentum = False
         self._uneven_told = False
+
+    def tell_clipping(self, name):
+        """The script clips these gradients: once, what that now means."""
+        if not self._clipping_told:
+            self._clipping_told = True
+            warnings.warn(f"gradgate: {name} now clips the averaged velocities of momentum "
+                          "correction, up to 1 / (1 - momentum) times the gradient's norm: scale "
+                          "its threshold by that factor", RuntimeWarning, stacklevel=4)
 
     def before_step(self, optimizer):
         """Hands the momentum and nesterov of the groups to the hook states and zeroes the
