@@ -11,7 +11,7 @@ the buckets in place.
 
 Writes a JSON result to --result: per-step losses, the sha256 of the final parameters, the hook's
 declared tensor names and the bucket layouts it saw per step. --momentum-correction moves SGD's
-momentum into the hook (HookState(momentum=...)).
+momentum into the hook (gradgate.torch.take_momentum).
 """
 
 import argparse
@@ -96,7 +96,7 @@ def main():
     p.add_argument("--result", type=Path, required=True)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--momentum-correction", action="store_true",
-                   help="the hook applies the momentum, SGD runs without")
+                   help="the hook applies the SGD optimizer's momentum")
     args = p.parse_args()
 
     torch.set_num_threads(1)
@@ -114,12 +114,12 @@ def main():
         device_ids=[device.index] if device.type == "cuda" else None,
         bucket_cap_mb=0.25,
     )
-    hook_momentum = MOMENTUM if args.momentum_correction else 0.0
-    state = gradgate.torch.HookState(args.socket, args.local_rank, timeout_ms=30000,
-                                     momentum=hook_momentum)
+    state = gradgate.torch.HookState(args.socket, args.local_rank, timeout_ms=30000)
     layouts = {}
     model.register_comm_hook(state, recording_hook(layouts))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=MOMENTUM - hook_momentum)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=MOMENTUM)
+    if args.momentum_correction:
+        gradgate.torch.take_momentum(optimizer, model, state)
 
     losses, batch_sizes, epoch = [], [], 0
     while len(losses) < args.steps:
@@ -147,6 +147,9 @@ def main():
         "device_path": state.device_path,
         "raw_bytes": state.raw_bytes,
         "wire_bytes": state.wire_bytes,
+        "momentum_correction": state.momentum_correction,
+        "velocities_on_device": state.momentum_correction is not None and all(
+            v.device == device for v in state._momentum._velocities.values()),
     }
     state.close()
     args.result.write_text(json.dumps(result))

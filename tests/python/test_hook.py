@@ -110,9 +110,14 @@ class HookTrainingTest(TempDirTest):
 
     def test_with_momentum_correction_ranks_agree_and_loss_falls(self):
         # Velocities per bucket through the rebuild after step 1, one of them of an fp16 bucket.
-        self.check_training("topk:density=0.01", 0.1, options=["--momentum-correction"])
+        results = self.check_training("topk:density=0.01", 0.1, options=["--momentum-correction"])
+        for r in results:
+            self.assertEqual(r["momentum_correction"], [0.9, False])
+            self.assertTrue(r["velocities_on_device"])
 
     def check_training(self, codec, max_wire_fraction, options=()):
+        """Trains the workers through gateways with `codec` and checks what every run must show;
+        returns the workers' results."""
         workdir = self.make_workdir()
         cluster = self.start_cluster(
             workdir, nodes=NODES, local_workers=LOCAL_WORKERS, codec=codec
@@ -138,6 +143,7 @@ class HookTrainingTest(TempDirTest):
         # An fp16 bucket went through the hook.
         self.assertIn("torch.float16", {dtype for _, _, dtype in later_layout})
         self.assertTrue(any(name.endswith(".fp16") for name in rank0["declared"]))
+        return results
 
 
 class ClientTest(TempDirTest):
@@ -682,6 +688,17 @@ class CudaDeviceTest(TempDirTest):
         for r in results:
             self.assertEqual(r["device_path"], "auto", f"rank {r['rank']}: GPU memory refused")
             self.assertGreater(r["wire_bytes"], 0)
+
+    def test_ddp_trains_with_momentum_correction_and_its_velocities_in_gpu_memory(self):
+        workdir = self.make_workdir()
+        cluster = self.start_cluster(
+            workdir, nodes=NODES, local_workers=LOCAL_WORKERS, codec="topk:density=0.01"
+        )
+        results = run_workers(cluster, workdir, ["--device=cuda", "--momentum-correction"])
+        check_ranks_trained(self, results, "cuda")
+        for r in results:
+            self.assertEqual(r["device_path"], "auto", f"rank {r['rank']}: GPU memory refused")
+            self.assertTrue(r["velocities_on_device"], f"rank {r['rank']}")
 
     def test_a_bucket_that_moves_keeps_its_name_and_is_summed_where_it_now_lies(self):
         import torch
