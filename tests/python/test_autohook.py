@@ -122,7 +122,12 @@ class AutoHookTest(TempDirTest):
         self.assertNotIn("no DistributedDataParallel model", output)
 
     def test_workers_that_the_script_spawns_train_through_the_gateways(self):
-        self.check_trained_by_two_workers_a_node(*self.run_plain(spawn=2))
+        # The options go with gradgate into the spawned workers: momentum correction among them.
+        results, statuses, output = self.run_plain(spawn=2,
+                                                   run_options=["--momentum-correction"])
+        self.check_trained_by_two_workers_a_node(results, statuses, output)
+        self.assertIn(", momentum correction 0.9\n", output)
+        self.assertEqual({result["momentum_buffers"] for result in results}, {0})
 
     def test_workers_that_the_script_forks_find_their_local_ranks_in_their_group(self):
         # Ranks 0 and 2 on node 0, 1 and 3 on node 1: neither rank % 2 nor rank - 2 * node
