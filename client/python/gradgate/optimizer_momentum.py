@@ -39,12 +39,13 @@ def refusal(optimizer, parameters):
     if type(optimizer) is not torch.optim.SGD:
         return f"is {type(optimizer).__name__}, not torch.optim.SGD"
     groups = optimizer.param_groups
-    wanted = {id(p) for p in parameters if p.requires_grad}
     held = {id(p) for group in groups for p in group["params"]}
-    if wanted - held:
-        return f"does not update {len(wanted - held)} of the model's parameters"
-    if held - wanted:
-        return f"also updates {len(held - wanted)} parameters that are not the model's"
+    trained = {id(p) for p in parameters if p.requires_grad}  # frozen ones may be held or not
+    if trained - held:
+        return f"does not update {len(trained - held)} of the model's parameters"
+    others = held - {id(p) for p in parameters}
+    if others:
+        return f"also updates {len(others)} parameters that are not the model's"
     if any(group["dampening"] for group in groups):
         return "has dampening"
     if any(group.get("maximize", False) for group in groups):
