@@ -196,8 +196,8 @@ def train(args):
     args.shard_size = end - begin
     model = make_ddp(MODELS[args.model](), args.single_bucket)
     state = attach_hook(model, args)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr,
-                                momentum=demo.optimizer_momentum(args))
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    demo.correct_momentum(optimizer, model, state, args)
     parameters = sum(p.numel() for p in model.parameters())
     log = EventLog(args.log if args.rank == 0 else None)
     log.emit("start", parameters=parameters, gradient_bytes=4 * parameters,

@@ -10,8 +10,8 @@ the last line of stdout is one JSON object:
    "test_accuracy" (0-1),
    "loss", "raw_bytes", "wire_bytes", "ratio", "seconds" (the whole demo), "train_seconds"}
 --backend gloo runs the same training with DDP's plain all-reduce and no gateway: the reference.
-By default the gradgate workers use momentum correction (gradgate/momentum.py: the hook applies
-SGD's momentum before compression, the optimizer none); --no-momentum-correction turns it off.
+By default the gradgate workers use momentum correction (gradgate.torch.take_momentum: the hook
+applies SGD's momentum before compression); --no-momentum-correction turns it off.
 
 Every process it starts runs in its own process group and is stopped on exit, on Ctrl-C, on
 SIGTERM and when any of them fails; a gateway or worker that dies ends the demo with its log.
@@ -56,8 +56,8 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--momentum-correction", action=argparse.BooleanOptionalAction, default=True,
-                   help="gradgate backend: the hook applies SGD's momentum before compression and "
-                   "the optimizer runs without (default: on)")
+                   help="gradgate backend: the hook takes SGD's momentum and applies it before "
+                   "compression (default: on)")
     p.add_argument(
         "--gradgate",
         type=Path,

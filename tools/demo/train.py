@@ -67,14 +67,17 @@ def parse_args():
 
 def add_momentum_correction_argument(parser):
     parser.add_argument("--momentum-correction", action="store_true",
-                        help="gradgate backend: the hook applies --momentum before compression "
-                        "and SGD runs without momentum (gradgate/momentum.py)")
+                        help="gradgate backend: the hook takes SGD's momentum and applies it "
+                        "before compression (gradgate.torch.take_momentum)")
 
 
-def optimizer_momentum(args):
-    """SGD's momentum: none of its own where the gradgate hook applies it."""
-    corrected = args.backend == "gradgate" and args.momentum_correction
-    return 0.0 if corrected else args.momentum
+def correct_momentum(optimizer, ddp_model, state, args):
+    """With the gradgate hook (`state`) and --momentum-correction, the hook takes the optimizer's
+    momentum."""
+    if state is not None and args.momentum_correction:
+        import gradgate.torch
+
+        gradgate.torch.take_momentum(optimizer, ddp_model, state)
 
 
 def attach_gradgate(ddp_model, args, shard_size):
@@ -83,7 +86,6 @@ def attach_gradgate(ddp_model, args, shard_size):
 
     state = gradgate.torch.HookState(
         args.socket, args.local_rank, timeout_ms=args.timeout_ms, data_volume=shard_size,
-        momentum=args.momentum if args.momentum_correction else 0.0,
     )
     if state.world_size != args.world_size:
         raise SystemExit(
@@ -129,7 +131,8 @@ def train(args):
     )
     model = DistributedDataParallel(fashion_mnist.SmallCNN())
     state = attach_gradgate(model, args, len(sampler)) if args.backend == "gradgate" else None
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=optimizer_momentum(args))
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    correct_momentum(optimizer, model, state, args)
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
 
     start = time.perf_counter()
