@@ -14,11 +14,13 @@ r * N + i. --processes N starts N workers with multiprocessing.Process (by --sta
 script that numbers its workers itself might: worker i of node r has rank i * nodes + r (the
 nodes' ranks interleave).
 --momentum, --weight-decay (on the weights, not the biases: two parameter groups), --nesterov and
---dampening set the SGD optimizer's, --clip-norm X clips the gradients' norm to X; the result then also holds the final parameters, the
+--dampening set the SGD optimizer's, --clip-norm X clips the gradients' norm to X, --accumulate N
+accumulates each step's gradient over N micro-batches, all but the last under DDP's no_sync(); the result then also holds the final parameters, the
 groups' settings after training and how many momentum buffers the optimizer holds.
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -58,6 +60,7 @@ def parse_arguments():
     p.add_argument("--nesterov", action="store_true")
     p.add_argument("--dampening", type=float, default=0.0)
     p.add_argument("--clip-norm", type=float, default=0.0)
+    p.add_argument("--accumulate", type=int, default=1)
     p.add_argument("--result", required=True)
     return p.parse_args()
 
@@ -109,10 +112,14 @@ def train(args):
     for step in range(args.steps):
         batch = shard[(step * 16) % len(shard):][:16]
         optimizer.zero_grad()
-        loss = F.cross_entropy(model(x[batch]), y[batch])
-        if step == args.inf_step and args.rank == 0:
-            loss = loss * float("inf")
-        loss.backward()
+        parts = batch.chunk(args.accumulate)
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            with contextlib.nullcontext() if last else model.no_sync():
+                loss = F.cross_entropy(model(x[part]), y[part]) / len(parts)
+                if step == args.inf_step and args.rank == 0:
+                    loss = loss * float("inf")
+                loss.backward()
         if args.clip_norm:
             clip_grad_norm_(model.parameters(), args.clip_norm)
         if all(torch.isfinite(p.grad).all() for p in model.parameters()):

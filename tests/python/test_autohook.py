@@ -195,6 +195,12 @@ class AutoHookTest(TempDirTest):
         self.assertIn("registers its own comm hook", output)
         self.assertIn("no DistributedDataParallel model of this process (1 made) was given", output)
 
+    def assert_same_parameters(self, results, reference, message=None):
+        """Rank 0's final parameters in `results` and `reference` agree to float rounding."""
+        got, want = results[0]["parameters"], reference[0]["parameters"]
+        worst = max(abs(a - b) / (1e-3 + abs(b)) for a, b in zip(got, want))
+        self.assertLess(worst, 1e-4, message)
+
     def test_momentum_correction_takes_the_optimizers_momentum_and_weight_decay(self):
         # With a dense codec, momentum SGD moved in front of the gateways (weight decay on one of
         # two parameter groups, Nesterov or not) ends where the script's own SGD does with DDP's
@@ -214,9 +220,19 @@ class AutoHookTest(TempDirTest):
             # The script sees its optimizer's settings.
             self.assertEqual(results[0]["groups"], [[0.9, 0.05, bool(nesterov)],
                                                     [0.9, 0.0, bool(nesterov)]])
-            got, want = results[0]["parameters"], reference[0]["parameters"]
-            worst = max(abs(a - b) / (1e-3 + abs(b)) for a, b in zip(got, want))
-            self.assertLess(worst, 1e-4, f"nesterov={bool(nesterov)}")
+            self.assert_same_parameters(results, reference, f"nesterov={bool(nesterov)}")
+
+    def test_gradients_accumulated_under_no_sync_are_averaged_once_a_step(self):
+        # Four micro-batches a step, three of them under no_sync(): the hook runs once a step,
+        # and the parameters end where DDP's own averaging takes them (momentum correction on,
+        # so that its velocities are checked to advance once a step too).
+        reference, _, _ = self.run_plain("--own-hook", "--accumulate=4", codec="none")
+        results, statuses, output = self.run_plain(
+            "--accumulate=4", run_options=["--momentum-correction"], codec="none")
+        self.assertIn(f"gradgate: ddp: {self.STEPS} steps, {self.STEPS} all-reduces", output)
+        self.assertEqual([status["allreduces"] for status in statuses], [self.STEPS] * 2)
+        self.assertEqual(results[0]["digest"], results[1]["digest"])
+        self.assert_same_parameters(results, reference)
 
     def test_momentum_correction_stays_off_where_it_would_not_be_momentum_sgd(self):
         for script_option, why in (
