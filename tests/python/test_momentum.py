@@ -164,6 +164,36 @@ class TakenOptimizerTest(unittest.TestCase):
         self.assertEqual(hook.settings[-1], (0.9, False))
 
 
+    def test_a_parameter_group_added_later_keeps_or_ends_the_take_over(self):
+        _, model = model_pair()
+        parameters = list(model.parameters())
+        parameters[0].requires_grad_(False)  # unfrozen later
+        optimizer = torch.optim.SGD(parameters[1:], lr=0.05, momentum=0.9)
+        hook = OneWorkerHook()
+        optimizer_momentum.take(optimizer, [hook], parameters)
+        backward(model, 0)
+        optimizer.step()
+        # The model's own parameter, unfrozen: still momentum SGD over the model.
+        parameters[0].requires_grad_(True)
+        optimizer.add_param_group({"params": [parameters[0]]})
+        backward(model, 1)
+        optimizer.step()
+        self.assertEqual(hook.settings[-1], (0.9, False))
+        # A parameter that is not the model's: the optimizer takes its momentum back.
+        extra = torch.nn.Parameter(torch.ones(2))
+        optimizer.add_param_group({"params": [extra]})
+        extra.grad = torch.ones(2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            backward(model, 2)
+            optimizer.step()
+        self.assertEqual(hook.settings[-1], None)
+        self.assertEqual([str(w.message) for w in caught],
+                         ["gradgate: momentum correction ends for ddp: its optimizer now also "
+                          "updates 1 parameters that are not the model's; the optimizer applies "
+                          "its momentum from this step on"])
+        self.assertIsNotNone(optimizer.state[extra].get("momentum_buffer"))
+
     def test_clipping_the_gradients_of_a_taken_optimizer_is_told_once(self):
         _, model = model_pair()
         optimizer = sgd(model, momentum=0.9)

@@ -69,7 +69,7 @@ def take(optimizer, states, parameters):
     wrap_torch()
     for state in states:
         state.set_momentum_correction(0.0)  # velocities from the first step on
-    _taken[optimizer] = _Taken(states, parameters)
+    _taken[optimizer] = _Taken(states, parameters, len(optimizer.param_groups))
 
 
 def await_optimizer(state, parameters):
@@ -84,7 +84,10 @@ def await_optimizer(state, parameters):
 def _taken_for(optimizer):
     """The _Taken of `optimizer`; decided at its first step for the states still waiting."""
     if optimizer in _taken:
-        return _taken[optimizer]
+        taken = _taken[optimizer]
+        if taken is not None and len(optimizer.param_groups) != taken.group_count:
+            taken = _retaken(optimizer, taken)
+        return taken
     held = {id(p) for group in optimizer.param_groups for p in group["params"]}
     states = [s for s, ps in list(_waiting.items()) if any(id(p) in held for p in ps)]
     taken = None
@@ -98,7 +101,7 @@ def _taken_for(optimizer):
             reason = (f"the script clips its gradients ({clipped}), which would then clip the "
                       "averaged velocities")
         if reason is None:
-            taken = _Taken(states, parameters)
+            taken = _Taken(states, parameters, len(optimizer.param_groups))
         else:
             for state in states:
                 state.set_momentum_correction(None)
@@ -107,6 +110,23 @@ def _taken_for(optimizer):
                           RuntimeWarning, stacklevel=3)
     _taken[optimizer] = taken
     return taken
+
+
+def _retaken(optimizer, taken):
+    """`optimizer` got a parameter group (add_param_group): taken over still, or, where refusal()
+    now has a reason, left its momentum from this step on (a warning says why)."""
+    reason = refusal(optimizer, taken.parameters)
+    if reason is None:
+        taken.group_count = len(optimizer.param_groups)
+        return taken
+    for state in taken.states:
+        state.set_momentum_correction(None)
+    _taken[optimizer] = None
+    names = ", ".join(state.name_prefix for state in taken.states)
+    warnings.warn(f"gradgate: momentum correction ends for {names}: its optimizer now {reason}; "
+                  "the optimizer applies its momentum from this step on", RuntimeWarning,
+                  stacklevel=4)
+    return None
 
 
 def wrap_torch():
@@ -174,9 +194,11 @@ def _wrap_sgd_step():
 class _Taken:
     """An optimizer taken over: its hook states and its weight decay's velocities."""
 
-    def __init__(self, states, parameters):
+    def __init__(self, states, parameters, group_count):
         self.states = states
-        self.ids = {id(p) for p in parameters}
+        self.parameters = list(parameters)  # the states' models'
+        self.ids = {id(p) for p in self.parameters}
+        self.group_count = group_count  # of the optimizer, to see add_param_group()
         self._clipping_told = False
         self._decay_velocities = {}  # parameter -> velocity of its weight decay
         # Whether the hook states had the momentum when they sent the gradients now in the
