@@ -64,7 +64,7 @@ def _parser():
                           help="momentum correction with the momentum (and weight decay) of each "
                           "DDP model's torch.optim.SGD, applied before compression; the script "
                           "stays as it is (off, with a warning, for other optimizers)")
-    momentum.add_argument("--momentum", type=_momentum, default=0.0,
+    momentum.add_argument("--momentum", type=_momentum, default=0.0, metavar="M",
                           help="momentum correction with momentum M, for a script whose "
                           "optimizer runs without momentum (default: 0, off)")
     return parser
