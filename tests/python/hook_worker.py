@@ -29,8 +29,6 @@ from torch.utils.data.distributed import DistributedSampler
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client" / "python"))
 
 import gradgate.torch  # noqa: E402
-
-MOMENTUM = 0.9
 from gradgate import local_rendezvous  # noqa: E402
 
 DATASET_SIZE = 1003  # not divisible by BATCH * world size: every epoch ends with a short batch
@@ -117,7 +115,7 @@ def main():
     state = gradgate.torch.HookState(args.socket, args.local_rank, timeout_ms=30000)
     layouts = {}
     model.register_comm_hook(state, recording_hook(layouts))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=MOMENTUM)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     if args.momentum_correction:
         gradgate.torch.take_momentum(optimizer, model, state)
 

@@ -13,10 +13,11 @@ as PyTorch's ImageNet example does: --rank is then the node's, and worker i of n
 r * N + i. --processes N starts N workers with multiprocessing.Process (by --start-method), as a
 script that numbers its workers itself might: worker i of node r has rank i * nodes + r (the
 nodes' ranks interleave).
---momentum, --weight-decay (on the weights, not the biases: two parameter groups), --nesterov and
---dampening set the SGD optimizer's, --clip-norm X clips the gradients' norm to X, --accumulate N
-accumulates each step's gradient over N micro-batches, all but the last under DDP's no_sync(); the result then also holds the final parameters, the
-groups' settings after training and how many momentum buffers the optimizer holds.
+--weight-decay (on the weights, not the biases: two parameter groups), --nesterov and --dampening
+set the SGD optimizer's (momentum 0.9), --clip-norm X clips the gradients' norm to X, --accumulate
+N accumulates each step's gradient over N micro-batches, all but the last under DDP's no_sync();
+the result also holds the final parameters, the groups' settings after training and how many
+momentum buffers the optimizer holds.
 """
 
 import argparse
@@ -55,7 +56,6 @@ def parse_arguments():
     p.add_argument("--spawn", type=int, default=0)
     p.add_argument("--processes", type=int, default=0)
     p.add_argument("--start-method", default="fork")
-    p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--nesterov", action="store_true")
     p.add_argument("--dampening", type=float, default=0.0)
@@ -106,7 +106,7 @@ def train(args):
     biases = [p for p in model.parameters() if p.dim() == 1]
     optimizer = torch.optim.SGD(
         [{"params": weights, "weight_decay": args.weight_decay}, {"params": biases}], lr=0.1,
-        momentum=args.momentum, nesterov=args.nesterov, dampening=args.dampening)
+        momentum=0.9, nesterov=args.nesterov, dampening=args.dampening)
     shard = torch.arange(args.rank, len(x), args.world_size)
     losses, skipped = [], []
     for step in range(args.steps):

@@ -4,12 +4,13 @@
 HookTrainingTest: 2 gateways x 2 DDP workers (local_workers=2) train 100 steps through
 gradgate.torch.allreduce_hook, once per codec and once with momentum correction; every rank must
 end with bit-identical parameters and a lower loss, through DDP's bucket rebuild after step 1, an
-fp16 bucket and uneven last batches (see hook_worker.py). ClientTest: the Client API and its errors with two gateways of one
-worker each. HookStateTest: the hook's Futures on CPU buckets (they end after the hook returned,
-several buckets in flight, timeouts, a gateway that dies, non-finite steps). CudaDeviceTest:
-tensors in GPU memory (Client.declare_cuda, the hook's device path, DDP training on GPU 0 with its
-buckets summed in place), skipped when torch.cuda is not available. PackageTest: the parts that
-need no gateway. test_autohook.py has the tests of `python -m gradgate.run`.
+fp16 bucket and uneven last batches (see hook_worker.py). ClientTest: the Client API and its errors
+with two gateways of one worker each. HookStateTest: the hook's Futures on CPU buckets (they end
+after the hook returned, several buckets in flight, timeouts, a gateway that dies, non-finite
+steps). CudaDeviceTest: tensors in GPU memory (Client.declare_cuda, the hook's device path, DDP
+training on GPU 0 with its buckets summed in place), skipped when torch.cuda is not available.
+PackageTest: the parts that need no gateway. test_autohook.py has the tests of `python -m
+gradgate.run`.
 
 The artifacts under test are as support.py says. Run: /usr/bin/python3 tests/python/test_hook.py
 """

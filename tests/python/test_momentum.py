@@ -20,7 +20,7 @@ from gradgate import optimizer_momentum  # noqa: E402
 
 optimizer_momentum.wrap_torch()  # as gradgate.run does before the script's imports
 from torch.nn.utils import clip_grad_norm_  # noqa: E402
-from gradgate.momentum import MomentumCorrection  # noqa: E402
+from gradgate.momentum import MomentumCorrection, reconfigured  # noqa: E402
 
 
 class OneWorkerHook:
@@ -35,12 +35,7 @@ class OneWorkerHook:
 
     def set_momentum_correction(self, momentum, nesterov=False):
         self.settings.append(None if momentum is None else (momentum, nesterov))
-        if momentum is None:
-            self.correction = None
-        elif self.correction is None:
-            self.correction = MomentumCorrection(momentum, nesterov, allow_zero=True)
-        else:
-            self.correction.momentum, self.correction.nesterov = momentum, nesterov
+        self.correction = reconfigured(self.correction, momentum, nesterov)
 
     def send(self, order):
         flat = torch.cat([p.grad.flatten() for p in order])

@@ -75,6 +75,7 @@ def parse_args():
         p.error(f"--workers {args.workers} must be a positive multiple of --local-workers")
     if args.backend == "gloo" and args.local_workers != 1:
         p.error("--local-workers applies to the gradgate backend only")
+    args.momentum_correction = args.momentum_correction and args.backend == "gradgate"
     return args
 
 
@@ -153,7 +154,7 @@ def worker_command(args, rank, rendezvous, socket):
     ]
     if socket:
         command += ["--socket", socket, "--local-rank", str(rank % args.local_workers)]
-    if args.momentum_correction and args.backend == "gradgate":
+    if args.momentum_correction:
         command.append("--momentum-correction")
     if args.data:
         command += ["--data", str(args.data)]
@@ -171,9 +172,8 @@ def print_progress(report):
 
 
 def print_table(args, reports):
-    corrected = args.backend == "gradgate" and args.momentum_correction
     print(f"\n{args.backend} / codec {args.codec if args.backend == 'gradgate' else 'none'}"
-          f"{', momentum correction' if corrected else ''}, "
+          f"{', momentum correction' if args.momentum_correction else ''}, "
           f"{args.workers} workers, {args.workers // args.local_workers} nodes")
     print(f"{'epoch':>5} {'loss':>8} {'accuracy':>9} {'raw MB':>10} {'wire MB':>10} "
           f"{'ratio':>8} {'seconds':>8}")
@@ -274,7 +274,7 @@ def main():
         summary = {
             "backend": args.backend,
             "codec": last["codec"],
-            "momentum_correction": args.backend == "gradgate" and args.momentum_correction,
+            "momentum_correction": args.momentum_correction,
             "workers": args.workers,
             "nodes": args.workers // args.local_workers,
             "local_workers": args.local_workers,

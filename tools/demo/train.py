@@ -85,7 +85,7 @@ def attach_gradgate(ddp_model, args, shard_size):
     import gradgate.torch
 
     state = gradgate.torch.HookState(
-        args.socket, args.local_rank, timeout_ms=args.timeout_ms, data_volume=shard_size,
+        args.socket, args.local_rank, timeout_ms=args.timeout_ms, data_volume=shard_size
     )
     if state.world_size != args.world_size:
         raise SystemExit(

@@ -89,6 +89,18 @@ class MomentumCorrection:
             velocity.zero_()
 
 
+def reconfigured(correction, momentum, nesterov=False):
+    """What `correction` (a MomentumCorrection or None) becomes with `momentum` in [0, 1) and
+    `nesterov`, its velocities kept; None for momentum None (off)."""
+    if momentum is None:
+        return None
+    if correction is None:
+        return MomentumCorrection(momentum, nesterov, allow_zero=True)
+    correction.momentum = checked_momentum(momentum, allow_zero=True)
+    correction.nesterov = bool(nesterov)
+    return correction
+
+
 def settle_velocity(velocity, skipped, future):
     """The step's result (Future.then); the velocity cleared when the step failed or skipped()
     says the gateways skipped it (a gradient that was not finite)."""

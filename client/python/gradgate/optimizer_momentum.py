@@ -103,11 +103,7 @@ def _taken_for(optimizer):
         if reason is None:
             taken = _Taken(states, parameters, len(optimizer.param_groups))
         else:
-            for state in states:
-                state.set_momentum_correction(None)
-            names = ", ".join(state.name_prefix for state in states)
-            warnings.warn(f"gradgate: momentum correction stays off for {names}: {reason}",
-                          RuntimeWarning, stacklevel=3)
+            _turn_off(states, "stays off", reason, stacklevel=4)
     _taken[optimizer] = taken
     return taken
 
@@ -119,14 +115,20 @@ def _retaken(optimizer, taken):
     if reason is None:
         taken.group_count = len(optimizer.param_groups)
         return taken
-    for state in taken.states:
-        state.set_momentum_correction(None)
     _taken[optimizer] = None
-    names = ", ".join(state.name_prefix for state in taken.states)
-    warnings.warn(f"gradgate: momentum correction ends for {names}: its optimizer now {reason}; "
-                  "the optimizer applies its momentum from this step on", RuntimeWarning,
-                  stacklevel=4)
+    _turn_off(taken.states, "ends", f"its optimizer now {reason}; the optimizer applies its "
+              "momentum from this step on", stacklevel=5)
     return None
+
+
+def _turn_off(states, verb, why, stacklevel):
+    """Turns momentum correction off for `states` and warns "gradgate: momentum correction
+    <verb> for <their models>: <why>" (`stacklevel`: the script's frame, from here)."""
+    for state in states:
+        state.set_momentum_correction(None)
+    names = ", ".join(state.name_prefix for state in states)
+    warnings.warn(f"gradgate: momentum correction {verb} for {names}: {why}", RuntimeWarning,
+                  stacklevel=stacklevel)
 
 
 def wrap_torch():
@@ -247,9 +249,11 @@ class _Taken:
                         parameter.grad.mul_(1.0 + momentum)
         self.hook_knows_momentum = True
         for group, values in zip(groups, held):
-            parameters = [p for p in group["params"] if p.grad is not None]
-            if values["weight_decay"] and parameters:
-                self._add_decay_velocities(parameters, values["weight_decay"], momentum, nesterov)
+            if values["weight_decay"]:
+                parameters = [p for p in group["params"] if p.grad is not None]
+                if parameters:
+                    self._add_decay_velocities(parameters, values["weight_decay"], momentum,
+                                               nesterov)
 
     def _add_decay_velocities(self, parameters, decay, momentum, nesterov):
         velocities = []

@@ -56,7 +56,7 @@ from . import optimizer_momentum
 from .client import HOOK_CONNECT_TIMEOUT_MS, Client
 from .errors import GradgateError, NonFiniteGradientError, RejectedError, WaitTimeoutError
 from .group_local_rank import local_rank_in_group
-from .momentum import MomentumCorrection, checked_momentum, settle_velocity
+from .momentum import MomentumCorrection, reconfigured, settle_velocity
 
 DEVICE_PATHS = ("auto", "host")
 NONFINITE_MODES = ("propagate", "raise")
@@ -228,13 +228,7 @@ class HookState:
         [0, 1) (0 keeps the velocities, each the last gradient, and sends the gradients as they
         are) and Nesterov's form if `nesterov`; None turns it off and drops the velocities.
         gradgate.torch.take_momentum() calls it at each step of the optimizer it took over."""
-        if momentum is None:
-            self._momentum = None
-        elif self._momentum is None:
-            self._momentum = MomentumCorrection(momentum, nesterov, allow_zero=True)
-        else:
-            self._momentum.momentum = checked_momentum(momentum, allow_zero=True)
-            self._momentum.nesterov = bool(nesterov)
+        self._momentum = reconfigured(self._momentum, momentum, nesterov)
 
     @property
     def momentum_correction(self):
