@@ -17,7 +17,9 @@ nodes' ranks interleave).
 set the SGD optimizer's (momentum 0.9), --clip-norm X clips the gradients' norm to X, --accumulate
 N accumulates each step's gradient over N micro-batches, all but the last under DDP's no_sync();
 the result also holds the final parameters, the groups' settings after training and how many
-momentum buffers the optimizer holds.
+momentum buffers the optimizer holds. --checkpoint FILE ("{rank}" becomes the rank): a rank whose
+FILE exists resumes from it (model, optimizer and step); --stop-after N saves FILE after step N and
+stops there.
 """
 
 import argparse
@@ -61,6 +63,8 @@ def parse_arguments():
     p.add_argument("--dampening", type=float, default=0.0)
     p.add_argument("--clip-norm", type=float, default=0.0)
     p.add_argument("--accumulate", type=int, default=1)
+    p.add_argument("--checkpoint", default="")
+    p.add_argument("--stop-after", type=int, default=0)
     p.add_argument("--result", required=True)
     return p.parse_args()
 
@@ -109,7 +113,13 @@ def train(args):
         momentum=0.9, nesterov=args.nesterov, dampening=args.dampening)
     shard = torch.arange(args.rank, len(x), args.world_size)
     losses, skipped = [], []
-    for step in range(args.steps):
+    checkpoint, first_step = args.checkpoint.format(rank=args.rank), 0
+    if checkpoint and os.path.exists(checkpoint):
+        saved = torch.load(checkpoint)
+        model.module.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        first_step = saved["step"]
+    for step in range(first_step, args.steps):
         batch = shard[(step * 16) % len(shard):][:16]
         optimizer.zero_grad()
         parts = batch.chunk(args.accumulate)
@@ -127,6 +137,10 @@ def train(args):
             losses.append(loss.item())
         else:
             skipped.append(step)
+        if step + 1 == args.stop_after:
+            torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                        "step": step + 1}, checkpoint)
+            break
     digest = hashlib.sha256()
     for parameter in model.module.parameters():
         digest.update(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes())

@@ -222,6 +222,21 @@ class AutoHookTest(TempDirTest):
                                                     [0.9, 0.0, bool(nesterov)]])
             self.assert_same_parameters(results, reference, f"nesterov={bool(nesterov)}")
 
+    def test_a_job_resumed_from_its_checkpoints_goes_on_as_if_never_stopped(self):
+        # Momentum correction's velocities are in the optimizer's state_dict(): stopped halfway
+        # and resumed from each rank's checkpoint (on gateways started afresh), the job ends where
+        # the script's own SGD with DDP's averaging does in one go.
+        optimizer = ("--weight-decay=0.05", "--nesterov")
+        reference, _, _ = self.run_plain("--own-hook", *optimizer, codec="none")
+        checkpoint = f"--checkpoint={self.make_workdir() / 'checkpoint{rank}.pt'}"
+        for stop_after in (self.STEPS // 2, 0):
+            results, statuses, _ = self.run_plain(
+                *optimizer, checkpoint, f"--stop-after={stop_after}",
+                run_options=["--momentum-correction"], codec="none")
+            self.assertEqual([status["allreduces"] for status in statuses], [self.STEPS // 2] * 2)
+        self.assertEqual(results[0]["momentum_buffers"], 0)
+        self.assert_same_parameters(results, reference)
+
     def test_gradients_accumulated_under_no_sync_are_averaged_once_a_step(self):
         # Four micro-batches a step, three of them under no_sync(): the hook runs once a step,
         # and the parameters end where DDP's own averaging takes them (momentum correction on,

@@ -2,12 +2,14 @@
 """Tests of momentum correction's arithmetic in one process, without gateways: the velocities
 (gradgate/momentum.py) move with their parameters when DDP rebuilds its buckets, and an SGD
 optimizer taken over (gradgate/optimizer_momentum.py) steps exactly as momentum SGD does, weight
-decay and Nesterov included, or is refused with the reason. The end-to-end runs through gateways
-are in test_autohook.py and test_hook.py.
+decay and Nesterov included, or is refused with the reason; its checkpoints hold the velocities as
+momentum SGD's buffers. The end-to-end runs through gateways are in test_autohook.py and
+test_hook.py.
 
 Run: /usr/bin/python3 tests/python/test_momentum.py
 """
 
+import io
 import sys
 import unittest
 import warnings
@@ -37,7 +39,13 @@ class OneWorkerHook:
         self.settings.append(None if momentum is None else (momentum, nesterov))
         self.correction = reconfigured(self.correction, momentum, nesterov)
 
+    @property
+    def velocities(self):
+        return self.correction
+
     def send(self, order):
+        if self.correction is None:
+            return
         flat = torch.cat([p.grad.flatten() for p in order])
         self.correction.apply(0, flat, order)
         offset = 0
@@ -70,6 +78,28 @@ def backward(model, step):
     model(x).square().mean().backward()
 
 
+def run_steps(model, optimizer, hook, steps, first_step=0, clip=False):
+    """Trains steps first_step.. of `model`; `hook` (None: none) sends the gradients of one bucket
+    whose parameter order is reversed after its first step, as DDP's rebuild does; `clip` clips
+    the gradients' norm to a bound they never reach."""
+    order = list(model.parameters())
+    for step in range(first_step, first_step + steps):
+        backward(model, step)
+        if hook is not None:
+            hook.send(order if step == first_step else order[::-1])
+        if clip:
+            clip_grad_norm_(model.parameters(), 1e6)
+        optimizer.step()
+
+
+def saved_and_loaded(checkpoint):
+    """`checkpoint` through torch.save and torch.load, as a file holds it."""
+    file = io.BytesIO()
+    torch.save(checkpoint, file)
+    file.seek(0)
+    return torch.load(file)
+
+
 class TakenOptimizerTest(unittest.TestCase):
     def train_both(self, steps=12, momenta=None, closure=False, **options):
         """Trains a model with plain momentum SGD and its copy with the momentum taken over
@@ -79,7 +109,7 @@ class TakenOptimizerTest(unittest.TestCase):
         reference, corrected = model_pair()
         plain, taken = sgd(reference, **options), sgd(corrected, **options)
         hook = OneWorkerHook()
-        optimizer_momentum.take(taken, [hook], list(corrected.parameters()))
+        optimizer_momentum.take(taken, hook, list(corrected.parameters()))
         for step in range(steps):
             if momenta:
                 for optimizer in (plain, taken):
@@ -127,7 +157,7 @@ class TakenOptimizerTest(unittest.TestCase):
     def test_the_step_runs_without_momentum_and_the_groups_get_theirs_back(self):
         _, model = model_pair()
         optimizer = sgd(model, momentum=0.8, nesterov=True)
-        optimizer_momentum.take(optimizer, [OneWorkerHook()], list(model.parameters()))
+        optimizer_momentum.take(optimizer, OneWorkerHook(), list(model.parameters()))
         inside = []
 
         def closure():
@@ -146,7 +176,7 @@ class TakenOptimizerTest(unittest.TestCase):
         _, model = model_pair()
         optimizer = sgd(model, momentum=0.9)
         hook = OneWorkerHook()
-        optimizer_momentum.take(optimizer, [hook], list(model.parameters()))
+        optimizer_momentum.take(optimizer, hook, list(model.parameters()))
         optimizer.param_groups[1]["momentum"] = 0.5
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -165,7 +195,7 @@ class TakenOptimizerTest(unittest.TestCase):
         parameters[0].requires_grad_(False)  # unfrozen later
         optimizer = torch.optim.SGD(parameters[1:], lr=0.05, momentum=0.9)
         hook = OneWorkerHook()
-        optimizer_momentum.take(optimizer, [hook], parameters)
+        optimizer_momentum.take(optimizer, hook, parameters)
         backward(model, 0)
         optimizer.step()
         # The model's own parameter, unfrozen: still momentum SGD over the model.
@@ -192,7 +222,7 @@ class TakenOptimizerTest(unittest.TestCase):
     def test_clipping_the_gradients_of_a_taken_optimizer_is_told_once(self):
         _, model = model_pair()
         optimizer = sgd(model, momentum=0.9)
-        optimizer_momentum.take(optimizer, [OneWorkerHook()], list(model.parameters()))
+        optimizer_momentum.take(optimizer, OneWorkerHook(), list(model.parameters()))
         other = torch.nn.Linear(2, 2)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -210,6 +240,93 @@ class TakenOptimizerTest(unittest.TestCase):
         self.assertAlmostEqual(norm.item(), 3.0 * count ** 0.5, places=3)  # still clipped
         clipped = torch.cat([p.grad.flatten() for p in model.parameters()])
         self.assertAlmostEqual(clipped.norm().item(), 1.0, places=4)
+
+
+class CheckpointTest(unittest.TestCase):
+    """An optimizer taken over keeps the velocities in its state_dict() as momentum SGD's
+    buffers and takes them back from a checkpoint's."""
+
+    def assert_same_parameters(self, first, second):
+        for a, b in zip(first.parameters(), second.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+    def plain_steps(self, steps, **options):
+        """A model after `steps` steps of plain momentum SGD, and its optimizer."""
+        model, _ = model_pair()
+        optimizer = sgd(model, **options)
+        run_steps(model, optimizer, None, steps)
+        return model, optimizer
+
+    def checkpoint(self, taken, **options):
+        """The checkpoint of 4 steps, with momentum correction if `taken`, else plain."""
+        if not taken:
+            model, optimizer = self.plain_steps(4, **options)
+        else:
+            _, model = model_pair()
+            optimizer, hook = sgd(model, **options), OneWorkerHook()
+            optimizer_momentum.take(optimizer, hook, model.parameters())
+            run_steps(model, optimizer, hook, 4)
+        return saved_and_loaded({"model": model.state_dict(), "optimizer": optimizer.state_dict()})
+
+    def resumed(self, checkpoint, how, steps=4, clip=False, **options):
+        """A fresh model and optimizer from `checkpoint`, after `steps` more steps: "plain", or
+        with momentum correction, the optimizer taken over by take() after ("load, take") or
+        before ("take, load") it loads its state, or as gradgate.run does, by a hook that waits
+        for its optimizer from before ("await, load") or after ("load, await") the load."""
+        _, model = model_pair(seed=8)
+        model.load_state_dict(checkpoint["model"])
+        optimizer = sgd(model, **options)
+        hook = None if how == "plain" else OneWorkerHook()
+        if how == "take, load":
+            optimizer_momentum.take(optimizer, hook, model.parameters())
+        elif how == "await, load":
+            optimizer_momentum.await_optimizer(hook, model.parameters())
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        if how == "load, take":
+            optimizer_momentum.take(optimizer, hook, model.parameters())
+        elif how == "load, await":
+            optimizer_momentum.await_optimizer(hook, model.parameters())
+        run_steps(model, optimizer, hook, steps, first_step=4, clip=clip)
+        return model, optimizer
+
+    def test_the_state_dict_holds_momentum_sgds_buffers(self):
+        for nesterov in (False, True):
+            _, plain = self.plain_steps(4, momentum=0.9, nesterov=nesterov)
+            saved = self.checkpoint(True, momentum=0.9, nesterov=nesterov)["optimizer"]
+            expected = plain.state_dict()
+            self.assertEqual(saved["param_groups"], expected["param_groups"])
+            self.assertEqual(sorted(saved["state"]), [0, 1, 2, 3])
+            for index, state in expected["state"].items():
+                torch.testing.assert_close(saved["state"][index]["momentum_buffer"],
+                                           state["momentum_buffer"], rtol=1e-5, atol=1e-6)
+
+    def test_a_resumed_run_goes_on_as_momentum_sgd_from_either_kind_of_checkpoint(self):
+        for nesterov in (False, True):
+            reference, _ = self.plain_steps(8, momentum=0.9, nesterov=nesterov)
+            for taken in (False, True):
+                checkpoint = self.checkpoint(taken, momentum=0.9, nesterov=nesterov)
+                for how in ("plain", "load, take", "take, load", "await, load", "load, await"):
+                    with self.subTest(nesterov=nesterov, checkpoint_taken=taken, how=how):
+                        model, optimizer = self.resumed(checkpoint, how, momentum=0.9,
+                                                        nesterov=nesterov)
+                        self.assert_same_parameters(reference, model)
+                        buffers = [s.get("momentum_buffer") for s in optimizer.state.values()]
+                        self.assertEqual(sum(b is not None for b in buffers),
+                                         4 if how == "plain" else 0)
+
+    def test_a_clipping_after_the_load_leaves_the_optimizer_its_momentum_from_the_first_step(self):
+        reference, plain = self.plain_steps(4, momentum=0.9)
+        run_steps(reference, plain, None, 4, first_step=4, clip=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model, optimizer = self.resumed(self.checkpoint(True, momentum=0.9), "load, await",
+                                            clip=True, momentum=0.9)
+        self.assertEqual([str(w.message) for w in caught],
+                         ["gradgate: momentum correction stays off for ddp: the script clips its "
+                          "gradients (clip_grad_norm_), which would then clip the averaged "
+                          "velocities"])
+        self.assert_same_parameters(reference, model)
+        self.assertEqual(sum(s["momentum_buffer"] is not None for s in optimizer.state.values()), 4)
 
 
 class RefusalTest(unittest.TestCase):
@@ -246,7 +363,7 @@ class RefusalTest(unittest.TestCase):
             self.assertEqual(self.reason(optimizer), reason)
             with self.assertRaisesRegex(ValueError, "cannot take this optimizer's momentum: "
                                         "the optimizer " + reason):
-                optimizer_momentum.take(optimizer, [OneWorkerHook()], self.parameters)
+                optimizer_momentum.take(optimizer, OneWorkerHook(), self.parameters)
 
     def test_frozen_parameters_may_be_the_optimizers_or_not(self):
         self.parameters[0].requires_grad_(False)

@@ -13,7 +13,8 @@ back.
 The velocity belongs to the parameters, not to the bucket: when DDP rebuilds its buckets (after
 the first step, in the order the gradients came) each parameter's velocity moves with it into its
 new bucket. It starts afresh after a step that the gateways skipped (a gradient that was not
-finite) or that failed, as the gateways' error feedback does.
+finite) or that failed, as the gateways' error feedback does. A checkpoint can hold it
+(velocity(), load_velocity(): gradgate/optimizer_momentum.py puts it in the optimizer's state).
 """
 
 import weakref
@@ -81,6 +82,24 @@ class MomentumCorrection:
             self._parts[id(parameter)] = (weakref.ref(parameter), part)
             offset += parameter.numel()
         return velocity
+
+    def velocity(self, parameter):
+        """`parameter`'s velocity (flat: a view into its bucket's), None before its first bucket
+        (unless loaded) or where its bucket's parameters were not given."""
+        reference, part = self._parts.get(id(parameter), (None, None))
+        return part if reference is not None and reference() is parameter else None
+
+    @torch.no_grad()
+    def load_velocity(self, parameter, velocity):
+        """Makes `velocity` (shaped as `parameter` or flat; None: zero) `parameter`'s velocity from
+        its next bucket on, as a checkpoint's is."""
+        part = self.velocity(parameter)
+        if part is not None and velocity is not None:
+            part.copy_(velocity.flatten())
+        elif part is not None:
+            part.zero_()
+        elif velocity is not None:
+            self._parts[id(parameter)] = (weakref.ref(parameter), velocity.detach().flatten())
 
     def forget(self, index):
         """Clears bucket `index`'s velocity: its step could not start."""

@@ -18,6 +18,15 @@ no dampening, not maximize. refusal() says why another cannot be. Nor where the 
 gradients (torch.nn.utils.clip_grad_norm_ or clip_grad_value_, watched from wrap_torch() on):
 after the hook they hold the averaged velocities, up to 1 / (1 - m) times the gradient's norm, so
 the clipping would no longer mean what the script says (an optimizer taken by take() warns).
+
+Checkpoints: the state_dict() of an optimizer taken over holds each parameter's velocity as
+momentum SGD's `momentum_buffer` (the hook's, this rank's, plus its weight decay's), and its
+load_state_dict() hands a checkpoint's buffers to the hook states, which apply the momentum to them
+from the next backward pass on. A job resumed from per-rank checkpoints goes on exactly where it
+stopped (with a dense codec), and checkpoints move both ways between runs with and without
+gradgate. gradgate.run decides on an optimizer that loads a checkpoint's state as soon as the
+optimizer and the hook state both exist (to take it over only; a clipping seen before the first
+step still turns it off then), so that the first backward pass applies the momentum.
 """
 
 import functools
@@ -29,6 +38,7 @@ import torch
 _taken = weakref.WeakKeyDictionary()  # optimizer -> _Taken, or None: decided, left as it is
 _waiting = weakref.WeakKeyDictionary()  # HookState -> its model's parameters, until an optimizer
 _clipped = weakref.WeakKeyDictionary()  # waiting HookState -> how the script clipped its gradients
+_loaded = weakref.WeakSet()  # SGD optimizers not decided on that hold a checkpoint's state
 _wrapped = False  # SGD.step and the clipping functions
 
 
@@ -59,53 +69,101 @@ def refusal(optimizer, parameters):
     return None
 
 
-def take(optimizer, states, parameters):
-    """Moves `optimizer`'s momentum into `states` (HookStates) from now on; ValueError with
-    refusal()'s reason when it cannot. `parameters`: those of the states' models."""
+def take(optimizer, state, parameters):
+    """Moves `optimizer`'s momentum into `state` (a HookState) from now on, with the velocities
+    of the momentum buffers it holds (a checkpoint's); ValueError with refusal()'s reason when it
+    cannot. `parameters`: those of the state's model."""
+    parameters = list(parameters)
     reason = refusal(optimizer, parameters)
     if reason is not None:
         raise ValueError(f"gradgate: momentum correction cannot take this optimizer's momentum: "
                          f"the optimizer {reason}")
     wrap_torch()
-    for state in states:
-        state.set_momentum_correction(0.0)  # velocities from the first step on
-    _taken[optimizer] = _Taken(states, parameters, len(optimizer.param_groups))
+    state.set_momentum_correction(0.0)  # velocities from the first step on
+    taken = _taken[optimizer] = _Taken([(state, parameters)], len(optimizer.param_groups))
+    taken.adopt_velocities(optimizer)
 
 
 def await_optimizer(state, parameters):
     """The first SGD step over `parameters` (a model's, whose gradients `state` sends) takes that
     optimizer's momentum, or warns why it cannot and turns momentum correction off for `state`.
-    Until then `state` keeps its buckets' velocities at momentum 0 (it sends what it did)."""
+    Until then `state` keeps its buckets' velocities at momentum 0 (it sends what it did), unless
+    an optimizer that loaded a checkpoint's state takes it now."""
     wrap_torch()
     state.set_momentum_correction(0.0)
     _waiting[state] = list(parameters)
+    for optimizer in list(_loaded):
+        _decided_early(optimizer)
 
 
 def _taken_for(optimizer):
-    """The _Taken of `optimizer`; decided at its first step for the states still waiting."""
-    if optimizer in _taken:
-        taken = _taken[optimizer]
-        if taken is not None and len(optimizer.param_groups) != taken.group_count:
-            taken = _retaken(optimizer, taken)
-        return taken
+    """The _Taken of `optimizer` at its step; decided at its first step for the states still
+    waiting (confirmed there when decided before it: _decided_early())."""
+    if optimizer not in _taken:
+        return _decided(optimizer)
+    taken = _taken[optimizer]
+    if taken is not None and taken.unconfirmed:
+        taken = _confirmed(optimizer, taken)
+    if taken is not None and len(optimizer.param_groups) != taken.group_count:
+        taken = _retaken(optimizer, taken)
+    return taken
+
+
+def _decided_early(optimizer):
+    """`optimizer`, which holds a checkpoint's state, taken over before its first step where it
+    can be, with the checkpoint's velocities."""
+    taken = _decided(optimizer, early=True)
+    if taken is not None:
+        taken.adopt_velocities(optimizer)
+
+
+def _decided(optimizer, early=False):
+    """Takes `optimizer` over for the waiting states whose parameters it holds, or turns their
+    momentum correction off with a warning that says why (None). `early` (before its first step):
+    takes it over, to be confirmed at the first step, where it can be, and otherwise leaves the
+    decision to the first step."""
     held = {id(p) for group in optimizer.param_groups for p in group["params"]}
     states = [s for s, ps in list(_waiting.items()) if any(id(p) in held for p in ps)]
+    if not states:
+        if not early:
+            _taken[optimizer] = None
+            _loaded.discard(optimizer)
+        return None
+    parameters = [p for state in states for p in _waiting[state]]
+    clipped = next((_clipped[state] for state in states if state in _clipped), None)
+    reason = refusal(optimizer, parameters)
+    if reason is not None:
+        reason = f"its optimizer {reason}"
+    elif clipped is not None:
+        reason = _clipping_reason(clipped)
+    if reason is not None and early:
+        return None
+    owners = [(state, _waiting.pop(state)) for state in states]
     taken = None
-    if states:
-        parameters = [p for state in states for p in _waiting.pop(state)]
-        clipped = next((_clipped[state] for state in states if state in _clipped), None)
-        reason = refusal(optimizer, parameters)
-        if reason is not None:
-            reason = f"its optimizer {reason}"
-        elif clipped is not None:
-            reason = (f"the script clips its gradients ({clipped}), which would then clip the "
-                      "averaged velocities")
-        if reason is None:
-            taken = _Taken(states, parameters, len(optimizer.param_groups))
-        else:
-            _turn_off(states, "stays off", reason, stacklevel=4)
+    if reason is None:
+        taken = _Taken(owners, len(optimizer.param_groups), unconfirmed=early)
+    else:
+        _turn_off(states, "stays off", reason, stacklevel=5)
     _taken[optimizer] = taken
+    _loaded.discard(optimizer)
     return taken
+
+
+def _confirmed(optimizer, taken):
+    """`taken`, taken over before the first step (_decided_early()), at that step: kept,
+    or turned off where the script has clipped the gradients since (a warning says so)."""
+    taken.unconfirmed = False
+    if taken.clipped is None:
+        return taken
+    # The first step's velocities went out with the checkpoint's momentum; the optimizer, whose
+    # buffers are empty now, makes them its buffers: momentum SGD's step (Nesterov's aside).
+    _taken[optimizer] = None
+    _turn_off(taken.states, "stays off", _clipping_reason(taken.clipped), stacklevel=5)
+    return None
+
+
+def _clipping_reason(name):
+    return f"the script clips its gradients ({name}), which would then clip the averaged velocities"
 
 
 def _retaken(optimizer, taken):
@@ -138,6 +196,7 @@ def wrap_torch():
     if _wrapped:
         return
     _wrap_sgd_step()
+    _wrap_sgd_state()
     for name in ("clip_grad_norm_", "clip_grad_value_"):
         clip = _noting_clipping(getattr(torch.nn.utils, name), name)
         setattr(torch.nn.utils, name, clip)
@@ -193,14 +252,44 @@ def _wrap_sgd_step():
     torch.optim.SGD.step = step
 
 
+def _wrap_sgd_state():
+    """SGD.state_dict() and load_state_dict(): the velocities of an optimizer taken over as its
+    momentum buffers."""
+    original_state_dict, original_load = torch.optim.SGD.state_dict, torch.optim.SGD.load_state_dict
+
+    @functools.wraps(original_state_dict)
+    def state_dict(self):
+        packed = original_state_dict(self)
+        taken = _taken.get(self)
+        if taken is not None:
+            taken.velocities_into(self, packed)
+        return packed
+
+    @functools.wraps(original_load)
+    def load_state_dict(self, state_dict):
+        original_load(self, state_dict)
+        if self not in _taken:
+            _loaded.add(self)
+            _decided_early(self)
+        elif _taken[self] is not None:
+            _taken[self].adopt_velocities(self)
+
+    torch.optim.SGD.state_dict = state_dict
+    torch.optim.SGD.load_state_dict = load_state_dict
+
+
 class _Taken:
     """An optimizer taken over: its hook states and its weight decay's velocities."""
 
-    def __init__(self, states, parameters, group_count):
-        self.states = states
-        self.parameters = list(parameters)  # the states' models'
+    def __init__(self, owners, group_count, unconfirmed=False):
+        """owners: (hook state, the parameters of its model) pairs."""
+        self.states = [state for state, _ in owners]
+        self.parameters = [p for _, parameters in owners for p in parameters]
         self.ids = {id(p) for p in self.parameters}
+        self._owners = {id(p): state for state, parameters in owners for p in parameters}
         self.group_count = group_count  # of the optimizer, to see add_param_group()
+        self.unconfirmed = unconfirmed  # taken before the first step, confirmed there
+        self.clipped = None  # how the script clipped the gradients before it was confirmed
         self._clipping_told = False
         self._decay_velocities = {}  # parameter -> velocity of its weight decay
         # Whether the hook states had the momentum when they sent the gradients now in the
@@ -209,8 +298,11 @@ class _Taken:
         self._uneven_told = False
 
     def tell_clipping(self, name):
-        """The script clips these gradients: once, what that now means."""
-        if not self._clipping_told:
+        """The script clips these gradients: once, what that now means (noted for the first step
+        before it)."""
+        if self.unconfirmed:
+            self.clipped = name
+        elif not self._clipping_told:
             self._clipping_told = True
             warnings.warn(f"gradgate: {name} now clips the averaged velocities of momentum "
                           "correction, up to 1 / (1 - momentum) times the gradient's norm: scale "
@@ -221,19 +313,59 @@ class _Taken:
         groups' momentum, weight decay and nesterov; returns what they held, for
         add_to_gradients() and for after the step."""
         groups = optimizer.param_groups
-        momentum, nesterov = groups[0]["momentum"], groups[0]["nesterov"]
         if len({group["momentum"] for group in groups}) > 1 and not self._uneven_told:
             self._uneven_told = True
             warnings.warn("gradgate: the optimizer's parameter groups now have different momenta; "
-                          f"momentum correction uses the first group's, {momentum}",
+                          f"momentum correction uses the first group's, {groups[0]['momentum']}",
                           RuntimeWarning, stacklevel=4)
-        for state in self.states:
-            state.set_momentum_correction(momentum, nesterov)
+        self._hand_momentum(groups)
         held = []
         for group in groups:
             held.append({key: group[key] for key in ("momentum", "weight_decay", "nesterov")})
             group.update(momentum=0, weight_decay=0, nesterov=False)
         return held
+
+    def _hand_momentum(self, groups):
+        """The first group's momentum and nesterov to the hook states, for the next backward."""
+        for state in self.states:
+            state.set_momentum_correction(groups[0]["momentum"], groups[0]["nesterov"])
+
+    @torch.no_grad()
+    def velocities_into(self, optimizer, packed):
+        """Puts each parameter's velocity into `packed` (`optimizer`'s state_dict()) as momentum
+        SGD's `momentum_buffer`: the hook's (this rank's) plus its weight decay's."""
+        parameters = [p for group in optimizer.param_groups for p in group["params"]]
+        for index, parameter in enumerate(parameters):
+            velocities = self._owners[id(parameter)].velocities
+            sent = velocities.velocity(parameter) if velocities is not None else None
+            decay = self._decay_velocities.get(parameter)
+            if sent is None and decay is None:
+                continue
+            buffer = (torch.zeros_like(parameter) if sent is None
+                      else sent.view_as(parameter).to(parameter.dtype, copy=True))
+            if decay is not None:
+                buffer += decay
+            packed["state"][index] = {**packed["state"].get(index, {}), "momentum_buffer": buffer}
+
+    @torch.no_grad()
+    def adopt_velocities(self, optimizer):
+        """Moves the momentum buffers in `optimizer`'s state (a checkpoint's) into the hook
+        states' velocities, the weight decay's included; the hook applies the momentum to them
+        from the next backward pass on. Without buffers, every velocity starts afresh."""
+        buffers = {}
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                state = optimizer.state.get(parameter)
+                if state and state.get("momentum_buffer") is not None:
+                    buffers[id(parameter)] = state["momentum_buffer"]
+                    state["momentum_buffer"] = None  # as the step leaves it, at momentum 0
+        for parameter in self.parameters:
+            self._owners[id(parameter)].velocities.load_velocity(parameter,
+                                                                buffers.get(id(parameter)))
+        self._decay_velocities.clear()
+        if buffers:
+            self._hand_momentum(optimizer.param_groups)
+            self.hook_knows_momentum = True
 
     @torch.no_grad()
     def add_to_gradients(self, optimizer, held):

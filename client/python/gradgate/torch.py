@@ -236,6 +236,12 @@ class HookState:
         return None if self._momentum is None else (self._momentum.momentum,
                                                     self._momentum.nesterov)
 
+    @property
+    def velocities(self):
+        """The momentum correction's velocities (gradgate.momentum.MomentumCorrection: velocity(),
+        load_velocity() per parameter), None when it is off."""
+        return self._momentum
+
     def start_average(self, index, grads, last=True, parameters=None):
         """Starts replacing the flat tensor `grads` (bucket `index`) with its average over the
         job's workers and returns a torch Future without waiting for the gateways. `last`: the
@@ -555,8 +561,10 @@ def take_momentum(optimizer, model, state):
     weight decay of `optimizer` (a torch.optim.SGD over the parameters of the DDP `model`, whose
     comm hook `state` is) in front of compression, and leaves the script's optimizer as it is
     (gradgate/optimizer_momentum.py). Call it once, before the first backward pass. ValueError
-    saying why when the optimizer is not exactly momentum SGD over the model's parameters."""
-    optimizer_momentum.take(optimizer, [state], list(model.parameters()))
+    saying why when the optimizer is not exactly momentum SGD over the model's parameters. The
+    optimizer's state_dict() then holds the velocities as its momentum buffers, and its
+    load_state_dict() (before or after this call) gives a checkpoint's back."""
+    optimizer_momentum.take(optimizer, state, model.parameters())
 
 
 def allreduce_hook(state, bucket):
