@@ -15,7 +15,8 @@ script that numbers its workers itself might: worker i of node r has rank i * no
 nodes' ranks interleave).
 --weight-decay (on the weights, not the biases: two parameter groups), --nesterov and --dampening
 set the SGD optimizer's (momentum 0.9), --clip-norm X clips the gradients' norm to X, --accumulate
-N accumulates each step's gradient over N micro-batches, all but the last under DDP's no_sync();
+N accumulates each step's gradient over N micro-batches, all but the last under DDP's no_sync()
+(with --without-no-sync, none: every backward pass all-reduces);
 the result also holds the final parameters, the groups' settings after training and how many
 momentum buffers the optimizer holds. --checkpoint FILE ("{rank}" becomes the rank): a rank whose
 FILE exists resumes from it (model, optimizer and step); --stop-after N saves FILE after step N and
@@ -63,6 +64,7 @@ def parse_arguments():
     p.add_argument("--dampening", type=float, default=0.0)
     p.add_argument("--clip-norm", type=float, default=0.0)
     p.add_argument("--accumulate", type=int, default=1)
+    p.add_argument("--without-no-sync", action="store_true")
     p.add_argument("--checkpoint", default="")
     p.add_argument("--stop-after", type=int, default=0)
     p.add_argument("--result", required=True)
@@ -124,8 +126,8 @@ def train(args):
         optimizer.zero_grad()
         parts = batch.chunk(args.accumulate)
         for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            with contextlib.nullcontext() if last else model.no_sync():
+            synced = args.without_no_sync or index == len(parts) - 1
+            with contextlib.nullcontext() if synced else model.no_sync():
                 loss = F.cross_entropy(model(x[part]), y[part]) / len(parts)
                 if step == args.inf_step and args.rank == 0:
                     loss = loss * float("inf")

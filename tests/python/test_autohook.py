@@ -249,6 +249,23 @@ class AutoHookTest(TempDirTest):
         self.assertEqual(results[0]["digest"], results[1]["digest"])
         self.assert_same_parameters(results, reference)
 
+    def test_momentum_correction_ends_where_gradients_accumulate_outside_no_sync(self):
+        # Two backward passes a step, both all-reduced: the second bucket holds the first's
+        # average plus the new gradient, which the velocities would count again. Momentum
+        # correction ends at the first such step, that step is still momentum SGD's, and the
+        # optimizer applies its own momentum from then on: the job ends where DDP's own
+        # averaging takes it.
+        accumulation = ("--accumulate=2", "--without-no-sync")
+        reference, _, _ = self.run_plain("--own-hook", *accumulation, codec="none")
+        results, statuses, output = self.run_plain(
+            *accumulation, run_options=["--momentum-correction"], codec="none")
+        self.assertEqual([status["allreduces"] for status in statuses], [2 * self.STEPS] * 2)
+        self.assertEqual(output.count("gradgate: momentum correction ends for ddp: a bucket was "
+                                      "sent twice without a step of its optimizer"), 1, output)
+        self.assertNotIn(", momentum correction", output)
+        self.assertEqual(results[0]["momentum_buffers"], 4)
+        self.assert_same_parameters(results, reference)
+
     def test_momentum_correction_stays_off_where_it_would_not_be_momentum_sgd(self):
         for script_option, why in (
             ("--dampening=0.5", "its optimizer has dampening"),
@@ -267,12 +284,16 @@ class AutoHookTest(TempDirTest):
 
     def test_a_step_with_an_infinite_gradient_is_skipped_on_every_rank(self):
         # Rank 0's loss is infinite at step 7: both ranks see NaN gradients there and skip the
-        # optimizer step, as mixed-precision loss scaling does, and train on.
-        results, statuses, output = self.run_plain("--inf-step=7")
-        for result in results:
-            self.assertEqual(result["skipped"], [7])
-        self.assertRegex(output, r"all-reduces, .*x less\), [1-9]\d* all-reduces skipped for NaN")
-        self.assertEqual(results[0]["digest"], results[1]["digest"])
+        # optimizer step, as mixed-precision loss scaling does, and train on; momentum correction
+        # goes on after the step its optimizer skipped.
+        for options in ((), ("--momentum-correction",)):
+            results, statuses, output = self.run_plain("--inf-step=7", run_options=options)
+            for result in results:
+                self.assertEqual(result["skipped"], [7])
+            self.assertRegex(output,
+                             r"all-reduces, .*x less\), [1-9]\d* all-reduces skipped for NaN")
+            self.assertEqual(results[0]["digest"], results[1]["digest"])
+            self.assertEqual(", momentum correction 0.9\n" in output, bool(options), output)
         losses = results[0]["losses"]
         self.assertLess(sum(losses[-5:]), 0.8 * sum(losses[:5]), "the loss did not fall")
         for status in statuses:

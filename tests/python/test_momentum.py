@@ -27,27 +27,34 @@ from gradgate.momentum import MomentumCorrection, reconfigured  # noqa: E402
 
 class OneWorkerHook:
     """What a HookState does with momentum correction, for one worker whose average is its own
-    gradient: set_momentum_correction() as HookState's, and send() as its hook does to one
-    bucket holding every parameter in `order`."""
+    gradient: set_momentum_correction() and its properties as HookState's, and send() as its
+    hook does to one bucket holding every parameter in `order`."""
 
     def __init__(self):
         self.name_prefix = "ddp"
         self.correction = None
-        self.settings = []  # every (momentum, nesterov) set, in order
+        self.nonfinite_allreduces = 0
+        self.sent_with = []  # the (momentum, nesterov) of each send(), None: sent as it is
 
     def set_momentum_correction(self, momentum, nesterov=False):
-        self.settings.append(None if momentum is None else (momentum, nesterov))
         self.correction = reconfigured(self.correction, momentum, nesterov)
 
     @property
     def velocities(self):
         return self.correction
 
+    @property
+    def momentum_correction(self):
+        return None if self.correction is None else (self.correction.momentum,
+                                                     self.correction.nesterov)
+
     def send(self, order):
         if self.correction is None:
+            self.sent_with.append(None)
             return
         flat = torch.cat([p.grad.flatten() for p in order])
-        self.correction.apply(0, flat, order)
+        velocity = self.correction.apply(0, flat, order)
+        self.sent_with.append(None if velocity is None else self.momentum_correction)
         offset = 0
         for p in order:
             p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
@@ -137,8 +144,7 @@ class TakenOptimizerTest(unittest.TestCase):
     def test_steps_as_momentum_sgd_with_weight_decay(self):
         reference, corrected, hook, _ = self.train_both(momentum=0.9)
         self.assert_same_parameters(reference, corrected)
-        self.assertEqual(hook.settings[0], (0.0, False))  # from take() to the first step
-        self.assertEqual(set(hook.settings[1:]), {(0.9, False)})
+        self.assertEqual(hook.sent_with, [(0.9, False)] * 12)
 
     def test_steps_as_nesterov_momentum_sgd_from_the_first_step(self):
         reference, corrected, _, _ = self.train_both(momentum=0.9, nesterov=True)
@@ -148,11 +154,43 @@ class TakenOptimizerTest(unittest.TestCase):
         reference, corrected, _, _ = self.train_both(momentum=0.9, nesterov=True, closure=True)
         self.assert_same_parameters(reference, corrected)
 
-    def test_a_momentum_the_script_changes_reaches_the_hook(self):
+    def test_a_momentum_the_script_changes_between_steps_is_the_next_steps(self):
+        # As OneCycleLR's cycle_momentum does after each step.
         momenta = [0.5 + 0.04 * step for step in range(12)]
-        _, _, hook, taken = self.train_both(momentum=0.5, momenta=momenta)
-        self.assertEqual([m for m, _ in hook.settings[1:]], momenta)
+        reference, corrected, hook, taken = self.train_both(momentum=0.5, momenta=momenta)
+        self.assert_same_parameters(reference, corrected)
+        self.assertEqual([m for m, _ in hook.sent_with], momenta)
         self.assertEqual([g["momentum"] for g in taken.param_groups], [momenta[-1]] * 2)
+
+    def test_another_optimizer_that_steps_the_model_ends_the_take_over(self):
+        _, model = model_pair()
+        optimizer, hook = sgd(model, momentum=0.9), OneWorkerHook()
+        optimizer_momentum.take(optimizer, hook, model.parameters())
+        run_steps(model, optimizer, hook, 2)
+        adam = torch.optim.Adam(model.parameters())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run_steps(model, adam, hook, 3, first_step=2)
+        self.assertEqual(hook.sent_with, [(0.9, False)] * 3 + [None] * 2)
+        self.assertEqual([str(w.message) for w in caught],
+                         ["gradgate: momentum correction ends for ddp: a bucket was sent twice "
+                          "without a step of its optimizer (the script accumulates gradients over "
+                          "backward passes outside DDP's no_sync(), or another optimizer steps the "
+                          "model now); the optimizer applies its momentum from its next step on"])
+
+    def test_a_step_the_gateways_skipped_is_no_step_sent_twice(self):
+        _, model = model_pair()
+        optimizer, hook = sgd(model, momentum=0.9), OneWorkerHook()
+        optimizer_momentum.take(optimizer, hook, model.parameters())
+        run_steps(model, optimizer, hook, 2)
+        backward(model, 2)
+        hook.send(list(model.parameters()))
+        hook.nonfinite_allreduces += 1  # the gateways skipped it; so does the optimizer step
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run_steps(model, optimizer, hook, 2, first_step=3)
+        self.assertEqual(caught, [])
+        self.assertEqual(hook.sent_with, [(0.9, False)] * 5)
 
     def test_the_step_runs_without_momentum_and_the_groups_get_theirs_back(self):
         _, model = model_pair()
@@ -180,14 +218,11 @@ class TakenOptimizerTest(unittest.TestCase):
         optimizer.param_groups[1]["momentum"] = 0.5
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            for step in range(3):
-                backward(model, step)
-                optimizer.step()
+            run_steps(model, optimizer, hook, 3)
         told = [str(w.message) for w in caught if "different momenta" in str(w.message)]
         self.assertEqual(len(told), 1, told)
         self.assertIn("uses the first group's, 0.9", told[0])
-        self.assertEqual(hook.settings[-1], (0.9, False))
-
+        self.assertEqual(hook.sent_with, [(0.9, False)] * 3)
 
     def test_a_parameter_group_added_later_keeps_or_ends_the_take_over(self):
         _, model = model_pair()
@@ -197,13 +232,15 @@ class TakenOptimizerTest(unittest.TestCase):
         hook = OneWorkerHook()
         optimizer_momentum.take(optimizer, hook, parameters)
         backward(model, 0)
+        hook.send(parameters[1:])
         optimizer.step()
         # The model's own parameter, unfrozen: still momentum SGD over the model.
         parameters[0].requires_grad_(True)
         optimizer.add_param_group({"params": [parameters[0]]})
         backward(model, 1)
+        hook.send(parameters)
         optimizer.step()
-        self.assertEqual(hook.settings[-1], (0.9, False))
+        self.assertEqual(hook.sent_with, [(0.9, False)] * 2)
         # A parameter that is not the model's: the optimizer takes its momentum back.
         extra = torch.nn.Parameter(torch.ones(2))
         optimizer.add_param_group({"params": [extra]})
@@ -212,7 +249,7 @@ class TakenOptimizerTest(unittest.TestCase):
             warnings.simplefilter("always")
             backward(model, 2)
             optimizer.step()
-        self.assertEqual(hook.settings[-1], None)
+        self.assertIsNone(hook.momentum_correction)
         self.assertEqual([str(w.message) for w in caught],
                          ["gradgate: momentum correction ends for ddp: its optimizer now also "
                           "updates 1 parameters that are not the model's; the optimizer applies "

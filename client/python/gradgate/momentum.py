@@ -35,8 +35,8 @@ def checked_momentum(momentum, allow_zero=False):
 
 class MomentumCorrection:
     """The velocities of one HookState's buckets. `momentum` and `nesterov` may change between
-    steps (a scheduler that cycles the optimizer's momentum); momentum 0 keeps the velocities
-    (each the last gradient) without changing what is sent."""
+    steps (reconfigured(), or at each bucket from an optimizer: follow()); momentum 0 keeps the
+    velocities (each the last gradient) without changing what is sent."""
 
     def __init__(self, momentum, nesterov=False, allow_zero=False):
         self.momentum = checked_momentum(momentum, allow_zero)
@@ -46,12 +46,25 @@ class MomentumCorrection:
         # id(parameter) -> (weak reference to it, its part of the velocity of the bucket that
         # held it last); not a WeakKeyDictionary, which compares tensors with ==
         self._parts = {}
+        self._source = None
+
+    def follow(self, source):
+        """Takes the momentum and nesterov from source(bucket index) at each bucket from now on:
+        an optimizer's, which a scheduler may change between steps. source() returns None where
+        momentum correction has ended there and then: the bucket goes as it is."""
+        self._source = source
 
     def apply(self, index, grads, parameters=None):
         """Makes `grads` (bucket `index`, the flat gradients of `parameters` in bucket order, if
         known) what the bucket sends: the velocity m * velocity + grads (Nesterov: grads +
-        m * that), in two passes over memory (three). Returns the velocity, for settle_velocity().
+        m * that), in two passes over memory (three). Returns the velocity, for settle_velocity();
+        None where follow()'s source ended momentum correction (`grads` untouched).
         """
+        if self._source is not None:
+            now = self._source(index)
+            if now is None:
+                return None
+            self.momentum, self.nesterov = checked_momentum(now[0], allow_zero=True), bool(now[1])
         velocity = self._velocities.get(index)
         dtype = torch.float32 if grads.dtype in _SIXTEEN_BIT else grads.dtype
         layout = None if parameters is None else tuple(id(p) for p in parameters)

@@ -2,9 +2,9 @@
 need not change: gradgate.torch.take_momentum(optimizer, model, state), or `python -m gradgate.run
 --momentum-correction`, which takes over the optimizer of each DDP model at its first step.
 
-At each step of an optimizer taken over (torch.optim.SGD, whose step() is wrapped once):
-- its momentum and nesterov go to the hook states, for the next backward pass (a scheduler that
-  changes them, such as OneCycleLR's cycle_momentum, is followed one step later);
+The hook states read the optimizer's momentum and nesterov (its first group's) at each bucket, so
+a scheduler that changes them between steps (OneCycleLR's cycle_momentum) is followed at once. At
+each step of an optimizer taken over (torch.optim.SGD, whose step() is wrapped once):
 - the weight decay of each parameter gets a velocity of its own, w = m * w + wd * p, added to the
   parameter's gradient (Nesterov: wd * p + m * w). It is kept here rather than sent: the
   parameters are the same on every rank, so is w, whatever the codec or the loss scale;
@@ -18,6 +18,13 @@ no dampening, not maximize. refusal() says why another cannot be. Nor where the 
 gradients (torch.nn.utils.clip_grad_norm_ or clip_grad_value_, watched from wrap_torch() on):
 after the hook they hold the averaged velocities, up to 1 / (1 - m) times the gradient's norm, so
 the clipping would no longer mean what the script says (an optimizer taken by take() warns).
+Momentum correction ends, with a warning, where a bucket is sent twice without a step of the
+optimizer in between (unless the gateways skipped the step, and the script its optimizer step):
+gradients accumulated over backward passes outside DDP's no_sync(), where the second pass's bucket
+holds the first one's average, which the velocities would count again, or another optimizer that
+steps the model now. The step where it ends is still momentum SGD's (the second pass goes as it
+is, and the optimizer, its buffers empty, makes the averaged velocity its buffer), but for the
+momentum of the weight decay.
 
 Checkpoints: the state_dict() of an optimizer taken over holds each parameter's velocity as
 momentum SGD's `momentum_buffer` (the hook's, this rank's, plus its weight decay's), and its
@@ -79,8 +86,8 @@ def take(optimizer, state, parameters):
         raise ValueError(f"gradgate: momentum correction cannot take this optimizer's momentum: "
                          f"the optimizer {reason}")
     wrap_torch()
-    state.set_momentum_correction(0.0)  # velocities from the first step on
-    taken = _taken[optimizer] = _Taken([(state, parameters)], len(optimizer.param_groups))
+    state.set_momentum_correction(0.0)
+    taken = _taken[optimizer] = _Taken(optimizer, [(state, parameters)], before_backward=True)
     taken.adopt_velocities(optimizer)
 
 
@@ -141,7 +148,7 @@ def _decided(optimizer, early=False):
     owners = [(state, _waiting.pop(state)) for state in states]
     taken = None
     if reason is None:
-        taken = _Taken(owners, len(optimizer.param_groups), unconfirmed=early)
+        taken = _Taken(optimizer, owners, before_backward=early, unconfirmed=early)
     else:
         _turn_off(states, "stays off", reason, stacklevel=5)
     _taken[optimizer] = taken
@@ -232,22 +239,21 @@ def _wrap_sgd_step():
         taken = _taken_for(self)
         if taken is None:
             return original(self, closure)
-        held = taken.before_step(self)
+        taken.before_step(self)
         try:
             if closure is None:
-                taken.add_to_gradients(self, held)
+                taken.add_to_gradients(self)
                 return original(self)
 
             def closure_then_add():  # the closure's backward pass makes the gradients
-                taken.hook_knows_momentum = True  # before_step() told the hook states
+                taken.hook_knows_momentum = True  # the hook states read the held momentum
                 loss = closure()
-                taken.add_to_gradients(self, held)
+                taken.add_to_gradients(self)
                 return loss
 
             return original(self, closure_then_add)
         finally:
-            for group, values in zip(self.param_groups, held):
-                group.update(values)
+            taken.after_step(self)
 
     torch.optim.SGD.step = step
 
@@ -279,23 +285,59 @@ def _wrap_sgd_state():
 
 
 class _Taken:
-    """An optimizer taken over: its hook states and its weight decay's velocities."""
+    """An optimizer taken over: its hook states, which read its momentum at each bucket, and its
+    weight decay's velocities."""
 
-    def __init__(self, owners, group_count, unconfirmed=False):
-        """owners: (hook state, the parameters of its model) pairs."""
+    def __init__(self, optimizer, owners, before_backward, unconfirmed=False):
+        """owners: (hook state, the parameters of its model) pairs. `before_backward`: taken
+        before the first backward pass (else at the first step, after it)."""
+        self._optimizer = weakref.ref(optimizer)
         self.states = [state for state, _ in owners]
         self.parameters = [p for _, parameters in owners for p in parameters]
         self.ids = {id(p) for p in self.parameters}
         self._owners = {id(p): state for state, parameters in owners for p in parameters}
-        self.group_count = group_count  # of the optimizer, to see add_param_group()
+        self.group_count = len(optimizer.param_groups)  # to see add_param_group()
         self.unconfirmed = unconfirmed  # taken before the first step, confirmed there
         self.clipped = None  # how the script clipped the gradients before it was confirmed
         self._clipping_told = False
         self._decay_velocities = {}  # parameter -> velocity of its weight decay
         # Whether the hook states had the momentum when they sent the gradients now in the
-        # parameters: not at the first step, which is how they learn it (unless in a closure).
-        self.hook_knows_momentum = False
+        # parameters: not at a first step that takes the optimizer over (unless in a closure).
+        self.hook_knows_momentum = before_backward
         self._uneven_told = False
+        self._held = None  # during a step: the groups' momentum, weight decay and nesterov
+        self._sent = set()  # (state, bucket index) sent since the last step
+        self._nonfinite_at_step = self._nonfinite()
+        for state in self.states:
+            state.velocities.follow(functools.partial(self._momentum_for, weakref.ref(state)))
+
+    def _nonfinite(self):
+        """All-reduces the gateways skipped for a gradient that was not finite, so far."""
+        return sum(state.nonfinite_allreduces for state in self.states)
+
+    def _momentum_for(self, state, index):
+        """The momentum and nesterov for bucket `index` of `state` (a weak reference) now: the
+        first group's (during the step: its held values). None where momentum correction ends:
+        the optimizer is gone, or this bucket was sent before since the last step and no skipped
+        step explains it (the velocities would count the gradients accumulated so far again)."""
+        optimizer = self._optimizer()
+        key = (id(state()), index)
+        if key in self._sent and self._nonfinite() != self._nonfinite_at_step:
+            self._sent.clear()  # the gateways skipped the step, and the script its optimizer step
+            self._nonfinite_at_step = self._nonfinite()
+        if optimizer is None:
+            _turn_off(self.states, "ends", "its optimizer is gone", stacklevel=2)
+            return None
+        if key in self._sent:
+            _taken[optimizer] = None
+            _turn_off(self.states, "ends", "a bucket was sent twice without a step of its "
+                      "optimizer (the script accumulates gradients over backward passes outside "
+                      "DDP's no_sync(), or another optimizer steps the model now); the optimizer "
+                      "applies its momentum from its next step on", stacklevel=2)
+            return None
+        self._sent.add(key)
+        values = self._held[0] if self._held is not None else optimizer.param_groups[0]
+        return values["momentum"], values["nesterov"]
 
     def tell_clipping(self, name):
         """The script clips these gradients: once, what that now means (noted for the first step
@@ -309,26 +351,26 @@ class _Taken:
                           "its threshold by that factor", RuntimeWarning, stacklevel=4)
 
     def before_step(self, optimizer):
-        """Hands the momentum and nesterov of the groups to the hook states and zeroes the
-        groups' momentum, weight decay and nesterov; returns what they held, for
-        add_to_gradients() and for after the step."""
+        """Zeroes the groups' momentum, weight decay and nesterov for the step, holding their
+        values for add_to_gradients() and after_step()."""
         groups = optimizer.param_groups
         if len({group["momentum"] for group in groups}) > 1 and not self._uneven_told:
             self._uneven_told = True
             warnings.warn("gradgate: the optimizer's parameter groups now have different momenta; "
                           f"momentum correction uses the first group's, {groups[0]['momentum']}",
                           RuntimeWarning, stacklevel=4)
-        self._hand_momentum(groups)
-        held = []
+        self._held = []
         for group in groups:
-            held.append({key: group[key] for key in ("momentum", "weight_decay", "nesterov")})
+            self._held.append({key: group[key] for key in ("momentum", "weight_decay", "nesterov")})
             group.update(momentum=0, weight_decay=0, nesterov=False)
-        return held
+        self._sent.clear()
+        self._nonfinite_at_step = self._nonfinite()
 
-    def _hand_momentum(self, groups):
-        """The first group's momentum and nesterov to the hook states, for the next backward."""
-        for state in self.states:
-            state.set_momentum_correction(groups[0]["momentum"], groups[0]["nesterov"])
+    def after_step(self, optimizer):
+        """Gives the groups their values back."""
+        for group, values in zip(optimizer.param_groups, self._held):
+            group.update(values)
+        self._held = None
 
     @torch.no_grad()
     def velocities_into(self, optimizer, packed):
@@ -363,15 +405,13 @@ class _Taken:
             self._owners[id(parameter)].velocities.load_velocity(parameter,
                                                                 buffers.get(id(parameter)))
         self._decay_velocities.clear()
-        if buffers:
-            self._hand_momentum(optimizer.param_groups)
-            self.hook_knows_momentum = True
 
     @torch.no_grad()
-    def add_to_gradients(self, optimizer, held):
+    def add_to_gradients(self, optimizer):
         """Adds to the averaged gradients what the hook could not: the weight decay's velocities
-        and, at the first step under Nesterov, the momentum the hook did not know yet."""
-        groups = optimizer.param_groups
+        and, at a first step that took the optimizer over under Nesterov, the momentum the hook
+        did not know yet."""
+        groups, held = optimizer.param_groups, self._held
         momentum, nesterov = held[0]["momentum"], held[0]["nesterov"]
         if not self.hook_knows_momentum and nesterov:
             # The hook sent u = g, at momentum 0; Nesterov's first step is g + m * u.
