@@ -252,10 +252,10 @@ class AutoHookTest(TempDirTest):
     def test_momentum_correction_ends_where_gradients_accumulate_outside_no_sync(self):
         # Two backward passes a step, both all-reduced: the second bucket holds the first's
         # average plus the new gradient, which the velocities would count again. Momentum
-        # correction ends at the first such step, that step is still momentum SGD's, and the
-        # optimizer applies its own momentum from then on: the job ends where DDP's own
-        # averaging takes it.
-        accumulation = ("--accumulate=2", "--without-no-sync")
+        # correction ends at the first such step, that step is still momentum SGD's (weight decay
+        # included), and the optimizer applies its own momentum from then on: the job ends where
+        # DDP's own averaging takes it.
+        accumulation = ("--accumulate=2", "--without-no-sync", "--weight-decay=0.05")
         reference, _, _ = self.run_plain("--own-hook", *accumulation, codec="none")
         results, statuses, output = self.run_plain(
             *accumulation, run_options=["--momentum-correction"], codec="none")

@@ -9,13 +9,20 @@ test_hook.py.
 Run: /usr/bin/python3 tests/python/test_momentum.py
 """
 
+import gc
 import io
+import shutil
+import subprocess
 import sys
+import tempfile
 import unittest
 import warnings
+import weakref
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client" / "python"))
 from gradgate import optimizer_momentum  # noqa: E402
@@ -78,10 +85,11 @@ def sgd(model, **options):
                            lr=0.05, **options)
 
 
-def backward(model, step):
+def backward(model, step, zero_grad=True):
     generator = torch.Generator().manual_seed(step)
     x = torch.randn(8, 6, generator=generator)
-    model.zero_grad()
+    if zero_grad:
+        model.zero_grad()
     model(x).square().mean().backward()
 
 
@@ -178,6 +186,47 @@ class TakenOptimizerTest(unittest.TestCase):
                           "backward passes outside DDP's no_sync(), or another optimizer steps the "
                           "model now); the optimizer applies its momentum from its next step on"])
 
+    def test_a_step_of_two_all_reduced_backward_passes_ends_it_as_momentum_sgd(self):
+        # As DDP does outside no_sync(), the second pass adds its gradient to the first one's
+        # average, which the velocities would count again: momentum correction ends there, and
+        # the optimizer goes on with its own momentum from the weight decay's velocities.
+        reference, model = model_pair()
+        plain, optimizer = sgd(reference, momentum=0.9), sgd(model, momentum=0.9)
+        hook = OneWorkerHook()
+        optimizer_momentum.take(optimizer, hook, model.parameters())
+        run_steps(reference, plain, None, 3)
+        run_steps(model, optimizer, hook, 3)
+        backward(reference, 3)
+        backward(reference, 4, zero_grad=False)
+        plain.step()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for step, zero_grad in ((3, True), (4, False)):
+                backward(model, step, zero_grad)
+                hook.send(list(model.parameters()))
+            optimizer.step()
+        self.assertEqual(len(caught), 1)
+        self.assertIn("momentum correction ends for ddp: a bucket was sent twice",
+                      str(caught[0].message))
+        self.assertEqual(caught[0].filename, __file__)  # the script's line
+        run_steps(reference, plain, None, 2, first_step=5)
+        run_steps(model, optimizer, hook, 2, first_step=5)
+        self.assertEqual(hook.sent_with[3:], [(0.9, False), None, None, None])
+        self.assert_same_parameters(reference, model)
+
+    def test_the_hook_state_goes_with_its_optimizer_without_the_cycle_collector(self):
+        _, model = model_pair()
+        optimizer, hook = sgd(model, momentum=0.9), OneWorkerHook()
+        optimizer_momentum.take(optimizer, hook, model.parameters())
+        run_steps(model, optimizer, hook, 2)
+        hook_alive = weakref.ref(hook)
+        gc.disable()
+        try:
+            del optimizer, hook
+            self.assertIsNone(hook_alive())
+        finally:
+            gc.enable()
+
     def test_a_step_the_gateways_skipped_is_no_step_sent_twice(self):
         _, model = model_pair()
         optimizer, hook = sgd(model, momentum=0.9), OneWorkerHook()
@@ -245,6 +294,7 @@ class TakenOptimizerTest(unittest.TestCase):
         extra = torch.nn.Parameter(torch.ones(2))
         optimizer.add_param_group({"params": [extra]})
         extra.grad = torch.ones(2)
+        self.assertEqual(len(optimizer.state_dict()["state"]), 4)  # the model's velocities
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             backward(model, 2)
@@ -352,6 +402,8 @@ class CheckpointTest(unittest.TestCase):
                                          4 if how == "plain" else 0)
 
     def test_a_clipping_after_the_load_leaves_the_optimizer_its_momentum_from_the_first_step(self):
+        # With a bound the gradients do not reach, so that the first step, whose averaged
+        # velocities the script clips, is momentum SGD's.
         reference, plain = self.plain_steps(4, momentum=0.9)
         run_steps(reference, plain, None, 4, first_step=4, clip=True)
         with warnings.catch_warnings(record=True) as caught:
@@ -364,6 +416,69 @@ class CheckpointTest(unittest.TestCase):
                           "velocities"])
         self.assert_same_parameters(reference, model)
         self.assertEqual(sum(s["momentum_buffer"] is not None for s in optimizer.state.values()), 4)
+
+
+def one_worker_comm_hook(hook, bucket):
+    """A DDP comm hook that does what HookState does with momentum correction, for one worker."""
+    if hook.correction is not None:
+        hook.correction.apply(bucket.index(), bucket.buffer(), bucket.parameters())
+    future = torch.futures.Future()
+    future.set_result(bucket.buffer())
+    return future
+
+
+class DdpBucketTest(unittest.TestCase):
+    """With DDP's own buckets, which hold a channels_last weight's gradient in memory order."""
+
+    @classmethod
+    def setUpClass(cls):
+        directory = tempfile.mkdtemp()
+        cls.addClassCleanup(shutil.rmtree, directory, True)
+        dist.init_process_group("gloo", init_method=f"file://{directory}/rendezvous", rank=0,
+                                world_size=1)
+        cls.addClassCleanup(dist.destroy_process_group)
+
+    def conv_model(self):
+        torch.manual_seed(4)
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(),
+                                    torch.nn.Linear(16, 2))
+        return model.to(memory_format=torch.channels_last)
+
+    def train(self, model, optimizer, steps, first_step=0):
+        for step in range(first_step, first_step + steps):
+            x = torch.randn(5, 3, 4, 4, generator=torch.Generator().manual_seed(step))
+            optimizer.zero_grad()
+            model(x.to(memory_format=torch.channels_last)).square().mean().backward()
+            optimizer.step()
+
+    def taken(self, checkpoint=None):
+        """A DDP model whose SGD is taken over, from `checkpoint` if given."""
+        model, hook = DistributedDataParallel(self.conv_model()), OneWorkerHook()
+        model.register_comm_hook(hook, one_worker_comm_hook)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+        if checkpoint is not None:
+            model.module.load_state_dict(checkpoint["model"])
+            optimizer.load_state_dict(checkpoint["optimizer"])
+        optimizer_momentum.take(optimizer, hook, model.parameters())
+        return model, optimizer
+
+    def test_checkpoints_hold_the_buffers_of_channels_last_weights_as_momentum_sgds(self):
+        self.assertFalse(self.conv_model()[0].weight.is_contiguous())
+        reference = self.conv_model()
+        plain = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+        self.train(reference, plain, 4)
+        model, optimizer = self.taken()
+        self.train(model, optimizer, 4)
+        saved = saved_and_loaded({"model": model.module.state_dict(),
+                                  "optimizer": optimizer.state_dict()})
+        for index, state in plain.state_dict()["state"].items():
+            torch.testing.assert_close(saved["optimizer"]["state"][index]["momentum_buffer"],
+                                       state["momentum_buffer"], rtol=1e-5, atol=1e-6)
+        self.train(reference, plain, 4, first_step=4)
+        model, optimizer = self.taken(saved)
+        self.train(model, optimizer, 4, first_step=4)
+        for a, b in zip(reference.parameters(), model.module.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 class RefusalTest(unittest.TestCase):
@@ -401,6 +516,26 @@ class RefusalTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "cannot take this optimizer's momentum: "
                                         "the optimizer " + reason):
                 optimizer_momentum.take(optimizer, OneWorkerHook(), self.parameters)
+
+    def test_an_optimizer_whose_scheduler_came_before_gradgate_is_refused(self):
+        # A scheduler binds the optimizer's step() as SGD.step was then; in a fresh interpreter,
+        # before anything of gradgate wrapped it, that is torch's own, which take() cannot reach.
+        package = str(Path(optimizer_momentum.__file__).parents[1])
+        script = (
+            f"import sys; sys.path.insert(0, {package!r})\n"
+            "import torch\n"
+            "from gradgate import optimizer_momentum\n"
+            "model = torch.nn.Linear(2, 2)\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+            "scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)\n"
+            "optimizer_momentum.take(optimizer, None, model.parameters())\n"
+        )
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=120)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("ValueError: gradgate: momentum correction cannot take this optimizer's "
+                      "momentum: a learning-rate scheduler made before it bound the optimizer's "
+                      "step(); call take_momentum() before making the scheduler", done.stderr)
 
     def test_frozen_parameters_may_be_the_optimizers_or_not(self):
         self.parameters[0].requires_grad_(False)

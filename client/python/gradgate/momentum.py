@@ -97,28 +97,44 @@ class MomentumCorrection:
         return velocity
 
     def velocity(self, parameter):
-        """`parameter`'s velocity (flat: a view into its bucket's), None before its first bucket
-        (unless loaded) or where its bucket's parameters were not given."""
+        """`parameter`'s velocity, indexed as `parameter` (a view into its bucket's); None before
+        its first bucket (unless loaded) or where its bucket's parameters were not given."""
         reference, part = self._parts.get(id(parameter), (None, None))
-        return part if reference is not None and reference() is parameter else None
+        if reference is None or reference() is not parameter:
+            return None
+        return as_parameter(part, parameter)
 
     @torch.no_grad()
     def load_velocity(self, parameter, velocity):
-        """Makes `velocity` (shaped as `parameter` or flat; None: zero) `parameter`'s velocity from
-        its next bucket on, as a checkpoint's is."""
-        part = self.velocity(parameter)
-        if part is not None and velocity is not None:
-            part.copy_(velocity.flatten())
-        elif part is not None:
-            part.zero_()
+        """Makes `velocity` (shaped as `parameter`; None: zero) `parameter`'s velocity from its
+        next bucket on, as a checkpoint's is."""
+        current = self.velocity(parameter)
+        if current is not None and velocity is not None:
+            current.copy_(velocity)
+        elif current is not None:
+            current.zero_()
         elif velocity is not None:
-            self._parts[id(parameter)] = (weakref.ref(parameter), velocity.detach().flatten())
+            part = torch.empty(parameter.numel(), dtype=velocity.dtype, device=velocity.device)
+            as_parameter(part, parameter).copy_(velocity)
+            self._parts[id(parameter)] = (weakref.ref(parameter), part)
 
     def forget(self, index):
         """Clears bucket `index`'s velocity: its step could not start."""
         velocity = self._velocities.get(index)
         if velocity is not None:
             velocity.zero_()
+
+
+def as_parameter(part, parameter):
+    """`part`, `parameter`'s flat part of a bucket, indexed as `parameter`. DDP lays a gradient out
+    in the bucket in the parameter's memory order where its elements fill their memory without
+    gaps or overlap (channels_last too), else in index order."""
+    dense = 1
+    for size, stride in sorted(zip(parameter.shape, parameter.stride()), key=lambda d: d[1]):
+        if size != 1 and stride != dense:
+            return part.view(parameter.shape)
+        dense *= size
+    return part.as_strided(parameter.shape, parameter.stride())
 
 
 def reconfigured(correction, momentum, nesterov=False):

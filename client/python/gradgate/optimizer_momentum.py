@@ -22,9 +22,9 @@ Momentum correction ends, with a warning, where a bucket is sent twice without a
 optimizer in between (unless the gateways skipped the step, and the script its optimizer step):
 gradients accumulated over backward passes outside DDP's no_sync(), where the second pass's bucket
 holds the first one's average, which the velocities would count again, or another optimizer that
-steps the model now. The step where it ends is still momentum SGD's (the second pass goes as it
-is, and the optimizer, its buffers empty, makes the averaged velocity its buffer), but for the
-momentum of the weight decay.
+steps the model now. The step where it ends is still momentum SGD's, but under Nesterov: the
+second pass goes as it is, and the optimizer, whose buffers then hold the weight decay's
+velocities, adds the averaged velocity to them.
 
 Checkpoints: the state_dict() of an optimizer taken over holds each parameter's velocity as
 momentum SGD's `momentum_buffer` (the hook's, this rank's, plus its weight decay's), and its
@@ -37,6 +37,8 @@ step still turns it off then), so that the first backward pass applies the momen
 """
 
 import functools
+import os
+import sys
 import warnings
 import weakref
 
@@ -47,6 +49,8 @@ _waiting = weakref.WeakKeyDictionary()  # HookState -> its model's parameters, u
 _clipped = weakref.WeakKeyDictionary()  # waiting HookState -> how the script clipped its gradients
 _loaded = weakref.WeakSet()  # SGD optimizers not decided on that hold a checkpoint's state
 _wrapped = False  # SGD.step and the clipping functions
+_LIBRARY_DIRECTORIES = tuple(os.path.dirname(module.__file__) + os.sep
+                             for module in (sys.modules[__name__], torch))
 
 
 def refusal(optimizer, parameters):
@@ -86,9 +90,24 @@ def take(optimizer, state, parameters):
         raise ValueError(f"gradgate: momentum correction cannot take this optimizer's momentum: "
                          f"the optimizer {reason}")
     wrap_torch()
+    if not _steps_through_gradgate(optimizer):
+        raise ValueError("gradgate: momentum correction cannot take this optimizer's momentum: a "
+                         "learning-rate scheduler made before it bound the optimizer's step(); "
+                         "call take_momentum() before making the scheduler")
     state.set_momentum_correction(0.0)
     taken = _taken[optimizer] = _Taken(optimizer, [(state, parameters)], before_backward=True)
     taken.adopt_velocities(optimizer)
+
+
+def _steps_through_gradgate(optimizer):
+    """Whether optimizer.step() reaches SGD.step as wrap_torch() made it: not where a
+    learning-rate scheduler bound the SGD.step of before to the optimizer (torch's with_counter)."""
+    step = optimizer.__dict__.get("step")
+    if step is None:
+        return True
+    while step is not None and getattr(step, "__func__", step) is not torch.optim.SGD.step:
+        step = getattr(step, "__wrapped__", None)
+    return step is not None
 
 
 def await_optimizer(state, parameters):
@@ -150,7 +169,7 @@ def _decided(optimizer, early=False):
     if reason is None:
         taken = _Taken(optimizer, owners, before_backward=early, unconfirmed=early)
     else:
-        _turn_off(states, "stays off", reason, stacklevel=5)
+        _turn_off(states, "stays off", reason)
     _taken[optimizer] = taken
     _loaded.discard(optimizer)
     return taken
@@ -162,10 +181,11 @@ def _confirmed(optimizer, taken):
     taken.unconfirmed = False
     if taken.clipped is None:
         return taken
-    # The first step's velocities went out with the checkpoint's momentum; the optimizer, whose
-    # buffers are empty now, makes them its buffers: momentum SGD's step (Nesterov's aside).
+    # The first step's velocities went out with the checkpoint's momentum, and the script clipped
+    # their average; the optimizer, whose buffers are empty now, makes that its buffers: momentum
+    # SGD's step where the clipping bound was not reached (Nesterov aside).
     _taken[optimizer] = None
-    _turn_off(taken.states, "stays off", _clipping_reason(taken.clipped), stacklevel=5)
+    _turn_off(taken.states, "stays off", _clipping_reason(taken.clipped))
     return None
 
 
@@ -181,19 +201,28 @@ def _retaken(optimizer, taken):
         taken.group_count = len(optimizer.param_groups)
         return taken
     _taken[optimizer] = None
+    taken.hand_back(optimizer)
     _turn_off(taken.states, "ends", f"its optimizer now {reason}; the optimizer applies its "
-              "momentum from this step on", stacklevel=5)
+              "momentum from this step on")
     return None
 
 
-def _turn_off(states, verb, why, stacklevel):
+def _turn_off(states, verb, why):
     """Turns momentum correction off for `states` and warns "gradgate: momentum correction
-    <verb> for <their models>: <why>" (`stacklevel`: the script's frame, from here)."""
+    <verb> for <their models>: <why>"."""
     for state in states:
         state.set_momentum_correction(None)
     names = ", ".join(state.name_prefix for state in states)
-    warnings.warn(f"gradgate: momentum correction {verb} for {names}: {why}", RuntimeWarning,
-                  stacklevel=stacklevel)
+    _warn(f"gradgate: momentum correction {verb} for {names}: {why}")
+
+
+def _warn(message):
+    """Warns `message` (a RuntimeWarning) at the script's line: the first caller outside gradgate
+    and torch."""
+    frame, level = sys._getframe(1), 2  # the caller's frame, and the stacklevel that names it
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRECTORIES):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, RuntimeWarning, stacklevel=level)
 
 
 def wrap_torch():
@@ -284,6 +313,22 @@ def _wrap_sgd_state():
     torch.optim.SGD.load_state_dict = load_state_dict
 
 
+def _source(taken, state):
+    """What the velocities of `state` follow: `taken`'s momentum for its buckets. It holds both
+    weakly (`taken` holds `state`); once the optimizer and so `taken` are gone, momentum correction
+    ends for `state`."""
+    momentum_for, state = weakref.WeakMethod(taken.momentum_for), weakref.ref(state)
+
+    def source(index):
+        bound = momentum_for()
+        if bound is not None:
+            return bound(state(), index)
+        _turn_off([state()], "ends", "its optimizer is gone")
+        return None
+
+    return source
+
+
 class _Taken:
     """An optimizer taken over: its hook states, which read its momentum at each bucket, and its
     weight decay's velocities."""
@@ -309,31 +354,32 @@ class _Taken:
         self._sent = set()  # (state, bucket index) sent since the last step
         self._nonfinite_at_step = self._nonfinite()
         for state in self.states:
-            state.velocities.follow(functools.partial(self._momentum_for, weakref.ref(state)))
+            state.velocities.follow(_source(self, state))
 
     def _nonfinite(self):
         """All-reduces the gateways skipped for a gradient that was not finite, so far."""
         return sum(state.nonfinite_allreduces for state in self.states)
 
-    def _momentum_for(self, state, index):
-        """The momentum and nesterov for bucket `index` of `state` (a weak reference) now: the
-        first group's (during the step: its held values). None where momentum correction ends:
-        the optimizer is gone, or this bucket was sent before since the last step and no skipped
-        step explains it (the velocities would count the gradients accumulated so far again)."""
+    def momentum_for(self, state, index):
+        """The momentum and nesterov for bucket `index` of `state` now: the first group's
+        (during the step: its held values). None where momentum correction ends: this bucket was
+        sent before since the last step and no skipped step explains it (the velocities would
+        count the gradients accumulated so far again)."""
         optimizer = self._optimizer()
-        key = (id(state()), index)
+        key = (id(state), index)
         if key in self._sent and self._nonfinite() != self._nonfinite_at_step:
             self._sent.clear()  # the gateways skipped the step, and the script its optimizer step
             self._nonfinite_at_step = self._nonfinite()
         if optimizer is None:
-            _turn_off(self.states, "ends", "its optimizer is gone", stacklevel=2)
+            _turn_off(self.states, "ends", "its optimizer is gone")
             return None
         if key in self._sent:
             _taken[optimizer] = None
+            self.hand_back(optimizer)
             _turn_off(self.states, "ends", "a bucket was sent twice without a step of its "
                       "optimizer (the script accumulates gradients over backward passes outside "
                       "DDP's no_sync(), or another optimizer steps the model now); the optimizer "
-                      "applies its momentum from its next step on", stacklevel=2)
+                      "applies its momentum from its next step on")
             return None
         self._sent.add(key)
         values = self._held[0] if self._held is not None else optimizer.param_groups[0]
@@ -346,9 +392,16 @@ class _Taken:
             self.clipped = name
         elif not self._clipping_told:
             self._clipping_told = True
-            warnings.warn(f"gradgate: {name} now clips the averaged velocities of momentum "
-                          "correction, up to 1 / (1 - momentum) times the gradient's norm: scale "
-                          "its threshold by that factor", RuntimeWarning, stacklevel=4)
+            _warn(f"gradgate: {name} now clips the averaged velocities of momentum correction, "
+                  "up to 1 / (1 - momentum) times the gradient's norm: scale its threshold by "
+                  "that factor")
+
+    def hand_back(self, optimizer):
+        """Gives `optimizer`, which applies its own momentum from its next step on, the weight
+        decay's velocities as its momentum buffers (the hook's went out in this step's
+        gradients)."""
+        for parameter, velocity in self._decay_velocities.items():
+            optimizer.state[parameter]["momentum_buffer"] = velocity
 
     def before_step(self, optimizer):
         """Zeroes the groups' momentum, weight decay and nesterov for the step, holding their
@@ -356,9 +409,8 @@ class _Taken:
         groups = optimizer.param_groups
         if len({group["momentum"] for group in groups}) > 1 and not self._uneven_told:
             self._uneven_told = True
-            warnings.warn("gradgate: the optimizer's parameter groups now have different momenta; "
-                          f"momentum correction uses the first group's, {groups[0]['momentum']}",
-                          RuntimeWarning, stacklevel=4)
+            _warn("gradgate: the optimizer's parameter groups now have different momenta; "
+                  f"momentum correction uses the first group's, {groups[0]['momentum']}")
         self._held = []
         for group in groups:
             self._held.append({key: group[key] for key in ("momentum", "weight_decay", "nesterov")})
@@ -378,13 +430,14 @@ class _Taken:
         SGD's `momentum_buffer`: the hook's (this rank's) plus its weight decay's."""
         parameters = [p for group in optimizer.param_groups for p in group["params"]]
         for index, parameter in enumerate(parameters):
-            velocities = self._owners[id(parameter)].velocities
+            owner = self._owners.get(id(parameter))  # none: added since, not the model's
+            velocities = owner.velocities if owner is not None else None
             sent = velocities.velocity(parameter) if velocities is not None else None
             decay = self._decay_velocities.get(parameter)
             if sent is None and decay is None:
                 continue
             buffer = (torch.zeros_like(parameter) if sent is None
-                      else sent.view_as(parameter).to(parameter.dtype, copy=True))
+                      else sent.to(parameter.dtype, copy=True))
             if decay is not None:
                 buffer += decay
             packed["state"][index] = {**packed["state"].get(index, {}), "momentum_buffer": buffer}
@@ -402,8 +455,9 @@ class _Taken:
                     buffers[id(parameter)] = state["momentum_buffer"]
                     state["momentum_buffer"] = None  # as the step leaves it, at momentum 0
         for parameter in self.parameters:
-            self._owners[id(parameter)].velocities.load_velocity(parameter,
-                                                                buffers.get(id(parameter)))
+            velocities = self._owners[id(parameter)].velocities
+            if velocities is not None:
+                velocities.load_velocity(parameter, buffers.get(id(parameter)))
         self._decay_velocities.clear()
 
     @torch.no_grad()

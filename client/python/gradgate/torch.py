@@ -227,7 +227,8 @@ class HookState:
         """Momentum correction from the next bucket on (see `momentum` above), with `momentum` in
         [0, 1) (0 keeps the velocities, each the last gradient, and sends the gradients as they
         are) and Nesterov's form if `nesterov`; None turns it off and drops the velocities.
-        gradgate.torch.take_momentum() calls it at each step of the optimizer it took over."""
+        gradgate.torch.take_momentum() turns it on and has the hook read the optimizer's momentum
+        at each bucket from then on, over what is set here."""
         self._momentum = reconfigured(self._momentum, momentum, nesterov)
 
     @property
