@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 import warnings
 import weakref
@@ -189,30 +190,68 @@ class TakenOptimizerTest(unittest.TestCase):
     def test_a_step_of_two_all_reduced_backward_passes_ends_it_as_momentum_sgd(self):
         # As DDP does outside no_sync(), the second pass adds its gradient to the first one's
         # average, which the velocities would count again: momentum correction ends there, and
-        # the optimizer goes on with its own momentum from the weight decay's velocities.
+        # the optimizer goes on with its own momentum from the weight decay's velocities; also
+        # where both passes run in a closure given to step().
+        for in_closure in (False, True):
+            reference, model = model_pair()
+            plain, optimizer = sgd(reference, momentum=0.9), sgd(model, momentum=0.9)
+            hook = OneWorkerHook()
+            optimizer_momentum.take(optimizer, hook, model.parameters())
+            run_steps(reference, plain, None, 3)
+            run_steps(model, optimizer, hook, 3)
+            backward(reference, 3)
+            backward(reference, 4, zero_grad=False)
+            plain.step()
+
+            def two_passes(model=model, hook=hook):
+                for step, zero_grad in ((3, True), (4, False)):
+                    backward(model, step, zero_grad)
+                    hook.send(list(model.parameters()))
+
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                if in_closure:
+                    optimizer.step(two_passes)
+                else:
+                    two_passes()
+                    optimizer.step()
+            self.assertEqual(len(caught), 1)
+            self.assertIn("momentum correction ends for ddp: a bucket was sent twice",
+                          str(caught[0].message))
+            self.assertEqual(caught[0].filename, __file__)  # the script's line
+            run_steps(reference, plain, None, 2, first_step=5)
+            run_steps(model, optimizer, hook, 2, first_step=5)
+            self.assertEqual(hook.sent_with[3:], [(0.9, False), None, None, None])
+            self.assert_same_parameters(reference, model)
+
+    def test_taking_an_optimizer_again_for_its_hook_state_keeps_the_velocities(self):
         reference, model = model_pair()
         plain, optimizer = sgd(reference, momentum=0.9), sgd(model, momentum=0.9)
         hook = OneWorkerHook()
         optimizer_momentum.take(optimizer, hook, model.parameters())
-        run_steps(reference, plain, None, 3)
+        run_steps(reference, plain, None, 6)
         run_steps(model, optimizer, hook, 3)
-        backward(reference, 3)
-        backward(reference, 4, zero_grad=False)
-        plain.step()
+        optimizer_momentum.take(optimizer, hook, model.parameters())
+        run_steps(model, optimizer, hook, 3, first_step=3)
+        self.assert_same_parameters(reference, model)
+        with self.assertRaisesRegex(ValueError, "it was taken for another hook state"):
+            optimizer_momentum.take(optimizer, OneWorkerHook(), model.parameters())
+
+    def test_a_momentum_set_out_of_range_ends_it(self):
+        _, model = model_pair()
+        optimizer, hook = sgd(model, momentum=0.9), OneWorkerHook()
+        optimizer_momentum.take(optimizer, hook, model.parameters())
+        run_steps(model, optimizer, hook, 2)
+        for group in optimizer.param_groups:
+            group["momentum"] = 1.0
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            for step, zero_grad in ((3, True), (4, False)):
-                backward(model, step, zero_grad)
-                hook.send(list(model.parameters()))
-            optimizer.step()
-        self.assertEqual(len(caught), 1)
-        self.assertIn("momentum correction ends for ddp: a bucket was sent twice",
-                      str(caught[0].message))
-        self.assertEqual(caught[0].filename, __file__)  # the script's line
-        run_steps(reference, plain, None, 2, first_step=5)
-        run_steps(model, optimizer, hook, 2, first_step=5)
-        self.assertEqual(hook.sent_with[3:], [(0.9, False), None, None, None])
-        self.assert_same_parameters(reference, model)
+            run_steps(model, optimizer, hook, 1, first_step=2)
+        self.assertEqual([str(w.message) for w in caught],
+                         ["gradgate: momentum correction ends for ddp: its optimizer's momentum is "
+                          "now 1.0, not in [0, 1); the optimizer applies its momentum from its "
+                          "next step on"])
+        self.assertEqual(hook.sent_with, [(0.9, False)] * 2 + [None])
 
     def test_the_hook_state_goes_with_its_optimizer_without_the_cycle_collector(self):
         _, model = model_pair()
@@ -510,6 +549,7 @@ class RefusalTest(unittest.TestCase):
                               {"params": self.parameters[2:]}], lr=0.1, momentum=0.9),
              "has parameter groups that differ in nesterov"),
             (sgd(self.model), "has no momentum"),
+            (sgd(self.model, momentum=1.0), "has momentum 1.0, not below 1"),
         ]
         for optimizer, reason in cases:
             self.assertEqual(self.reason(optimizer), reason)
@@ -536,6 +576,12 @@ class RefusalTest(unittest.TestCase):
         self.assertIn("ValueError: gradgate: momentum correction cannot take this optimizer's "
                       "momentum: a learning-rate scheduler made before it bound the optimizer's "
                       "step(); call take_momentum() before making the scheduler", done.stderr)
+
+    def test_an_optimizer_with_a_step_of_the_scripts_own_is_taken(self):
+        optimizer = sgd(self.model, momentum=0.9)
+        optimizer.step = types.MethodType(lambda self, *a, **k: type(self).step(self, *a, **k),
+                                          optimizer)
+        optimizer_momentum.take(optimizer, OneWorkerHook(), self.parameters)
 
     def test_frozen_parameters_may_be_the_optimizers_or_not(self):
         self.parameters[0].requires_grad_(False)

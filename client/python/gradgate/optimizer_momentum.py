@@ -22,9 +22,9 @@ Momentum correction ends, with a warning, where a bucket is sent twice without a
 optimizer in between (unless the gateways skipped the step, and the script its optimizer step):
 gradients accumulated over backward passes outside DDP's no_sync(), where the second pass's bucket
 holds the first one's average, which the velocities would count again, or another optimizer that
-steps the model now. The step where it ends is still momentum SGD's, but under Nesterov: the
-second pass goes as it is, and the optimizer, whose buffers then hold the weight decay's
-velocities, adds the averaged velocity to them.
+steps the model now; and where the momentum leaves [0, 1). Wherever it ends, that step is still
+momentum SGD's, but under Nesterov: the optimizer, whose buffers then hold the weight decay's
+velocities (hand_back()), adds the averaged velocity to them.
 
 Checkpoints: the state_dict() of an optimizer taken over holds each parameter's velocity as
 momentum SGD's `momentum_buffer` (the hook's, this rank's, plus its weight decay's), and its
@@ -49,6 +49,7 @@ _waiting = weakref.WeakKeyDictionary()  # HookState -> its model's parameters, u
 _clipped = weakref.WeakKeyDictionary()  # waiting HookState -> how the script clipped its gradients
 _loaded = weakref.WeakSet()  # SGD optimizers not decided on that hold a checkpoint's state
 _wrapped = False  # SGD.step and the clipping functions
+_gradgate_step = None  # what wrap_torch() made SGD.step
 _LIBRARY_DIRECTORIES = tuple(os.path.dirname(module.__file__) + os.sep
                              for module in (sys.modules[__name__], torch))
 
@@ -77,6 +78,8 @@ def refusal(optimizer, parameters):
         return "has parameter groups that differ in nesterov"
     if groups[0]["momentum"] == 0:
         return "has no momentum"
+    if groups[0]["momentum"] >= 1:
+        return f"has momentum {groups[0]['momentum']}, not below 1"
     return None
 
 
@@ -90,6 +93,12 @@ def take(optimizer, state, parameters):
         raise ValueError(f"gradgate: momentum correction cannot take this optimizer's momentum: "
                          f"the optimizer {reason}")
     wrap_torch()
+    taken = _taken.get(optimizer)
+    if taken is not None and taken.states == [state]:
+        return
+    if taken is not None:
+        raise ValueError("gradgate: momentum correction cannot take this optimizer's momentum: "
+                         "it was taken for another hook state")
     if not _steps_through_gradgate(optimizer):
         raise ValueError("gradgate: momentum correction cannot take this optimizer's momentum: a "
                          "learning-rate scheduler made before it bound the optimizer's step(); "
@@ -100,12 +109,13 @@ def take(optimizer, state, parameters):
 
 
 def _steps_through_gradgate(optimizer):
-    """Whether optimizer.step() reaches SGD.step as wrap_torch() made it: not where a
-    learning-rate scheduler bound the SGD.step of before to the optimizer (torch's with_counter)."""
+    """Whether optimizer.step() reaches gradgate's SGD.step: not where a learning-rate scheduler
+    bound torch's own to the optimizer before wrap_torch() (its step counter, with_counter in
+    torch 1.x, marked so); a step of the script's own is trusted."""
     step = optimizer.__dict__.get("step")
-    if step is None:
+    if not any(getattr(step, mark, False) for mark in ("_with_counter", "_wrapped_by_lr_sched")):
         return True
-    while step is not None and getattr(step, "__func__", step) is not torch.optim.SGD.step:
+    while step is not None and step is not _gradgate_step:
         step = getattr(step, "__wrapped__", None)
     return step is not None
 
@@ -220,8 +230,9 @@ def _warn(message):
     """Warns `message` (a RuntimeWarning) at the script's line: the first caller outside gradgate
     and torch."""
     frame, level = sys._getframe(1), 2  # the caller's frame, and the stacklevel that names it
-    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRECTORIES):
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRECTORIES):
         frame, level = frame.f_back, level + 1
+    # Without a frame of the script (the hook on autograd's thread), the outermost one.
     warnings.warn(message, RuntimeWarning, stacklevel=level)
 
 
@@ -277,14 +288,18 @@ def _wrap_sgd_step():
             def closure_then_add():  # the closure's backward pass makes the gradients
                 taken.hook_knows_momentum = True  # the hook states read the held momentum
                 loss = closure()
-                taken.add_to_gradients(self)
+                if _taken.get(self) is taken:
+                    taken.add_to_gradients(self)
+                else:  # it ended there: the optimizer steps with its own momentum
+                    taken.after_step(self)
                 return loss
 
             return original(self, closure_then_add)
         finally:
             taken.after_step(self)
 
-    torch.optim.SGD.step = step
+    global _gradgate_step
+    torch.optim.SGD.step = _gradgate_step = step
 
 
 def _wrap_sgd_state():
@@ -320,10 +335,11 @@ def _source(taken, state):
     momentum_for, state = weakref.WeakMethod(taken.momentum_for), weakref.ref(state)
 
     def source(index):
-        bound = momentum_for()
-        if bound is not None:
-            return bound(state(), index)
-        _turn_off([state()], "ends", "its optimizer is gone")
+        bound, hook_state = momentum_for(), state()
+        if bound is not None and hook_state is not None:
+            return bound(hook_state, index)
+        if hook_state is not None:
+            _turn_off([hook_state], "ends", "its optimizer is gone")
         return None
 
     return source
@@ -364,7 +380,7 @@ class _Taken:
         """The momentum and nesterov for bucket `index` of `state` now: the first group's
         (during the step: its held values). None where momentum correction ends: this bucket was
         sent before since the last step and no skipped step explains it (the velocities would
-        count the gradients accumulated so far again)."""
+        count the gradients accumulated so far again), or the momentum is out of [0, 1)."""
         optimizer = self._optimizer()
         key = (id(state), index)
         if key in self._sent and self._nonfinite() != self._nonfinite_at_step:
@@ -373,17 +389,21 @@ class _Taken:
         if optimizer is None:
             _turn_off(self.states, "ends", "its optimizer is gone")
             return None
-        if key in self._sent:
-            _taken[optimizer] = None
-            self.hand_back(optimizer)
-            _turn_off(self.states, "ends", "a bucket was sent twice without a step of its "
-                      "optimizer (the script accumulates gradients over backward passes outside "
-                      "DDP's no_sync(), or another optimizer steps the model now); the optimizer "
-                      "applies its momentum from its next step on")
-            return None
-        self._sent.add(key)
         values = self._held[0] if self._held is not None else optimizer.param_groups[0]
-        return values["momentum"], values["nesterov"]
+        if key in self._sent:
+            reason = ("a bucket was sent twice without a step of its optimizer (the script "
+                      "accumulates gradients over backward passes outside DDP's no_sync(), or "
+                      "another optimizer steps the model now)")
+        elif not 0 <= values["momentum"] < 1:
+            reason = f"its optimizer's momentum is now {values['momentum']}, not in [0, 1)"
+        else:
+            self._sent.add(key)
+            return values["momentum"], values["nesterov"]
+        _taken[optimizer] = None
+        self.hand_back(optimizer)
+        _turn_off(self.states, "ends", f"{reason}; the optimizer applies its momentum from its "
+                  "next step on")
+        return None
 
     def tell_clipping(self, name):
         """The script clips these gradients: once, what that now means (noted for the first step
@@ -419,8 +439,8 @@ class _Taken:
         self._nonfinite_at_step = self._nonfinite()
 
     def after_step(self, optimizer):
-        """Gives the groups their values back."""
-        for group, values in zip(optimizer.param_groups, self._held):
+        """Gives the groups their values back (once)."""
+        for group, values in zip(optimizer.param_groups, self._held or ()):
             group.update(values)
         self._held = None
 
