@@ -413,7 +413,7 @@ class HookStateTest(TempDirTest):
         failed = r"bucket 4 \(4096 x torch.float32\) failed: timeout"
         with self.assertRaisesRegex(RuntimeError, failed):
             wait_for(future)
-        self.assertEqual(state.allreduces, 0)
+        self.assertEqual((state.allreduces, state.failed_allreduces), (0, 1))
 
     def test_by_default_a_bucket_outlasts_the_gateways_limits_and_fails_with_their_reason(self):
         import gradgate.torch as gradgate_torch
@@ -443,6 +443,7 @@ class HookStateTest(TempDirTest):
             wait_for(future)
         with self.assertRaisesRegex(RuntimeError, r"bucket 4 .* still runs in the gateway"):
             state.start_average(4, torch.full((self.ELEMENTS,), 9.0))
+        self.assertEqual(state.failed_allreduces, 2)  # the one that timed out, the refused one
         # The buffer the gateway still reads holds the first step's share, untouched.
         _, view = state.shared_view(4, self.ELEMENTS, torch.float32)
         self.assertEqual(view.tolist(), [0.5] * self.ELEMENTS)
@@ -466,6 +467,7 @@ class HookStateTest(TempDirTest):
         ):
             wait_for(second)
         self.assertEqual(mine[1].tolist(), [2.0] * self.ELEMENTS)
+        self.assertEqual(state.failed_allreduces, 2)
         # The next step is written back.
         average_on_every_rank(self.states, 1, mine[1:] + [torch.full((self.ELEMENTS,), 4.0)])
         self.assertEqual(mine[1].tolist(), [3.0] * self.ELEMENTS)

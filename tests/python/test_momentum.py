@@ -42,6 +42,7 @@ class OneWorkerHook:
         self.name_prefix = "ddp"
         self.correction = None
         self.nonfinite_allreduces = 0
+        self.failed_allreduces = 0
         self.sent_with = []  # the (momentum, nesterov) of each send(), None: sent as it is
 
     def set_momentum_correction(self, momentum, nesterov=False):
@@ -266,19 +267,21 @@ class TakenOptimizerTest(unittest.TestCase):
         finally:
             gc.enable()
 
-    def test_a_step_the_gateways_skipped_is_no_step_sent_twice(self):
-        _, model = model_pair()
-        optimizer, hook = sgd(model, momentum=0.9), OneWorkerHook()
-        optimizer_momentum.take(optimizer, hook, model.parameters())
-        run_steps(model, optimizer, hook, 2)
-        backward(model, 2)
-        hook.send(list(model.parameters()))
-        hook.nonfinite_allreduces += 1  # the gateways skipped it; so does the optimizer step
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            run_steps(model, optimizer, hook, 2, first_step=3)
-        self.assertEqual(caught, [])
-        self.assertEqual(hook.sent_with, [(0.9, False)] * 5)
+    def test_a_step_skipped_or_failed_is_no_step_sent_twice(self):
+        for counter in ("nonfinite_allreduces", "failed_allreduces"):
+            _, model = model_pair()
+            optimizer, hook = sgd(model, momentum=0.9), OneWorkerHook()
+            optimizer_momentum.take(optimizer, hook, model.parameters())
+            run_steps(model, optimizer, hook, 2)
+            backward(model, 2)
+            hook.send(list(model.parameters()))
+            # The gateways skipped it, or it failed; the script does not step the optimizer.
+            setattr(hook, counter, 1)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                run_steps(model, optimizer, hook, 2, first_step=3)
+            self.assertEqual(caught, [])
+            self.assertEqual(hook.sent_with, [(0.9, False)] * 5)
 
     def test_the_step_runs_without_momentum_and_the_groups_get_theirs_back(self):
         _, model = model_pair()

@@ -19,7 +19,8 @@ gradients (torch.nn.utils.clip_grad_norm_ or clip_grad_value_, watched from wrap
 after the hook they hold the averaged velocities, up to 1 / (1 - m) times the gradient's norm, so
 the clipping would no longer mean what the script says (an optimizer taken by take() warns).
 Momentum correction ends, with a warning, where a bucket is sent twice without a step of the
-optimizer in between (unless the gateways skipped the step, and the script its optimizer step):
+optimizer in between (unless that step was skipped by the gateways or failed, and the script
+did not apply it):
 gradients accumulated over backward passes outside DDP's no_sync(), where the second pass's bucket
 holds the first one's average, which the velocities would count again, or another optimizer that
 steps the model now; and where the momentum leaves [0, 1). Wherever it ends, that step is still
@@ -368,24 +369,26 @@ class _Taken:
         self._uneven_told = False
         self._held = None  # during a step: the groups' momentum, weight decay and nesterov
         self._sent = set()  # (state, bucket index) sent since the last step
-        self._nonfinite_at_step = self._nonfinite()
+        self._not_applied_at_step = self._not_applied()
         for state in self.states:
             state.velocities.follow(_source(self, state))
 
-    def _nonfinite(self):
-        """All-reduces the gateways skipped for a gradient that was not finite, so far."""
-        return sum(state.nonfinite_allreduces for state in self.states)
+    def _not_applied(self):
+        """All-reduces so far that the gateways skipped (a gradient that was not finite) or that
+        failed: no optimizer step follows them."""
+        return sum(state.nonfinite_allreduces + state.failed_allreduces for state in self.states)
 
     def momentum_for(self, state, index):
         """The momentum and nesterov for bucket `index` of `state` now: the first group's
         (during the step: its held values). None where momentum correction ends: this bucket was
-        sent before since the last step and no skipped step explains it (the velocities would
-        count the gradients accumulated so far again), or the momentum is out of [0, 1)."""
+        sent before since the last step and no skipped or failed step explains it (the
+        velocities would count the gradients accumulated so far again), or the momentum is out of
+        [0, 1)."""
         optimizer = self._optimizer()
         key = (id(state), index)
-        if key in self._sent and self._nonfinite() != self._nonfinite_at_step:
-            self._sent.clear()  # the gateways skipped the step, and the script its optimizer step
-            self._nonfinite_at_step = self._nonfinite()
+        if key in self._sent and self._not_applied() != self._not_applied_at_step:
+            self._sent.clear()  # a skipped or failed step, which the script did not apply
+            self._not_applied_at_step = self._not_applied()
         if optimizer is None:
             _turn_off(self.states, "ends", "its optimizer is gone")
             return None
@@ -436,7 +439,7 @@ class _Taken:
             self._held.append({key: group[key] for key in ("momentum", "weight_decay", "nesterov")})
             group.update(momentum=0, weight_decay=0, nesterov=False)
         self._sent.clear()
-        self._nonfinite_at_step = self._nonfinite()
+        self._not_applied_at_step = self._not_applied()
 
     def after_step(self, optimizer):
         """Gives the groups their values back (once)."""

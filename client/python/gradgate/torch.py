@@ -178,6 +178,7 @@ class HookState:
         self.wire_bytes = 0
         self.allreduces = 0
         self.nonfinite_allreduces = 0
+        self.failed_allreduces = 0  # failed, timed out or dropped with their step
         self.steps = 0
         self.seconds = 0.0
         self.encode_seconds = 0.0
@@ -267,6 +268,7 @@ class HookState:
                 self._start(pending, index, grads)
         except BaseException:
             self.steps += 1  # backward raises a failed start: its step is over
+            self.failed_allreduces += 1
             if self._momentum:
                 self._momentum.forget(index)
             raise
@@ -548,7 +550,10 @@ class _Pending:
         self.stream.synchronize()
 
     def end(self, error):
-        """Completes the Future (with `error`, else with the bucket) and lets go of the state."""
+        """Completes the Future (with `error`, else with the bucket, counted as failed) and lets
+        go of the state."""
+        if error is not None:
+            self.state.failed_allreduces += 1
         grads = self.grads
         self.state = self.grads = self.request = self.copy_back = self.stream = None
         if error is None:
