@@ -19,13 +19,12 @@ gradients (torch.nn.utils.clip_grad_norm_ or clip_grad_value_, watched from wrap
 after the hook they hold the averaged velocities, up to 1 / (1 - m) times the gradient's norm, so
 the clipping would no longer mean what the script says (an optimizer taken by take() warns).
 Momentum correction ends, with a warning, where a bucket is sent twice without a step of the
-optimizer in between (unless that step was skipped by the gateways or failed, and the script
-did not apply it):
-gradients accumulated over backward passes outside DDP's no_sync(), where the second pass's bucket
-holds the first one's average, which the velocities would count again, or another optimizer that
-steps the model now; and where the momentum leaves [0, 1). Wherever it ends, that step is still
-momentum SGD's, but under Nesterov: the optimizer, whose buffers then hold the weight decay's
-velocities (hand_back()), adds the averaged velocity to them.
+optimizer in between (unless that step was skipped by the gateways or failed, and the script did
+not apply it): gradients accumulated over backward passes outside DDP's no_sync(), where the
+second pass's bucket holds the first one's average, which the velocities would count again, or
+another optimizer that steps the model now; and where the momentum leaves [0, 1). Wherever it
+ends, that step is still momentum SGD's, but under Nesterov: the optimizer, whose buffers then
+hold the weight decay's velocities (hand_back()), adds the averaged velocity to them.
 
 Checkpoints: the state_dict() of an optimizer taken over holds each parameter's velocity as
 momentum SGD's `momentum_buffer` (the hook's, this rank's, plus its weight decay's), and its
