@@ -151,6 +151,14 @@ class TakenOptimizerTest(unittest.TestCase):
         for a, b in zip(first.parameters(), second.parameters()):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
+    def plain_and_taken(self):
+        """A model and its plain momentum SGD, and its copy with the SGD taken over by a hook."""
+        reference, model = model_pair()
+        plain, optimizer = sgd(reference, momentum=0.9), sgd(model, momentum=0.9)
+        hook = OneWorkerHook()
+        optimizer_momentum.take(optimizer, hook, model.parameters())
+        return reference, plain, model, optimizer, hook
+
     def test_steps_as_momentum_sgd_with_weight_decay(self):
         reference, corrected, hook, _ = self.train_both(momentum=0.9)
         self.assert_same_parameters(reference, corrected)
@@ -194,10 +202,7 @@ class TakenOptimizerTest(unittest.TestCase):
         # the optimizer goes on with its own momentum from the weight decay's velocities; also
         # where both passes run in a closure given to step().
         for in_closure in (False, True):
-            reference, model = model_pair()
-            plain, optimizer = sgd(reference, momentum=0.9), sgd(model, momentum=0.9)
-            hook = OneWorkerHook()
-            optimizer_momentum.take(optimizer, hook, model.parameters())
+            reference, plain, model, optimizer, hook = self.plain_and_taken()
             run_steps(reference, plain, None, 3)
             run_steps(model, optimizer, hook, 3)
             backward(reference, 3)
@@ -226,10 +231,7 @@ class TakenOptimizerTest(unittest.TestCase):
             self.assert_same_parameters(reference, model)
 
     def test_taking_an_optimizer_again_for_its_hook_state_keeps_the_velocities(self):
-        reference, model = model_pair()
-        plain, optimizer = sgd(reference, momentum=0.9), sgd(model, momentum=0.9)
-        hook = OneWorkerHook()
-        optimizer_momentum.take(optimizer, hook, model.parameters())
+        reference, plain, model, optimizer, hook = self.plain_and_taken()
         run_steps(reference, plain, None, 6)
         run_steps(model, optimizer, hook, 3)
         optimizer_momentum.take(optimizer, hook, model.parameters())
