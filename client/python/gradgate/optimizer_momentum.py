@@ -24,7 +24,7 @@ not apply it): gradients accumulated over backward passes outside DDP's no_sync(
 second pass's bucket holds the first one's average, which the velocities would count again, or
 another optimizer that steps the model now; and where the momentum leaves [0, 1). Wherever it
 ends, that step is still momentum SGD's, but under Nesterov: the optimizer, whose buffers then
-hold the weight decay's velocities (hand_back()), adds the averaged velocity to them.
+hold the weight decay's velocities (_Taken.end()), adds the averaged velocity to them.
 
 Checkpoints: the state_dict() of an optimizer taken over holds each parameter's velocity as
 momentum SGD's `momentum_buffer` (the hook's, this rank's, plus its weight decay's), and its
@@ -210,10 +210,8 @@ def _retaken(optimizer, taken):
     if reason is None:
         taken.group_count = len(optimizer.param_groups)
         return taken
-    _taken[optimizer] = None
-    taken.hand_back(optimizer)
-    _turn_off(taken.states, "ends", f"its optimizer now {reason}; the optimizer applies its "
-              "momentum from this step on")
+    taken.end(optimizer, f"its optimizer now {reason}; the optimizer applies its momentum from "
+              "this step on")
     return None
 
 
@@ -401,10 +399,7 @@ class _Taken:
         else:
             self._sent.add(key)
             return values["momentum"], values["nesterov"]
-        _taken[optimizer] = None
-        self.hand_back(optimizer)
-        _turn_off(self.states, "ends", f"{reason}; the optimizer applies its momentum from its "
-                  "next step on")
+        self.end(optimizer, f"{reason}; the optimizer applies its momentum from its next step on")
         return None
 
     def tell_clipping(self, name):
@@ -418,12 +413,13 @@ class _Taken:
                   "up to 1 / (1 - momentum) times the gradient's norm: scale its threshold by "
                   "that factor")
 
-    def hand_back(self, optimizer):
-        """Gives `optimizer`, which applies its own momentum from its next step on, the weight
-        decay's velocities as its momentum buffers (the hook's went out in this step's
-        gradients)."""
+    def end(self, optimizer, why):
+        """Ends the take-over, warning `why`: `optimizer` applies its own momentum again, its
+        buffers the weight decay's velocities (the hook's went out in this step's gradients)."""
+        _taken[optimizer] = None
         for parameter, velocity in self._decay_velocities.items():
             optimizer.state[parameter]["momentum_buffer"] = velocity
+        _turn_off(self.states, "ends", why)
 
     def before_step(self, optimizer):
         """Zeroes the groups' momentum, weight decay and nesterov for the step, holding their
