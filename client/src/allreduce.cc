@@ -1,4 +1,5 @@
-// gg_allreduce and gg_wait: starting an all-reduce and waiting for the gateway's reply.
+// gg_allreduce and gg_wait: starting an all-reduce and waiting for the gateway's reply;
+// gg_tensor_codec: the codec that reply named.
 #include <chrono>
 
 #include "client_state.h"
@@ -75,5 +76,13 @@ extern "C" gg_status gg_wait(gg_request* request, int64_t timeout_ms, gg_allredu
                 what + ": gateway answered " + gg_status_name(reply.status) + ": " + reply.message);
   }
   if (info != nullptr) *info = reply.info;
+  return GG_OK;
+}
+
+extern "C" gg_status gg_tensor_codec(const gg_tensor* tensor, gg_codec* out) {
+  if (out == nullptr) return fail(GG_INVALID_ARGUMENT, "gg_tensor_codec: null output pointer");
+  if (tensor == nullptr) return fail(GG_INVALID_ARGUMENT, "gg_tensor_codec: null tensor");
+  std::lock_guard lock(tensor->client->mu);
+  *out = tensor->buffer->codec;
   return GG_OK;
 }

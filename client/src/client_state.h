@@ -36,9 +36,10 @@ struct SharedBuffer {
   void* data = nullptr;
   size_t bytes = 0;
   std::optional<ingress_protocol::CudaBuffer> device;
-  bool in_flight = false;       // an all-reduce was sent and its reply has not come
-  gg_tensor* handle = nullptr;  // the one handle of this buffer, owned by the client
-  bool released = false;        // gg_release: the gateway dropped it, the memory is unmapped
+  bool in_flight = false;             // an all-reduce was sent and its reply has not come
+  gg_tensor* handle = nullptr;        // the one handle of this buffer, owned by the client
+  bool released = false;              // gg_release: the gateway dropped it, the memory is unmapped
+  gg_codec codec = GG_CODEC_UNKNOWN;  // that of the latest all-reduce that succeeded
 
   SharedBuffer() = default;
   SharedBuffer(const SharedBuffer&) = delete;

@@ -27,10 +27,12 @@ bool all_requested(const std::vector<std::function<void(AllreduceOutcome)>>& req
                      [](const auto& request) { return request != nullptr; });
 }
 
-AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t seq, size_t raw_bytes) {
+AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t seq, size_t raw_bytes,
+                            kernels::CodecId codec) {
   AllreduceOutcome outcome;
   outcome.step = seq;
   outcome.raw_bytes = raw_bytes;
+  outcome.codec = codec;
   if (!report.ok()) {
     outcome.status = report.status();
     return outcome;
@@ -714,11 +716,12 @@ void Gateway::finish(Tensor& tensor, const Result<AllreduceReport>& report, uint
   const bool later_failed = tensor.next_seq > seq + 1;
   tensor.held_by_all =
       report.ok() && !later_failed ? std::optional(report->held_by_all) : std::nullopt;
-  const AllreduceOutcome outcome = outcome_of(report, seq, raw_bytes(tensor.spec));
+  const AllreduceOutcome outcome =
+      outcome_of(report, seq, raw_bytes(tensor.spec), tensor.codec->id());
   StepRecord record{outcome.status,
                     seq,
                     tensor.policy_version,
-                    kernels::codec_name(tensor.codec->id()),
+                    kernels::codec_name(outcome.codec),
                     outcome.raw_bytes,
                     tensor.spec.elements * sizeof(float),
                     outcome.wire_bytes,

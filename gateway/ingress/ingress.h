@@ -55,6 +55,9 @@ struct AllreduceOutcome {
   double encode_seconds = 0.0;
   double communicate_seconds = 0.0;
   double decode_seconds = 0.0;
+  /// The codec the step ran with: a worker's momentum correction treats the result of a sparse
+  /// one (top-k, random-k) differently.
+  kernels::CodecId codec = kernels::CodecId::kNone;
 };
 
 /// What the gateway tells a worker when it connects.

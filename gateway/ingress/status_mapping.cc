@@ -36,4 +36,26 @@ gg_status hello_refusal(ErrorCode code, uint16_t client_version) {
                                                                         : GG_REJECTED;
 }
 
+gg_codec to_client_codec(kernels::CodecId codec) {
+  switch (codec) {
+    case kernels::CodecId::kNone:
+      return GG_CODEC_NONE;
+    case kernels::CodecId::kFp16:
+      return GG_CODEC_FP16;
+    case kernels::CodecId::kBf16:
+      return GG_CODEC_BF16;
+    case kernels::CodecId::kQsgd:
+      return GG_CODEC_QSGD;
+    case kernels::CodecId::kSign:
+      return GG_CODEC_SIGN;
+    case kernels::CodecId::kTopk:
+      return GG_CODEC_TOPK;
+    case kernels::CodecId::kRandomk:
+      return GG_CODEC_RANDOMK;
+    case kernels::CodecId::kPowersgd:
+      return GG_CODEC_POWERSGD;
+  }
+  return GG_CODEC_UNKNOWN;
+}
+
 }  // namespace gradgate::gateway

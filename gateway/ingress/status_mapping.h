@@ -15,11 +15,14 @@
 // another connection) is GG_RANK_IN_USE, which gg_connect_wait waits out, for clients that know
 // that status; one refused with kAborted (the gateway is not serving yet: joining_handler.h) is
 // GG_CLOSED, which gg_connect_wait waits out (clients of protocol version 4 and later).
+//
+// The codec a step ran with reaches the worker as the gg_codec of the same wire id.
 #pragma once
 
 #include <cstdint>
 
 #include "gradgate/client.h"
+#include "gradgate/kernels/frame.h"
 #include "gradgate/kernels/status.h"
 
 namespace gradgate::gateway {
@@ -30,5 +33,8 @@ gg_status to_client_status(ErrorCode code);
 /// The gg_status of a HELLO refused with `code`, for a client of protocol version
 /// `client_version` (older clients get GG_REJECTED for a rank in use).
 gg_status hello_refusal(ErrorCode code, uint16_t client_version);
+
+/// The gg_codec a worker sees for the codec a step ran with.
+gg_codec to_client_codec(kernels::CodecId codec);
 
 }  // namespace gradgate::gateway

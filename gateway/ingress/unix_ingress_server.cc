@@ -524,6 +524,9 @@ void UnixIngressServer::deliver(Completion& completion) {
   done.encode_seconds = o.encode_seconds;
   done.communicate_seconds = o.communicate_seconds;
   done.decode_seconds = o.decode_seconds;
+  if (session.version >= proto::kFirstVersionWithCodec) {
+    done.codec = static_cast<uint8_t>(to_client_codec(o.codec));
+  }
   if (!reply(session, completion.request_id, done)) close_session(session.id);
 }
 

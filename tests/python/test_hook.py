@@ -172,6 +172,7 @@ class ClientTest(TempDirTest):
             values = (ctypes.c_float * self.ELEMENTS).from_buffer(tensor.buffer)
             for i in range(self.ELEMENTS):
                 values[i] = rank + 1 + i
+        self.assertEqual([tensor.codec for tensor in tensors], ["unknown"] * 2)
         infos = self.allreduce_all(tensors)
         for tensor, info in zip(tensors, infos):
             values = (ctypes.c_float * self.ELEMENTS).from_buffer(tensor.buffer)
@@ -179,6 +180,7 @@ class ClientTest(TempDirTest):
             self.assertEqual(values[self.ELEMENTS - 1], 3.0 + 2 * (self.ELEMENTS - 1))
             self.assertEqual(info.step, 0)
             self.assertGreater(info.raw_bytes, 0)
+            self.assertEqual((info.codec, tensor.codec), ("none", "none"))
 
     def test_half_precision_tensor_has_half_sized_buffer(self):
         tensors = [c.declare("client.half", self.ELEMENTS, "fp16") for c in self.clients]

@@ -43,6 +43,20 @@ typedef enum gg_status {
 
 typedef enum gg_dtype { GG_FP32 = 0, GG_FP16 = 1, GG_BF16 = 2 } gg_dtype;
 
+/* The codec the gateways used for an all-reduce (the codec ids of the wire frame). The result of
+ * a sparse codec (top-k, random-k) is zero wherever no gateway sent the element. */
+typedef enum gg_codec {
+  GG_CODEC_NONE = 0,
+  GG_CODEC_FP16 = 1,
+  GG_CODEC_BF16 = 2,
+  GG_CODEC_QSGD = 3,
+  GG_CODEC_SIGN = 4,
+  GG_CODEC_TOPK = 5,
+  GG_CODEC_RANDOMK = 6,
+  GG_CODEC_POWERSGD = 7,
+  GG_CODEC_UNKNOWN = 255 /* no all-reduce of the tensor has succeeded yet */
+} gg_codec;
+
 typedef struct gg_client gg_client;
 typedef struct gg_tensor gg_tensor;
 typedef struct gg_request gg_request;
@@ -153,6 +167,10 @@ gg_status gg_allreduce(gg_tensor* tensor, gg_request** out);
  * the gateway reduces a single worker's fp32 buffer in place. The request is freed unless
  * GG_TIMEOUT is returned. */
 gg_status gg_wait(gg_request* request, int64_t timeout_ms, gg_allreduce_info* info);
+/* The codec of the tensor's latest all-reduce that succeeded (GG_CODEC_UNKNOWN before the first):
+ * after gg_wait returned GG_OK, that of the all-reduce it waited for. The gateways' policy may
+ * change a tensor's codec from one step to the next. */
+gg_status gg_tensor_codec(const gg_tensor* tensor, gg_codec* out);
 
 #ifdef __cplusplus
 }

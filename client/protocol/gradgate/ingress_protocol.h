@@ -28,7 +28,8 @@
 //   DECLARE_OK      u32 key
 //   RELEASE_OK      u32 key
 //   ALLREDUCE_DONE  u8 status (a gg_status), u16 message length, message (<= 512 bytes), u64 step,
-//                   u64 raw_bytes, u64 wire_bytes, f64 encode, communicate, decode seconds
+//                   u64 raw_bytes, u64 wire_bytes, f64 encode, communicate, decode seconds,
+//                   u8 codec (from version 6: the wire frame's codec id of the step, a gg_codec)
 //   ERROR           u8 status (a gg_status), u16 message length, message (<= 512 bytes)
 //
 // A malformed message (bad magic or version, unknown type, wrong length, a missing or extra file
@@ -55,14 +56,17 @@ inline constexpr uint32_t kMagic = 0x50494747;  // "GGIP" in little-endian byte 
 // 4: RELEASE, which a gateway of version 3 would take for a malformed message.
 // 5: HELLO_OK carries the gateway's collective timeout, which a client of version 4 would take for
 // a malformed reply.
+// 6: ALLREDUCE_DONE carries the step's codec, which a client of version 5 would take for a
+// malformed reply.
 // A gateway serves clients of versions kOldestVersion..kVersion and answers each in its own
 // version (to a client of version 2, a rank in use is GG_REJECTED), so workers may be upgraded
 // after their gateways.
-inline constexpr uint16_t kVersion = 5;
+inline constexpr uint16_t kVersion = 6;
 inline constexpr uint16_t kOldestVersion = 2;
 inline constexpr uint16_t kFirstVersionWithRankInUse = 3;
 inline constexpr uint16_t kFirstVersionWithRelease = 4;
 inline constexpr uint16_t kFirstVersionWithCollectiveTimeout = 5;
+inline constexpr uint16_t kFirstVersionWithCodec = 6;
 inline constexpr size_t kHeaderBytes = 16;
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kMaxTextBytes = 512;
@@ -158,6 +162,9 @@ struct AllreduceDone {
   std::string message;
   uint64_t step = 0, raw_bytes = 0, wire_bytes = 0;
   double encode_seconds = 0.0, communicate_seconds = 0.0, decode_seconds = 0.0;
+  /// The codec the gateways used for the step (a gg_codec, the wire frame's codec id); absent for
+  /// a client older than kFirstVersionWithCodec.
+  std::optional<uint8_t> codec;
 };
 
 struct Error {
@@ -271,6 +278,7 @@ inline void write_body(Writer& w, const AllreduceDone& m) {
   w.put(m.encode_seconds);
   w.put(m.communicate_seconds);
   w.put(m.decode_seconds);
+  if (m.codec) w.put(*m.codec);
 }
 inline void write_body(Writer& w, const Error& m) {
   w.put(m.status);
@@ -298,9 +306,13 @@ bool read_body(Reader& r, KeyMessage<Type>& m) {
   return r.get(m.key);
 }
 inline bool read_body(Reader& r, AllreduceDone& m) {
-  return r.get(m.status) && r.get_text(m.message, kMaxTextBytes) && r.get(m.step) &&
-         r.get(m.raw_bytes) && r.get(m.wire_bytes) && r.get(m.encode_seconds) &&
-         r.get(m.communicate_seconds) && r.get(m.decode_seconds);
+  if (!r.get(m.status) || !r.get_text(m.message, kMaxTextBytes) || !r.get(m.step) ||
+      !r.get(m.raw_bytes) || !r.get(m.wire_bytes) || !r.get(m.encode_seconds) ||
+      !r.get(m.communicate_seconds) || !r.get(m.decode_seconds)) {
+    return false;
+  }
+  if (r.at_end()) return true;
+  return r.get(m.codec.emplace());
 }
 inline bool read_body(Reader& r, Error& m) {
   return r.get(m.status) && r.get_text(m.message, kMaxTextBytes);

@@ -60,6 +60,10 @@ class CudaBuffer(ctypes.Structure):
 GG_OK = 0
 GG_TIMEOUT = 4
 
+# The names of the gg_codec values (the codec ids of the wire frame); GG_CODEC_UNKNOWN (255), no
+# all-reduce yet, is none of them.
+CODEC_NAMES = ("none", "fp16", "bf16", "qsgd", "sign", "topk", "randomk", "powersgd")
+
 # Opaque handles: gg_client*, gg_tensor*, gg_request*.
 ClientHandle = ctypes.c_void_p
 TensorHandle = ctypes.c_void_p
@@ -108,6 +112,7 @@ _PROTOTYPES = {
     "gg_tensor_bytes": (ctypes.c_size_t, [TensorHandle]),
     "gg_allreduce": (ctypes.c_int, [TensorHandle, ctypes.POINTER(RequestHandle)]),
     "gg_wait": (ctypes.c_int, [RequestHandle, ctypes.c_int64, ctypes.POINTER(AllreduceInfo)]),
+    "gg_tensor_codec": (ctypes.c_int, [TensorHandle, ctypes.POINTER(ctypes.c_int)]),
 }
 
 _lock = threading.Lock()

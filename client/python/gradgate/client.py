@@ -79,7 +79,9 @@ class JobInfo:
 
 @dataclass(frozen=True)
 class AllreduceInfo:
-    """How one all-reduce went (bytes of the node's sum and on the wire; seconds per phase)."""
+    """How one all-reduce went (bytes of the node's sum and on the wire; seconds per phase) and
+    the codec the gateways used ("topk", ...: the gateways' policy may change it between steps;
+    a sparse codec's sum is zero wherever no gateway sent the element)."""
 
     step: int
     raw_bytes: int
@@ -87,6 +89,7 @@ class AllreduceInfo:
     encode_seconds: float
     communicate_seconds: float
     decode_seconds: float
+    codec: str
 
 
 # torch's storage handles (_share_cuda_): the 64-byte cudaIpcMemHandle_t itself in older releases;
@@ -420,6 +423,16 @@ class Tensor:
             )
         return (ctypes.c_uint8 * self.nbytes).from_address(self.address)
 
+    @property
+    def codec(self):
+        """The name of the codec of the tensor's latest all-reduce that succeeded ("unknown"
+        before the first)."""
+        self._client.handle()
+        codec = ctypes.c_int()
+        _check(self._client._lib.gg_tensor_codec(self._handle, ctypes.byref(codec)))
+        names = _native.CODEC_NAMES
+        return names[codec.value] if 0 <= codec.value < len(names) else "unknown"
+
     def allreduce(self):
         """Starts the all-reduce of the buffer; do not touch the buffer until the wait ends."""
         self._client.handle()
@@ -475,4 +488,5 @@ class Request:
             info.encode_seconds,
             info.communicate_seconds,
             info.decode_seconds,
+            self.tensor.codec,
         )

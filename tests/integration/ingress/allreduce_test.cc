@@ -37,6 +37,9 @@ TEST_P(RoundTripTest, HandlerSeesTheClientsBytesAndTheClientSeesTheHandlersWrite
   ASSERT_EQ(gg_declare(client, "bucket0", kElements, dtype, 10, 100, 32.0, &tensor), GG_OK)
       << gg_last_error();
   ASSERT_EQ(gg_tensor_bytes(tensor), kElements * (dtype == GG_FP32 ? 4 : 2));
+  gg_codec codec = GG_CODEC_NONE;
+  ASSERT_EQ(gg_tensor_codec(tensor, &codec), GG_OK);
+  EXPECT_EQ(codec, GG_CODEC_UNKNOWN) << "no all-reduce yet";
   ASSERT_TRUE(handler_.wait_until([&] { return handler_.declared.size() == 1; }));
   EXPECT_EQ(handler_.declared[0].name, "bucket0");
   EXPECT_EQ(handler_.declared[0].rows, 10u);
@@ -58,6 +61,8 @@ TEST_P(RoundTripTest, HandlerSeesTheClientsBytesAndTheClientSeesTheHandlersWrite
     EXPECT_EQ(info.encode_seconds, 0.25);
     EXPECT_EQ(info.communicate_seconds, 0.5);
     EXPECT_EQ(info.decode_seconds, 0.125);
+    ASSERT_EQ(gg_tensor_codec(tensor, &codec), GG_OK);
+    EXPECT_EQ(codec, static_cast<gg_codec>(step)) << "the codec the handler named for the step";
     ASSERT_TRUE(handler_.wait_until([&] { return handler_.last_input.size() == 1; }));
     EXPECT_EQ(handler_.last_input.begin()->second, input);
     const auto doubled = pattern(dtype, kElements, 2.0f * (1.0f + static_cast<float>(step)));
@@ -164,6 +169,11 @@ TEST_F(IngressTest, ErrorsCarryTheirCodeAndMessageToTheClient) {
   const std::string message = gg_last_error();
   EXPECT_NE(message.find("gg_wait(\"fail-net\")"), std::string::npos) << message;
   EXPECT_NE(message.find("node 3 did not answer within 5 s"), std::string::npos) << message;
+  gg_codec codec = GG_CODEC_NONE;
+  ASSERT_EQ(gg_tensor_codec(tensor, &codec), GG_OK);
+  EXPECT_EQ(codec, GG_CODEC_UNKNOWN) << "a failed step names no codec";
+  EXPECT_EQ(gg_tensor_codec(tensor, nullptr), GG_INVALID_ARGUMENT);
+  EXPECT_EQ(gg_tensor_codec(nullptr, &codec), GG_INVALID_ARGUMENT);
 
   gg_tensor* refused = nullptr;
   EXPECT_EQ(gg_declare(client, "reject-me", 16, GG_FP32, 0, 0, 0.0, &refused),

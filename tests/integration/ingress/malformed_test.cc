@@ -48,8 +48,10 @@ TEST_F(MalformedTest, WrongVersionIsAProtocolError) {
   const uint16_t version = 99;
   std::memcpy(packet.data() + 4, &version, sizeof version);
   ASSERT_TRUE(raw.send(packet));
-  EXPECT_NE(raw.expect_error_then_eof().find("protocol version 99, the gateway speaks 2 to 5"),
-            std::string::npos);
+  const std::string expected = "protocol version 99, the gateway speaks " +
+                               std::to_string(proto::kOldestVersion) + " to " +
+                               std::to_string(proto::kVersion);
+  EXPECT_NE(raw.expect_error_then_eof().find(expected), std::string::npos);
   EXPECT_EQ(server_->stats().protocol_errors, 1u);
   EXPECT_TRUE(handler_.connected.empty());
   expect_good_client_served();

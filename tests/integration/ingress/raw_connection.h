@@ -2,6 +2,7 @@
 // (malformed traffic, what the C client never sends), and the pieces of a DECLARE.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -57,8 +58,8 @@ class RawConnection {
     if (!end || !end->empty()) return "<session not closed>";
     return error->message;
   }
-  void hello(uint32_t local_rank) {
-    ASSERT_TRUE(send(proto::encode(1, proto::Hello{local_rank})));
+  void hello(uint32_t local_rank, uint16_t version = proto::kVersion) {
+    ASSERT_TRUE(send(proto::encode(1, proto::Hello{local_rank}, version)));
     const auto reply = receive();
     ASSERT_TRUE(reply.has_value());
     const auto header = proto::decode_header(*reply);
@@ -83,6 +84,42 @@ inline int memfd_of(size_t bytes) {
   const int fd = memfd_create("test", MFD_CLOEXEC);
   EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
   return fd;
+}
+
+/// A memfd of `count` floats, each `value`, sealed as the C client seals its buffers, and its
+/// mapping here.
+struct FloatMemfd {
+  FloatMemfd(size_t elements, float value)
+      : fd(memfd_create("raw", MFD_CLOEXEC | MFD_ALLOW_SEALING)), count(elements) {
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(count * sizeof(float))), 0);
+    EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    data = static_cast<float*>(
+        mmap(nullptr, count * sizeof(float), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    for (size_t i = 0; i < count; ++i) data[i] = value;
+  }
+  ~FloatMemfd() {
+    munmap(data, count * sizeof(float));
+    close(fd);
+  }
+  FloatMemfd(const FloatMemfd&) = delete;
+  FloatMemfd& operator=(const FloatMemfd&) = delete;
+  std::vector<float> values() const { return {data, data + count}; }
+  int fd;
+  size_t count;
+  float* data = nullptr;
+};
+
+/// The key of the DECLARE_OK that answers a declaration of `elements` fp32 values in `buffer`,
+/// sent in protocol `version`.
+inline uint32_t declare(RawConnection& raw, uint64_t request, uint64_t elements,
+                        const FloatMemfd& buffer, uint16_t version = proto::kVersion) {
+  EXPECT_TRUE(raw.send(proto::encode(request, declare_of(elements), version), buffer.fd));
+  const auto reply = raw.receive();
+  EXPECT_TRUE(reply.has_value());
+  if (!reply) return 0;
+  const auto ok = proto::decode_body<proto::DeclareOk>(*reply);
+  EXPECT_TRUE(ok.has_value());
+  return ok ? ok->key : 0;
 }
 
 }  // namespace gradgate::gateway::testing

@@ -1,10 +1,6 @@
 // A worker whose tensor moved (DDP reallocates its buckets) declares it again with its new buffer:
 // the tensor keeps its key, the next all-reduce reads and writes the new buffer, and the old one
 // is unmapped instead of piling up for as long as the worker stays.
-#include <fcntl.h>
-#include <sys/mman.h>
-
-#include <cstring>
 #include <vector>
 
 #include "ingress_fixture.h"
@@ -12,39 +8,6 @@
 
 namespace gradgate::gateway::testing {
 namespace {
-
-// A memfd of `count` floats, each `value`, sealed as the C client seals its buffers, and its
-// mapping here.
-struct FloatMemfd {
-  FloatMemfd(size_t elements, float value)
-      : fd(memfd_create("redeclare", MFD_CLOEXEC | MFD_ALLOW_SEALING)), count(elements) {
-    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(count * sizeof(float))), 0);
-    EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
-    data = static_cast<float*>(
-        mmap(nullptr, count * sizeof(float), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-    for (size_t i = 0; i < count; ++i) data[i] = value;
-  }
-  ~FloatMemfd() {
-    munmap(data, count * sizeof(float));
-    close(fd);
-  }
-  std::vector<float> values() const { return {data, data + count}; }
-  int fd;
-  size_t count;
-  float* data = nullptr;
-};
-
-// The key of the DECLARE_OK that answers a declaration of `elements` fp32 values in `buffer`.
-uint32_t declare(RawConnection& raw, uint64_t request, uint64_t elements,
-                 const FloatMemfd& buffer) {
-  EXPECT_TRUE(raw.send(proto::encode(request, declare_of(elements)), buffer.fd));
-  const auto reply = raw.receive();
-  EXPECT_TRUE(reply.has_value());
-  if (!reply) return 0;
-  const auto ok = proto::decode_body<proto::DeclareOk>(*reply);
-  EXPECT_TRUE(ok.has_value());
-  return ok ? ok->key : 0;
-}
 
 TEST_F(IngressTest, ATensorDeclaredAgainMovesToItsNewBuffer) {
   constexpr size_t kElements = 1024;

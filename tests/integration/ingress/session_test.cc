@@ -81,6 +81,32 @@ TEST_F(IngressTest, AWorkerOfTheOlderProtocolVersionIsAnsweredInIt) {
   EXPECT_EQ(server_->stats().protocol_errors, 0u);
 }
 
+// The step's codec reaches a worker of the current version; one of the version before it gets the
+// ALLREDUCE_DONE it knows, without it.
+TEST_F(IngressTest, OnlyAWorkerThatKnowsTheCodecFieldGetsIt) {
+  namespace proto = gradgate::ingress_protocol;
+  for (const uint16_t version : {proto::kVersion, uint16_t{proto::kFirstVersionWithCodec - 1}}) {
+    RawConnection raw(socket_path_);
+    raw.hello(version == proto::kVersion ? 0 : 1, version);
+    FloatMemfd buffer(16, 1.0f);
+    const uint32_t key = declare(raw, 2, 16, buffer, version);
+    ASSERT_TRUE(raw.send(proto::encode(3, proto::Allreduce{key}, version)));
+    const auto reply = raw.receive().value_or(std::vector<std::byte>{});
+    const auto header = proto::decode_header(reply);
+    ASSERT_TRUE(header && header->version == version);
+    const auto done = proto::decode_body<proto::AllreduceDone>(reply);
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->status, GG_OK) << done->message;
+    EXPECT_EQ(buffer.values(), std::vector<float>(16, 2.0f));
+    if (version == proto::kVersion) {
+      EXPECT_EQ(done->codec, std::optional<uint8_t>(GG_CODEC_NONE)) << "step 0's, from the handler";
+    } else {
+      EXPECT_FALSE(done->codec.has_value()) << "a field the old worker can't read";
+    }
+  }
+  EXPECT_EQ(server_->stats().protocol_errors, 0u);
+}
+
 TEST_F(IngressTest, NoGatewayIsConnectFailed) {
   gg_client* client = nullptr;
   const std::string missing = dir_.path() + "/missing.sock";
