@@ -594,6 +594,30 @@ class HookStateTest(TempDirTest):
             wait_for(futures[1])
         self.assertEqual(step([2.0, 2.0], [4.0, 0.0]), [[3.0, 1.0]] * 2)
 
+    def test_momentum_correction_clears_the_velocity_where_a_sparse_result_was_sent(self):
+        import torch
+
+        import gradgate.torch as gradgate_torch
+
+        cluster = self.start_cluster(self.make_workdir(), nodes=2, local_workers=1,
+                                     codec="topk:density=0.01,select=exact")
+        states = [gradgate_torch.HookState(s, 0, run_id=10, momentum=0.5)
+                  for s in cluster.sockets]
+        for state in states:
+            self.addCleanup(state.close)
+        generator = torch.Generator().manual_seed(5)
+        sent = [torch.randn(self.ELEMENTS, generator=generator) for _ in states]
+        grads = [g.clone() for g in sent]
+        average_on_every_rank(states, 0, grads)
+        result = grads[0]
+        self.assertTrue(torch.equal(grads[1], result))
+        # Each gateway sent its node's 41 largest: 42 to 82 of the 4096 came back.
+        self.assertTrue(42 <= int(result.count_nonzero()) <= 82, result.count_nonzero())
+        for state, gradient in zip(states, sent):
+            # The first step's velocity is its gradient, cleared where the result is not zero.
+            velocity = state.velocities._velocities[0]
+            self.assertTrue(torch.equal(velocity, gradient.masked_fill(result != 0, 0.0)))
+
     def test_an_fp16_bucket_whose_average_fits_stays_finite(self):
         import torch
 

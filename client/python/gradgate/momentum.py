@@ -6,9 +6,11 @@ late and then gets the momentum of the step it arrives in, not of the steps it m
 density that costs accuracy. Here each worker keeps a velocity per bucket, u = m * u + g, and
 sends u (Nesterov: g + m * u); the gateways' error feedback then holds back velocities, and the
 optimizer, run without momentum, applies their average. With a dense codec this is momentum SGD
-exactly (the average of the velocities is the velocity of the average); with a sparse one every
-gradient still counts 1 / (1 - m) times in all, as with momentum SGD, only later where it was held
-back.
+exactly (the average of the velocities is the velocity of the average). With a sparse one (top-k,
+random-k: the all-reduce names its codec) the velocity is also cleared wherever the result is not
+zero, where some gateway sent it (DGC's momentum factor masking): what was sent does not come
+again with the momentum of the steps that follow, on top of the residual the gateways hold back
+elsewhere, which would push the weights on in a direction that is stale by then.
 
 The velocity belongs to the parameters, not to the bucket: when DDP rebuilds its buckets (after
 the first step, in the order the gradients came) each parameter's velocity moves with it into its
@@ -22,6 +24,8 @@ import weakref
 import torch
 
 _SIXTEEN_BIT = (torch.float16, torch.bfloat16)
+# Codecs whose result is zero wherever no gateway sent the element (AllreduceInfo.codec).
+SPARSE_CODECS = frozenset(("topk", "randomk"))
 
 
 def checked_momentum(momentum, allow_zero=False):
@@ -149,14 +153,18 @@ def reconfigured(correction, momentum, nesterov=False):
     return correction
 
 
-def settle_velocity(velocity, skipped, future):
-    """The step's result (Future.then); the velocity cleared when the step failed or skipped()
-    says the gateways skipped it (a gradient that was not finite)."""
+def settle_velocity(velocity, codec, future):
+    """The step's result (Future.then), with its velocity settled: cleared when the step failed or
+    codec() is None (the gateways skipped it: a gradient that was not finite), and where the
+    result is not zero when codec() names a sparse codec (momentum factor masking)."""
     try:
         result = future.value()
     except BaseException:
         velocity.zero_()
         raise
-    if skipped():
+    used = codec()
+    if used is None:
         velocity.zero_()
+    elif used in SPARSE_CODECS:
+        velocity.masked_fill_(result != 0, 0.0)
     return result

@@ -127,7 +127,8 @@ class HookState:
         RuntimeError.
     momentum: > 0 (below 1) turns on momentum correction (gradgate/momentum.py): each bucket
         sends its velocity m * u + g rather than its gradient, so that error feedback holds back
-        velocities; the optimizer must then run without momentum of its own (SGD with
+        velocities, and clears it where a sparse codec's result is not zero (momentum factor
+        masking); the optimizer must then run without momentum of its own (SGD with
         momentum=0). take_momentum() instead takes the optimizer's own momentum, Nesterov and
         weight decay, and leaves the optimizer as it is. Under a GradScaler the velocities are
         under the loss scale: when the scale grows, the momentum built up so far counts half
@@ -279,7 +280,8 @@ class HookState:
         future = pending.future.then(_result)
         if velocity is None:
             return future
-        return future.then(functools.partial(settle_velocity, velocity, lambda: pending.nonfinite))
+        settle = functools.partial(settle_velocity, velocity, pending.codec)
+        return future.then(functools.partial(_on_stream, pending.stream, settle))
 
     def _start(self, pending, index, grads):
         """Starts `pending`'s all-reduce and queues it for the waiter; raises RuntimeError when it
@@ -464,6 +466,15 @@ def _end_state(pending, waiter, owned_client):
         owned_client.close()
 
 
+def _on_stream(stream, function, future):
+    """function(future), its CUDA work queued on `stream` (None: the current one): the stream the
+    hook ran on, where the next step's work on the same tensors is queued too."""
+    if stream is None:
+        return function(future)
+    with torch.cuda.stream(stream):
+        return function(future)
+
+
 def _result(future):
     """The value of a completed Future, or its exception raised."""
     return future.value()
@@ -492,6 +503,11 @@ class _Pending:
         self.deadline = None if no_limit else self.started + state.timeout_ms / 1000.0
         # The stream the hook ran on: where the waiter thread's writes into a CUDA bucket go.
         self.stream = torch.cuda.current_stream(grads.device) if grads.is_cuda else None
+
+    def codec(self):
+        """The codec of the all-reduce, ended without failing; None where the gateways skipped
+        its step."""
+        return None if self.nonfinite else self.info.codec
 
     def failure(self, what, error):
         return RuntimeError(f"gradgate: all-reduce of {self.what} {what}: {error}")
