@@ -1,5 +1,5 @@
 // gg_allreduce and gg_wait: starting an all-reduce and waiting for the gateway's reply;
-// gg_tensor_codec: the codec that reply named.
+// gg_tensor_codec: the codec named by the reply of its latest successful wait.
 #include <chrono>
 
 #include "client_state.h"
@@ -30,6 +30,7 @@ extern "C" gg_status gg_allreduce(gg_tensor* tensor, gg_request** out) {
     }
     std::tie(id, request->reply) = gradgate::client_impl::add_pending(client);
     request->reply->buffer = buffer;
+    request->buffer = buffer;
     buffer->in_flight = true;
   }
   const auto packet = proto::encode(id, proto::Allreduce{buffer->key});
@@ -69,6 +70,7 @@ extern "C" gg_status gg_wait(gg_request* request, int64_t timeout_ms, gg_allredu
   }
   const gradgate::client_impl::Reply reply = *request->reply;
   const std::string what = request->what;
+  if (reply.status == GG_OK) request->buffer->codec = reply.codec;
   client.requests.erase(request);
   if (reply.status != GG_OK) {
     if (reply.status == GG_CLOSED) return fail(GG_CLOSED, what + ": " + reply.message);

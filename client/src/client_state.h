@@ -2,7 +2,8 @@
 // shared buffers of declared tensors, and the requests waiting for the gateway's replies.
 //
 // Locking: gg_client::mu guards every mutable field of the client, its buffers' `in_flight` and
-// every Reply; gg_client::cv is notified whenever a reply completes or the connection breaks.
+// `codec`, and every Reply; gg_client::cv is notified whenever a reply completes or the connection
+// breaks.
 #pragma once
 
 #include <sys/types.h>
@@ -39,7 +40,7 @@ struct SharedBuffer {
   bool in_flight = false;             // an all-reduce was sent and its reply has not come
   gg_tensor* handle = nullptr;        // the one handle of this buffer, owned by the client
   bool released = false;              // gg_release: the gateway dropped it, the memory is unmapped
-  gg_codec codec = GG_CODEC_UNKNOWN;  // that of the latest all-reduce that succeeded
+  gg_codec codec = GG_CODEC_UNKNOWN;  // that of the latest successful gg_wait
 
   SharedBuffer() = default;
   SharedBuffer(const SharedBuffer&) = delete;
@@ -60,6 +61,7 @@ struct Reply {
   uint32_t collective_timeout_ms = 0;
   uint32_t key = 0;
   gg_allreduce_info info{};
+  gg_codec codec = GG_CODEC_UNKNOWN;     // an all-reduce's, for its buffer once waited for
   std::shared_ptr<SharedBuffer> buffer;  // an all-reduce's buffer, released when it completes
 };
 
@@ -74,6 +76,7 @@ struct gg_request {
   gg_client* client = nullptr;
   std::string what;  // "gg_wait(\"bucket0\")", for messages
   std::shared_ptr<gradgate::client_impl::Reply> reply;
+  std::shared_ptr<gradgate::client_impl::SharedBuffer> buffer;  // gets the codec of a GG_OK wait
 };
 
 struct gg_client {

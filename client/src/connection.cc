@@ -100,15 +100,13 @@ std::string apply_packet(gg_client& client, const proto::ReceivedPacket& packet)
     }
     case proto::MessageType::kAllreduceDone: {
       const auto m = proto::decode_body<proto::AllreduceDone>(packet.bytes);
-      if (!m || m->status > GG_NONFINITE_GRADIENT || !m->codec || *m->codec > GG_CODEC_POWERSGD) {
-        return body_error();
-      }
+      if (!m || m->status > GG_NONFINITE_GRADIENT || !m->codec) return body_error();
       if (auto reply = take_pending(client, header->request_id)) {
         reply->info = {m->step,           m->raw_bytes,           m->wire_bytes,
                        m->encode_seconds, m->communicate_seconds, m->decode_seconds};
-        if (m->status == GG_OK && reply->buffer) {
-          reply->buffer->codec = static_cast<gg_codec>(*m->codec);
-        }
+        // A codec newer than this library is one it does not know, not a malformed reply.
+        reply->codec =
+            *m->codec <= GG_CODEC_POWERSGD ? static_cast<gg_codec>(*m->codec) : GG_CODEC_UNKNOWN;
         complete(*reply, static_cast<gg_status>(m->status), m->message);
       }
       return "";

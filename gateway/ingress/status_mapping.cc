@@ -36,26 +36,20 @@ gg_status hello_refusal(ErrorCode code, uint16_t client_version) {
                                                                         : GG_REJECTED;
 }
 
+// gg_codec numbers the codecs as the wire frame does.
+static_assert(GG_CODEC_NONE == static_cast<int>(kernels::CodecId::kNone) &&
+              GG_CODEC_FP16 == static_cast<int>(kernels::CodecId::kFp16) &&
+              GG_CODEC_BF16 == static_cast<int>(kernels::CodecId::kBf16) &&
+              GG_CODEC_QSGD == static_cast<int>(kernels::CodecId::kQsgd) &&
+              GG_CODEC_SIGN == static_cast<int>(kernels::CodecId::kSign) &&
+              GG_CODEC_TOPK == static_cast<int>(kernels::CodecId::kTopk) &&
+              GG_CODEC_RANDOMK == static_cast<int>(kernels::CodecId::kRandomk) &&
+              GG_CODEC_POWERSGD == static_cast<int>(kernels::CodecId::kPowersgd));
+static_assert(kernels::kCodecCount == GG_CODEC_POWERSGD + 1, "a codec that gg_codec lacks");
+
 gg_codec to_client_codec(kernels::CodecId codec) {
-  switch (codec) {
-    case kernels::CodecId::kNone:
-      return GG_CODEC_NONE;
-    case kernels::CodecId::kFp16:
-      return GG_CODEC_FP16;
-    case kernels::CodecId::kBf16:
-      return GG_CODEC_BF16;
-    case kernels::CodecId::kQsgd:
-      return GG_CODEC_QSGD;
-    case kernels::CodecId::kSign:
-      return GG_CODEC_SIGN;
-    case kernels::CodecId::kTopk:
-      return GG_CODEC_TOPK;
-    case kernels::CodecId::kRandomk:
-      return GG_CODEC_RANDOMK;
-    case kernels::CodecId::kPowersgd:
-      return GG_CODEC_POWERSGD;
-  }
-  return GG_CODEC_UNKNOWN;
+  const int id = static_cast<int>(codec);
+  return id < kernels::kCodecCount ? static_cast<gg_codec>(id) : GG_CODEC_UNKNOWN;
 }
 
 }  // namespace gradgate::gateway

@@ -54,7 +54,7 @@ typedef enum gg_codec {
   GG_CODEC_TOPK = 5,
   GG_CODEC_RANDOMK = 6,
   GG_CODEC_POWERSGD = 7,
-  GG_CODEC_UNKNOWN = 255 /* no all-reduce of the tensor has succeeded yet */
+  GG_CODEC_UNKNOWN = 255 /* none yet, or one newer than this library */
 } gg_codec;
 
 typedef struct gg_client gg_client;
@@ -167,9 +167,9 @@ gg_status gg_allreduce(gg_tensor* tensor, gg_request** out);
  * the gateway reduces a single worker's fp32 buffer in place. The request is freed unless
  * GG_TIMEOUT is returned. */
 gg_status gg_wait(gg_request* request, int64_t timeout_ms, gg_allreduce_info* info);
-/* The codec of the tensor's latest all-reduce that succeeded (GG_CODEC_UNKNOWN before the first):
- * after gg_wait returned GG_OK, that of the all-reduce it waited for. The gateways' policy may
- * change a tensor's codec from one step to the next. */
+/* The codec of the all-reduce of the tensor's latest gg_wait that returned GG_OK
+ * (GG_CODEC_UNKNOWN before the first). The gateways' policy may change a tensor's codec from one
+ * step to the next. */
 gg_status gg_tensor_codec(const gg_tensor* tensor, gg_codec* out);
 
 #ifdef __cplusplus

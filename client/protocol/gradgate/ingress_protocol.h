@@ -29,7 +29,8 @@
 //   RELEASE_OK      u32 key
 //   ALLREDUCE_DONE  u8 status (a gg_status), u16 message length, message (<= 512 bytes), u64 step,
 //                   u64 raw_bytes, u64 wire_bytes, f64 encode, communicate, decode seconds,
-//                   u8 codec (from version 6: the wire frame's codec id of the step, a gg_codec)
+//                   u8 codec (from version 6: the wire frame's codec id of the step, a gg_codec;
+//                   a client takes an id it does not know for GG_CODEC_UNKNOWN)
 //   ERROR           u8 status (a gg_status), u16 message length, message (<= 512 bytes)
 //
 // A malformed message (bad magic or version, unknown type, wrong length, a missing or extra file

@@ -127,12 +127,12 @@ class HookState:
         RuntimeError.
     momentum: > 0 (below 1) turns on momentum correction (gradgate/momentum.py): each bucket
         sends its velocity m * u + g rather than its gradient, so that error feedback holds back
-        velocities, and clears it where a sparse codec's result is not zero (momentum factor
-        masking); the optimizer must then run without momentum of its own (SGD with
-        momentum=0). take_momentum() instead takes the optimizer's own momentum, Nesterov and
-        weight decay, and leaves the optimizer as it is. Under a GradScaler the velocities are
-        under the loss scale: when the scale grows, the momentum built up so far counts half
-        once. 0 (the default): off.
+        velocities, and its velocity is cleared where a sparse codec's result is not zero
+        (momentum factor masking); the optimizer must then run without momentum of its own
+        (SGD with momentum=0). take_momentum() instead takes the optimizer's own momentum,
+        Nesterov and weight decay, and leaves the optimizer as it is. Under a GradScaler the
+        velocities are under the loss scale: when the scale grows, the momentum built up so far
+        counts half once. 0 (the default): off.
     """
 
     def __init__(
@@ -263,6 +263,7 @@ class HookState:
         step still running in the gateway (it timed out: its buffer is not free).
         """
         pending = _Pending(self, index, grads, self.steps, last)
+        stream = pending.stream  # the waiter may end `pending` as soon as it is started
         velocity = self._momentum.apply(index, grads, parameters) if self._momentum else None
         try:
             with self._starting:  # close() waits for a start under way
@@ -280,8 +281,8 @@ class HookState:
         future = pending.future.then(_result)
         if velocity is None:
             return future
-        settle = functools.partial(settle_velocity, velocity, pending.codec)
-        return future.then(functools.partial(_on_stream, pending.stream, settle))
+        settle = functools.partial(settle_velocity, velocity, pending.step_codec)
+        return future.then(functools.partial(_on_stream, stream, settle))
 
     def _start(self, pending, index, grads):
         """Starts `pending`'s all-reduce and queues it for the waiter; raises RuntimeError when it
@@ -504,7 +505,7 @@ class _Pending:
         # The stream the hook ran on: where the waiter thread's writes into a CUDA bucket go.
         self.stream = torch.cuda.current_stream(grads.device) if grads.is_cuda else None
 
-    def codec(self):
+    def step_codec(self):
         """The codec of the all-reduce, ended without failing; None where the gateways skipped
         its step."""
         return None if self.nonfinite else self.info.codec

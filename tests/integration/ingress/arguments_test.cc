@@ -54,6 +54,9 @@ TEST_F(IngressTest, BadArgumentsAreInvalidArgumentWithAMessage) {
   ASSERT_EQ(gg_declare(client, "t", 4, GG_FP32, 2, 2, 0, &tensor), GG_OK);
   EXPECT_INVALID(gg_allreduce(tensor, nullptr), "null output pointer");
   EXPECT_INVALID(gg_wait(nullptr, 0, nullptr), "null request");
+  gg_codec codec = GG_CODEC_NONE;
+  EXPECT_INVALID(gg_tensor_codec(nullptr, &codec), "gg_tensor_codec: null tensor");
+  EXPECT_INVALID(gg_tensor_codec(tensor, nullptr), "gg_tensor_codec: null output pointer");
   EXPECT_EQ(server_->stats().protocol_errors, 0u);
   EXPECT_EQ(handler_.declared.size(), 1u);
   ASSERT_EQ(gg_close(client), GG_OK);

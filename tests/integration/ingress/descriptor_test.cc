@@ -80,10 +80,8 @@ TEST_F(IngressTest, OutOfFileDescriptorsADeclareIsRefusedAndTheSessionGoesOn) {
   RawConnection raw(socket_path_);
   ASSERT_TRUE(raw.connected());
   raw.hello(0);
-  // A buffer as the client makes it: sealed at its size.
-  const int buffer = memfd_create("declared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  ASSERT_EQ(ftruncate(buffer, 16), 0);
-  ASSERT_EQ(fcntl(buffer, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  const FloatMemfd memfd(4, 0.0f);
+  const int buffer = memfd.fd;
   std::optional<std::vector<std::byte>> reply;
   {
     DescriptorShortage shortage(buffer);
@@ -108,7 +106,6 @@ TEST_F(IngressTest, OutOfFileDescriptorsADeclareIsRefusedAndTheSessionGoesOn) {
   const auto declared = raw.receive();
   ASSERT_TRUE(declared.has_value() && !declared->empty());
   EXPECT_EQ(proto::decode_header(*declared)->type, proto::MessageType::kDeclareOk);
-  close(buffer);
 }
 
 }  // namespace

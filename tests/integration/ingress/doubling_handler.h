@@ -1,7 +1,8 @@
 // An IngressHandler for tests that sums nothing but does something checkable: it doubles each
 // all-reduced buffer on its own thread (recording the bytes it saw first) and completes from
 // there, naming codec id `step % kCodecCount` as the step's. Tensors whose names start with
-// "hold" wait until release_held(); "fail" ones complete with a peer timeout (and codec kTopk);
+// "hold" wait until release_held(); "fail" ones complete with a peer timeout (and codec kTopk),
+// and "flaky" ones so at their odd steps;
 // "reject" ones are refused at declare time with kResourceExhausted. A worker that declares a name
 // again keeps its key, with the new buffer.
 #pragma once

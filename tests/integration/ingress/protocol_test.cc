@@ -1,5 +1,5 @@
-// The DECLARE_CUDA message on its own: what is encoded decodes to the same fields, and a body cut
-// short or with bytes to spare does not decode.
+// The DECLARE_CUDA and ALLREDUCE_DONE messages on their own: what is encoded decodes to the same
+// fields, and a body cut short or with bytes to spare does not decode.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -76,6 +76,48 @@ TEST(DeclareCudaMessage, ExtraBytesDoNotDecode) {
   // Nor does a host DECLARE decode as DECLARE_CUDA, or the other way round.
   EXPECT_FALSE(decode_body<DeclareCuda>(encode(1, sample().tensor)).has_value());
   EXPECT_FALSE(decode_body<Declare>(encode(1, sample())).has_value());
+}
+
+AllreduceDone done_sample() {
+  AllreduceDone m;
+  m.status = 0;
+  m.step = 41;
+  m.raw_bytes = 4096;
+  m.wire_bytes = 96;
+  m.encode_seconds = 0.25;
+  m.communicate_seconds = 0.5;
+  m.decode_seconds = 0.125;
+  m.codec = 5;
+  return m;
+}
+
+TEST(AllreduceDoneMessage, RoundTripsWithTheCodecOrWithoutIt) {
+  AllreduceDone sent = done_sample();
+  const auto with_codec = encode(9, sent);
+  const auto got = decode_body<AllreduceDone>(with_codec);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->step, 41u);
+  EXPECT_EQ(got->wire_bytes, 96u);
+  EXPECT_EQ(got->decode_seconds, 0.125);
+  EXPECT_EQ(got->codec, std::optional<uint8_t>(5));
+  sent.codec.reset();  // as the gateway answers a client older than kFirstVersionWithCodec
+  const auto without = encode(9, sent, kFirstVersionWithCodec - 1);
+  EXPECT_EQ(without.size() + 1, with_codec.size());
+  const auto old = decode_body<AllreduceDone>(without);
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->step, 41u);
+  EXPECT_FALSE(old->codec.has_value());
+}
+
+TEST(AllreduceDoneMessage, TruncatedOrLongerBodiesDoNotDecode) {
+  auto packet = encode(1, done_sample());
+  // Cut by the codec alone it is a reply of the version before; cut further, nothing.
+  for (size_t size = 0; size + 1 < packet.size(); ++size) {
+    const std::span<const std::byte> cut(packet.data(), size);
+    EXPECT_FALSE(decode_body<AllreduceDone>(cut).has_value()) << size << " bytes";
+  }
+  packet.push_back(std::byte{0});
+  EXPECT_FALSE(decode_body<AllreduceDone>(packet).has_value());
 }
 
 }  // namespace

@@ -86,7 +86,7 @@ inline int memfd_of(size_t bytes) {
   return fd;
 }
 
-/// A memfd of `count` floats, each `value`, sealed as the C client seals its buffers, and its
+/// A memfd of `elements` floats, each `value`, sealed as the C client seals its buffers, and its
 /// mapping here.
 struct FloatMemfd {
   FloatMemfd(size_t elements, float value)
