@@ -335,6 +335,33 @@ def average_on_every_rank(states, index, grads):
         wait_for(future)
 
 
+def check_velocities_cleared_where_sent(test, device):
+    """Two gateways of top-k 1%, each with a HookState with momentum correction over a bucket on
+    `device`: after the first step each velocity is its gradient, cleared where the (sparse)
+    result is not zero."""
+    import torch
+
+    import gradgate.torch as gradgate_torch
+
+    cluster = test.start_cluster(test.make_workdir(), nodes=2, local_workers=1,
+                                 codec="topk:density=0.01,select=exact")
+    states = [gradgate_torch.HookState(s, 0, run_id=10, momentum=0.5) for s in cluster.sockets]
+    for state in states:
+        test.addCleanup(state.close)
+    generator = torch.Generator().manual_seed(5)
+    sent = [torch.randn(4096, generator=generator).to(device) for _ in states]
+    grads = [g.clone() for g in sent]
+    average_on_every_rank(states, 0, grads)
+    result = grads[0]
+    test.assertTrue(torch.equal(grads[1], result))
+    # Each gateway sent its node's 41 largest: 41 to 82 of the 4096 came back.
+    test.assertTrue(41 <= int(result.count_nonzero()) <= 82, result.count_nonzero())
+    for state, gradient in zip(states, sent):
+        velocity = state.velocities._velocities[0]
+        test.assertEqual(velocity.device, gradient.device)
+        test.assertTrue(torch.equal(velocity, gradient.masked_fill(result != 0, 0.0)))
+
+
 class HookStateTest(TempDirTest):
     """The hook's state on CPU buckets: two gateways of one worker each, both in this process."""
 
@@ -595,28 +622,7 @@ class HookStateTest(TempDirTest):
         self.assertEqual(step([2.0, 2.0], [4.0, 0.0]), [[3.0, 1.0]] * 2)
 
     def test_momentum_correction_clears_the_velocity_where_a_sparse_result_was_sent(self):
-        import torch
-
-        import gradgate.torch as gradgate_torch
-
-        cluster = self.start_cluster(self.make_workdir(), nodes=2, local_workers=1,
-                                     codec="topk:density=0.01,select=exact")
-        states = [gradgate_torch.HookState(s, 0, run_id=10, momentum=0.5)
-                  for s in cluster.sockets]
-        for state in states:
-            self.addCleanup(state.close)
-        generator = torch.Generator().manual_seed(5)
-        sent = [torch.randn(self.ELEMENTS, generator=generator) for _ in states]
-        grads = [g.clone() for g in sent]
-        average_on_every_rank(states, 0, grads)
-        result = grads[0]
-        self.assertTrue(torch.equal(grads[1], result))
-        # Each gateway sent its node's 41 largest: 41 to 82 of the 4096 came back.
-        self.assertTrue(41 <= int(result.count_nonzero()) <= 82, result.count_nonzero())
-        for state, gradient in zip(states, sent):
-            # The first step's velocity is its gradient, cleared where the result is not zero.
-            velocity = state.velocities._velocities[0]
-            self.assertTrue(torch.equal(velocity, gradient.masked_fill(result != 0, 0.0)))
+        check_velocities_cleared_where_sent(self, "cpu")
 
     def test_an_fp16_bucket_whose_average_fits_stays_finite(self):
         import torch
@@ -706,6 +712,9 @@ class CudaDeviceTest(TempDirTest):
         for state in states:
             self.assertEqual(state.device_path, "auto", "the gateway refused GPU memory")
             self.assertTrue(state._momentum._velocities[0].is_cuda)
+
+    def test_momentum_correction_clears_cuda_velocities_where_a_sparse_result_was_sent(self):
+        check_velocities_cleared_where_sent(self, "cuda")
 
     def test_ddp_trains_with_its_buckets_summed_in_gpu_memory(self):
         workdir = self.make_workdir()
