@@ -335,10 +335,10 @@ def average_on_every_rank(states, index, grads):
         wait_for(future)
 
 
-def check_velocities_cleared_where_sent(test, device):
-    """Two gateways of top-k 1%, each with a HookState with momentum correction over a bucket on
-    `device`: after the first step each velocity is its gradient, cleared where the (sparse)
-    result is not zero."""
+def check_velocities_cleared_where_sent(test, device, dtype="float32"):
+    """Two gateways of top-k 1%, each with a HookState with momentum correction over a bucket of
+    `dtype` on `device`: after the first step each velocity (float32) is its gradient, cleared
+    where the (sparse) result is not zero."""
     import torch
 
     import gradgate.torch as gradgate_torch
@@ -349,7 +349,8 @@ def check_velocities_cleared_where_sent(test, device):
     for state in states:
         test.addCleanup(state.close)
     generator = torch.Generator().manual_seed(5)
-    sent = [torch.randn(4096, generator=generator).to(device) for _ in states]
+    sent = [torch.randn(4096, generator=generator).to(device, getattr(torch, dtype))
+            for _ in states]
     grads = [g.clone() for g in sent]
     average_on_every_rank(states, 0, grads)
     result = grads[0]
@@ -358,8 +359,8 @@ def check_velocities_cleared_where_sent(test, device):
     test.assertTrue(41 <= int(result.count_nonzero()) <= 82, result.count_nonzero())
     for state, gradient in zip(states, sent):
         velocity = state.velocities._velocities[0]
-        test.assertEqual(velocity.device, gradient.device)
-        test.assertTrue(torch.equal(velocity, gradient.masked_fill(result != 0, 0.0)))
+        test.assertEqual((velocity.device, velocity.dtype), (gradient.device, torch.float32))
+        test.assertTrue(torch.equal(velocity, gradient.float().masked_fill(result != 0, 0.0)))
 
 
 class HookStateTest(TempDirTest):
@@ -623,6 +624,9 @@ class HookStateTest(TempDirTest):
 
     def test_momentum_correction_clears_the_velocity_where_a_sparse_result_was_sent(self):
         check_velocities_cleared_where_sent(self, "cpu")
+
+    def test_momentum_correction_clears_the_fp32_velocity_of_an_fp16_bucket_so_too(self):
+        check_velocities_cleared_where_sent(self, "cpu", "float16")
 
     def test_an_fp16_bucket_whose_average_fits_stays_finite(self):
         import torch
