@@ -184,8 +184,8 @@ class AutoHookTest(TempDirTest):
         # ... and the second, which the restarted gateway carried, trained to the end (on one
         # node, so nothing went to other gateways).
         self.assertIn(f"ddp: {steps} steps, {steps} all-reduces", output)
-        self.assertIn(f"{steps} all-reduces, 113.7 MB of gradients, none sent to other gateways",
-                      output)
+        self.assertIn(f"{steps} all-reduces (fp16 {steps}), 113.7 MB of gradients, none sent to "
+                      "other gateways", output)
         self.assertGreaterEqual(gateway_status(workdir, 0)["allreduces"], steps)
 
     def test_a_script_with_its_own_hook_keeps_it(self):
@@ -291,7 +291,8 @@ class AutoHookTest(TempDirTest):
             for result in results:
                 self.assertEqual(result["skipped"], [7])
             self.assertRegex(output,
-                             r"all-reduces, .*x less\), [1-9]\d* all-reduces skipped for NaN")
+                             r"all-reduces \(fp16 \d+\), .*x less\), [1-9]\d* all-reduces "
+                             "skipped for NaN")
             self.assertEqual(results[0]["digest"], results[1]["digest"])
             self.assertEqual(", momentum correction 0.9\n" in output, bool(options), output)
         losses = results[0]["losses"]

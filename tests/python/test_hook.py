@@ -358,6 +358,7 @@ def check_velocities_cleared_where_sent(test, device, dtype="float32"):
     # Each gateway sent its node's 41 largest: 41 to 82 of the 4096 came back.
     test.assertTrue(41 <= int(result.count_nonzero()) <= 82, result.count_nonzero())
     for state, gradient in zip(states, sent):
+        test.assertEqual(state.codec_allreduces, {"topk": 1})
         velocity = state.velocities._velocities[0]
         test.assertEqual((velocity.device, velocity.dtype), (gradient.device, torch.float32))
         test.assertTrue(torch.equal(velocity, gradient.float().masked_fill(result != 0, 0.0)))

@@ -265,8 +265,10 @@ def _report(state, prefix):
     correction = state.momentum_correction
     momentum = (f", momentum correction {correction[0]:g}{' (Nesterov)' if correction[1] else ''}"
                 if correction else "")
+    codecs = ", ".join(f"{codec} {count}" for codec, count in state.codec_allreduces.most_common())
     print(
-        f"gradgate: {prefix}: {state.steps} steps, {state.allreduces} all-reduces, "
+        f"gradgate: {prefix}: {state.steps} steps, {state.allreduces} all-reduces"
+        f"{f' ({codecs})' if codecs else ''}, "
         f"{state.raw_bytes / 1e6:.1f} MB of gradients{sent}{skipped}{momentum}",
         file=sys.stderr,
     )

@@ -41,6 +41,7 @@ all-reduces, steps, seconds) for progress reports. torch is imported here only, 
 `import gradgate` works without it.
 """
 
+import collections
 import ctypes
 import functools
 import queue
@@ -178,6 +179,7 @@ class HookState:
         self.raw_bytes = 0
         self.wire_bytes = 0
         self.allreduces = 0
+        self.codec_allreduces = collections.Counter()  # codec name -> all-reduces that used it
         self.nonfinite_allreduces = 0
         self.failed_allreduces = 0  # failed, timed out or dropped with their step
         self.steps = 0
@@ -363,6 +365,7 @@ class HookState:
         self.communicate_seconds += info.communicate_seconds
         self.decode_seconds += info.decode_seconds
         self.allreduces += 1
+        self.codec_allreduces[info.codec] += 1
         self.seconds += seconds
 
     def _device_tensor(self, layout, grads):
