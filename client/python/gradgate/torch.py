@@ -470,13 +470,13 @@ def _end_state(pending, waiter, owned_client):
         owned_client.close()
 
 
-def _on_stream(stream, function, future):
-    """function(future), its CUDA work queued on `stream` (None: the current one): the stream the
+def _on_stream(stream, function, *args):
+    """function(*args), its CUDA work queued on `stream` (None: the current one): the stream the
     hook ran on, where the next step's work on the same tensors is queued too."""
     if stream is None:
-        return function(future)
+        return function(*args)
     with torch.cuda.stream(stream):
-        return function(future)
+        return function(*args)
 
 
 def _result(future):
@@ -562,12 +562,9 @@ class _Pending:
             self.end(None)
 
     def _write(self, operation):
-        if self.stream is None:
-            operation()
-            return
-        with torch.cuda.stream(self.stream):
-            operation()
-        self.stream.synchronize()
+        _on_stream(self.stream, operation)
+        if self.stream is not None:
+            self.stream.synchronize()
 
     def end(self, error):
         """Completes the Future (with `error`, else with the bucket, counted as failed) and lets
