@@ -140,6 +140,7 @@ constexpr ConfigKey kKeys[] = {
     {"control.token_env", false, store_string<&C::control_token_env>, nullptr},
     {"control.report_interval_ms", false, store_milliseconds<&C::control_report_interval>, nullptr},
     {"control.poll_wait_ms", false, store_milliseconds<&C::control_poll_wait>, nullptr},
+    {"control.request_timeout_ms", false, store_milliseconds<&C::control_request_timeout>, nullptr},
     {"control.join_timeout_ms", false, store_milliseconds<&C::control_join_timeout>, nullptr},
     {"collective.timeout_ms", false, store_milliseconds<&C::timeout>, nullptr},
     {"collective.segment_bytes", false, store_unsigned<&C::segment_bytes, kU64Max>, nullptr},

@@ -40,6 +40,12 @@ constexpr uint64_t kSegmentMessageOverhead = 256;
 // must not overflow either.
 constexpr uint64_t kMaxSendQueueBytes = uint64_t{1} << 40;
 
+// One request to the controller: under 100 ms a busy controller's answers would time out on a
+// healthy network; beyond 10 minutes a controller that went silent would go unnoticed (no
+// fail-static) that long.
+constexpr int64_t kMinRequestTimeoutMs = 100;
+constexpr int64_t kMaxRequestTimeoutMs = 600000;
+
 class Checker {
  public:
   std::vector<ConfigIssue> run(const GatewayConfig& config) && {
@@ -202,6 +208,13 @@ class Checker {
             "must be in 1.." + std::to_string(kMaxPolicyWaitMs) + ", got " +
                 std::to_string(poll_wait),
             {"control.poll_wait_ms"});
+    }
+    const auto request_timeout = config.control_request_timeout.count();
+    if (request_timeout < kMinRequestTimeoutMs || request_timeout > kMaxRequestTimeoutMs) {
+      issue("control.request_timeout_ms",
+            "must be in " + std::to_string(kMinRequestTimeoutMs) + ".." +
+                std::to_string(kMaxRequestTimeoutMs) + ", got " + std::to_string(request_timeout),
+            {"control.request_timeout_ms"});
     }
     if (!config.controller.host.empty() && config.controller.port == 0) {
       issue("control.url", "needs the controller's port (1..65535)", {"control.url"});

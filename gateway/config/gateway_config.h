@@ -117,7 +117,10 @@ struct GatewayConfig {
   std::string control_token_env = "GRADGATE_API_TOKEN";
   std::chrono::milliseconds control_report_interval{1000};  // reports and metric refreshes
   std::chrono::milliseconds control_poll_wait{2000};        // one long poll for a new policy
-  std::chrono::milliseconds control_join_timeout{120000};   // job.size: waiting for the others
+  /// One request to the controller (a policy request: this beyond control_poll_wait); by default
+  /// longer than report intervals, so that a slow link delays reports rather than failing them.
+  std::chrono::milliseconds control_request_timeout{10000};
+  std::chrono::milliseconds control_join_timeout{120000};  // job.size: waiting for the others
 
   // logging
   std::string log_level = "info";   // trace, debug, info, warn, error

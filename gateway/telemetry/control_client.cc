@@ -16,7 +16,7 @@ Result<http::ClientOptions> controller_options(const GatewayConfig& config) {
   options.host = config.controller.host;
   options.port = config.controller.port;
   options.token = std::move(token).value();
-  options.timeout = config.control_report_interval;
+  options.timeout = config.control_request_timeout;
   return options;
 }
 
@@ -48,9 +48,10 @@ void ControlClient::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void ControlClient::note_reachable(const Status& answer) {
+void ControlClient::note_reachable(Exchange exchange, const Status& answer) {
   if (answer.code() == ErrorCode::kAborted) return;  // cancelled by stop(): says nothing of it
   const bool unreachable = !answer.ok();
+  if (unreachable) ++unanswered_[exchange];
   if (fail_static_.exchange(unreachable) == unreachable) return;
   if (unreachable) {
     spdlog::warn("controller unreachable, keeping the current policy (fail-static): {}",
@@ -71,6 +72,10 @@ ControlErrors ControlClient::errors() const {
   return {unauthorized_.load(), refused_.load(), unusable_policies_.load()};
 }
 
+ControlRequestFailures ControlClient::request_failures() const {
+  return {unanswered_[kReport].load(), unanswered_[kPolicy].load()};
+}
+
 void ControlClient::note_error_answer(Exchange exchange, const http::ClientResponse& answer,
                                       const std::string& what) {
   const bool unauthorized = answer.status == 401 || answer.status == 403;
@@ -87,7 +92,7 @@ void ControlClient::note_error_answer(Exchange exchange, const http::ClientRespo
 Status ControlClient::report(const nlohmann::json& body) {
   const std::string what = "the report to the controller";
   auto answer = http::send_request(options_.server, http::verb::post, "/v1/nodes", body.dump());
-  note_reachable(answer.status());
+  note_reachable(kReport, answer.status());
   if (!answer.ok()) return answer.status();
   if (answer->status != 200) {
     note_error_answer(kReport, *answer, what);
@@ -147,7 +152,7 @@ bool ControlClient::poll_once(uint32_t& known_version) {
                        "&wait_ms=" + std::to_string(options_.poll_wait.count());
   if (ask_node_view_) target += "&node=" + std::to_string(options_.node);
   auto answer = http::send_request(server, http::verb::get, target);
-  note_reachable(answer.status());
+  note_reachable(kPolicy, answer.status());
   if (!answer.ok()) return false;
   if (answer->status == 404) return false;  // the job is not known yet: no policy to follow
   if (ask_node_view_ && refuses_query_parameter(*answer, "node")) {

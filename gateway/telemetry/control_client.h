@@ -1,12 +1,14 @@
 // The gateway's side of the control plane (docs/control.md): it reports to the controller
-// (POST /v1/nodes, called by the telemetry loop) and follows its policies (a thread that
-// long-polls GET /v1/policy and hands each new version to the gateway).
+// (POST /v1/nodes, called by the telemetry's report thread) and follows its policies (a thread
+// that long-polls GET /v1/policy and hands each new version to the gateway).
 //
-// Fail-static: when the controller cannot be reached the gateway keeps the policy it has (or its
-// config, before any), says so in fail_static(), and keeps trying; it registers again and follows
-// new versions as soon as the controller answers. An answer that refuses something (a report, a
-// policy this gateway cannot run) is logged and counted (errors()), but the controller is
-// reachable: not fail-static.
+// Fail-static: when the controller cannot be reached (no answer within the request timeout,
+// control.request_timeout_ms) the gateway keeps the policy it has (or its config, before any),
+// says so in fail_static(), counts the request (request_failures()), and keeps trying; it
+// registers again and follows new versions as soon as the controller answers. The timeout (10 s
+// by default) outlasts report intervals: a slow link delays the exchanges rather than failing
+// them. An answer that refuses something (a report, a policy this gateway cannot run) is logged
+// and counted (errors()), but the controller is reachable: not fail-static.
 #pragma once
 
 #include <atomic>
@@ -23,7 +25,7 @@
 namespace gradgate::gateway {
 
 /// How to reach the controller of `config`: control.url, the bearer token of
-/// control.token_file or control.token_env, control.report_interval_ms per request.
+/// control.token_file or control.token_env, control.request_timeout_ms per request.
 Result<http::ClientOptions> controller_options(const GatewayConfig& config);
 
 /// The shortest report interval a controller can ask for: bounds the reports a misconfigured
@@ -37,8 +39,16 @@ struct ControlErrors {
   uint64_t unusable_policies = 0;  // policies this gateway could not take (every attempt)
 };
 
+/// The requests to the controller that got no answer (it could not be reached, or did not answer
+/// within the request timeout) since the start, by exchange; those stop() cancelled are not.
+struct ControlRequestFailures {
+  uint64_t reports = 0;   // POST /v1/nodes
+  uint64_t policies = 0;  // GET /v1/policy
+};
+
 struct ControlClientOptions {
-  http::ClientOptions server;  // the controller; its timeout bounds each report
+  /// The controller; its timeout bounds each report, and each policy request beyond poll_wait.
+  http::ClientOptions server;
   uint64_t job_id = 0;
   uint32_t node = 0;
   /// How long one policy request may wait for a new version on the controller.
@@ -62,9 +72,9 @@ class ControlClient {
   /// return kAborted). Idempotent.
   void stop();
 
-  /// Sends one report; an error when the controller did not take it. A reply's
-  /// report_interval_ms (how often the controller expects reports) is kept for
-  /// report_interval().
+  /// Sends one report and waits for the answer (up to the server's timeout); an error when the
+  /// controller did not take it. A reply's report_interval_ms (how often the controller expects
+  /// reports) is kept for report_interval(). One caller at a time.
   Status report(const nlohmann::json& body);
   /// How often to report: the shorter of options' report_interval and the interval the
   /// controller's last reply asked for (it judges a node stale by its own); at least
@@ -75,6 +85,7 @@ class ControlClient {
   /// The ratio of raw to wire bytes the current policy aims at (0: none yet).
   double target_ratio() const { return target_ratio_.load(); }
   ControlErrors errors() const;
+  ControlRequestFailures request_failures() const;
 
  private:
   void follow_policies();
@@ -82,11 +93,11 @@ class ControlClient {
   /// should wait retry_delay (no answer, no job yet, or a refusal).
   bool poll_once(uint32_t& known_version);
   Status take_policy(const nlohmann::json& policy, uint32_t& known_version);
-  /// `answer` came back (or not): fail-static follows, logged when it changes. A request that
-  /// stop() cancelled says nothing of the controller.
-  void note_reachable(const Status& answer);
   /// The two exchanges with the controller, each with its own thread.
   enum Exchange { kReport = 0, kPolicy = 1 };
+  /// `answer` came back to `exchange`'s request (or not: counted): fail-static follows, logged
+  /// when it changes. A request that stop() cancelled says nothing of the controller.
+  void note_reachable(Exchange exchange, const Status& answer);
   /// The controller answered `answer` (not 200) to `what`: counted, and logged as note_refusal.
   void note_error_answer(Exchange exchange, const http::ClientResponse& answer,
                          const std::string& what);
@@ -105,6 +116,7 @@ class ControlClient {
   /// The report interval the controller last asked for, in milliseconds; 0: none yet.
   std::atomic<int64_t> asked_interval_ms_{0};
   std::atomic<uint64_t> unauthorized_{0}, refused_{0}, unusable_policies_{0};  // errors()
+  std::atomic<uint64_t> unanswered_[2]{};  // request_failures(), by Exchange
   /// Whether polls ask for this node's view of the policy (?node=); false once the controller
   /// refused the parameter (a version before it). Used by the policy thread only.
   bool ask_node_view_ = true;

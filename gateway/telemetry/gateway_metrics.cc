@@ -46,6 +46,12 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                                 "token), refused (other error answers), unusable_policy "
                                 "(policies this gateway could not take)")
                           .Register(*registry_)),
+      control_request_failures_(
+          BuildCounter()
+              .Name("gradgate_control_request_failures_total")
+              .Help("Requests to the controller that got no answer (unreachable, or past "
+                    "control.request_timeout_ms), by exchange: report, policy")
+              .Register(*registry_)),
       encode_seconds_(
           BuildHistogram()
               .Name("gradgate_encode_seconds")
@@ -293,6 +299,10 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
           last_control_errors_.refused);
   advance(control_errors_.Add({{"kind", "unusable_policy"}}), now.control_errors.unusable_policies,
           last_control_errors_.unusable_policies);
+  advance(control_request_failures_.Add({{"exchange", "report"}}),
+          now.control_request_failures.reports, last_control_request_failures_.reports);
+  advance(control_request_failures_.Add({{"exchange", "policy"}}),
+          now.control_request_failures.policies, last_control_request_failures_.policies);
 }
 
 }  // namespace gradgate::gateway

@@ -39,6 +39,7 @@ struct GatewaySnapshot {
   bool fail_static = false;
   double target_ratio = 0.0;  // from the controller's policy; 0: none
   ControlErrors control_errors;
+  ControlRequestFailures control_request_failures;
 };
 
 class GatewayMetrics {
@@ -69,6 +70,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>& steps_;
   prometheus::Family<prometheus::Counter>& errors_;
   prometheus::Family<prometheus::Counter>& control_errors_;
+  prometheus::Family<prometheus::Counter>& control_request_failures_;
   prometheus::Family<prometheus::Histogram>& encode_seconds_;
   prometheus::Histogram& local_wait_seconds_;
   prometheus::Family<prometheus::Histogram>& communicate_seconds_;
@@ -110,6 +112,7 @@ class GatewayMetrics {
   uint64_t last_protocol_errors_ = 0, last_connections_refused_ = 0, last_workers_refused_ = 0,
            last_declarations_refused_ = 0;
   ControlErrors last_control_errors_;
+  ControlRequestFailures last_control_request_failures_;
   // Raw and wire bytes at the last refresh: the achieved ratio is over the interval since.
   uint64_t last_raw_ = 0, last_wire_ = 0;
 };

@@ -38,7 +38,8 @@ class NodeReport {
   /// One tensor step ended. Thread-safe.
   void observe(const StepRecord& step);
   /// The report body as of `now`; starts the next interval. Thread-safe.
-  /// `now` is the state the telemetry loop read from the gateway's parts at `at`.
+  /// `now` is the state the report thread read from the gateway's parts at `at`. Take a body
+  /// only to send it: its steps and per-step sums are not in the next one.
   nlohmann::json take(const Gateway& gateway, const GatewaySnapshot& now, Clock::time_point at);
 
  private:

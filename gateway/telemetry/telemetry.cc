@@ -74,8 +74,9 @@ Status Telemetry::start(uint16_t transport_port) {
     }
     control_ = std::make_unique<ControlClient>(options, gateway_);
     control_->start();
+    report_thread_ = std::thread([this] { report_loop(); });
   }
-  loop_ = std::thread([this] { run_loop(); });
+  refresh_thread_ = std::thread([this] { refresh_loop(); });
   return {};
 }
 
@@ -86,31 +87,41 @@ void Telemetry::stop() {
     stopping_ = true;
   }
   stopping_changed_.notify_all();
-  // First: they cancel a report or a membership request the loop may be waiting on.
+  // First: they cancel a report or a membership request the report thread may be waiting on.
   if (control_) control_->stop();
   membership_cancel_.cancel();
-  if (loop_.joinable()) loop_.join();
+  if (report_thread_.joinable()) report_thread_.join();
+  if (refresh_thread_.joinable()) refresh_thread_.join();
   if (admin_) admin_->stop();
 }
 
 uint16_t Telemetry::admin_port() const { return admin_ ? admin_->port() : 0; }
 
-void Telemetry::run_loop() {
+bool Telemetry::pause_until(std::chrono::steady_clock::time_point until) {
   std::unique_lock lock(mutex_);
-  while (!stopping_) {
-    lock.unlock();
-    tick();
-    lock.lock();
-    const auto interval = control_ ? control_->report_interval() : config_.control_report_interval;
-    stopping_changed_.wait_for(lock, interval, [this] { return stopping_; });
-  }
+  return !stopping_changed_.wait_until(lock, until, [this] { return stopping_; });
 }
 
-void Telemetry::tick() {
-  const GatewaySnapshot now = snapshot();
-  if (control_) (void)control_->report(report_->take(gateway_, now, NodeReport::Clock::now()));
-  metrics_.refresh(now);
-  follow_moved_peers(now.peer_up);
+std::chrono::milliseconds Telemetry::report_interval() const {
+  return control_ ? control_->report_interval() : config_.control_report_interval;
+}
+
+void Telemetry::refresh_loop() {
+  do {
+    metrics_.refresh(snapshot());
+  } while (pause_until(std::chrono::steady_clock::now() + report_interval()));
+}
+
+void Telemetry::report_loop() {
+  // One report at a time: the next is taken once the last has its answer (or none), so a report
+  // slower than an interval is followed at once by one that covers everything since it was taken.
+  NodeReport::Clock::time_point taken;
+  do {
+    const GatewaySnapshot now = snapshot();
+    taken = NodeReport::Clock::now();
+    (void)control_->report(report_->take(gateway_, now, taken));
+    follow_moved_peers(now.peer_up);
+  } while (pause_until(taken + report_interval()));
 }
 
 void Telemetry::follow_moved_peers(const std::map<uint32_t, bool>& peer_up) {
@@ -151,7 +162,10 @@ GatewaySnapshot Telemetry::snapshot() const {
   now.placement_probes = gateway_.placement_probes();
   now.fail_static = control_ && control_->fail_static();
   now.target_ratio = control_ ? control_->target_ratio() : 0.0;
-  if (control_) now.control_errors = control_->errors();
+  if (control_) {
+    now.control_errors = control_->errors();
+    now.control_request_failures = control_->request_failures();
+  }
   return now;
 }
 

@@ -1,10 +1,13 @@
 // Everything a running gateway tells the outside world: its Prometheus metrics, its admin HTTP
 // server (GET /livez, /readyz — ready once every peer is connected —, /metrics, /v1/status;
 // docs/openapi.yaml), and, when a controller is configured, its reports to it and the policies it
-// follows (control_client.h). One thread refreshes the metrics and sends a report every report
-// interval (ControlClient::report_interval); with membership from the controller (job.size) it
-// also lists the job again while a gateway this one dials is down, so that one restarted at
-// another address is dialed there.
+// follows (control_client.h). One thread refreshes the metrics every report interval
+// (ControlClient::report_interval), whatever the controller's link does. Another sends the
+// reports, one at a time: each is taken one interval after the last, or as soon as a slower one
+// has ended, and covers everything since the last one taken (NodeReport), so the controller
+// catches up in one report. With membership from the controller (job.size) that thread also lists
+// the job again while a gateway this one dials is down, so that one restarted at another address
+// is dialed there.
 #pragma once
 
 #include <chrono>
@@ -34,8 +37,9 @@ class Telemetry {
   Telemetry(const Telemetry&) = delete;
   Telemetry& operator=(const Telemetry&) = delete;
 
-  /// Starts the admin server (if configured), the policy thread (if a controller is) and the
-  /// report loop. `transport_port` is where peers reach this gateway, for the reports.
+  /// Starts the admin server (if configured), the metrics thread, and, if a controller is
+  /// configured, the report and policy threads. `transport_port` is where peers reach this
+  /// gateway, for the reports.
   Status start(uint16_t transport_port);
   void stop();
 
@@ -45,8 +49,11 @@ class Telemetry {
   void watch_ingress(const IngressServer& ingress) { ingress_ = &ingress; }
 
  private:
-  void run_loop();
-  void tick();
+  void refresh_loop();
+  void report_loop();
+  /// Waits until `until` or stop(); false once stopping.
+  bool pause_until(std::chrono::steady_clock::time_point until);
+  std::chrono::milliseconds report_interval() const;
   /// With membership from the controller, while a peer that this gateway dials (Transport::dials)
   /// is down and the controller answers reports: hands the transport the addresses it lists now.
   void follow_moved_peers(const std::map<uint32_t, bool>& peer_up);
@@ -72,7 +79,7 @@ class Telemetry {
   std::mutex mutex_;
   std::condition_variable stopping_changed_;
   bool stopping_ = false;
-  std::thread loop_;
+  std::thread refresh_thread_, report_thread_;
 };
 
 }  // namespace gradgate::gateway

@@ -1,8 +1,10 @@
 // Gateways and a real controller process: the gateways follow its policies, keep the last one
 // when it is killed (fail-static) while their all-reduces go on, and when it comes back they
 // register again and follow its new policies; they report as often as it asks, and count its
-// refusals. Also gateways and a controller of an earlier version, which has no per-node view of
-// the policy.
+// refusals. A link to the controller that holds their requests past control.request_timeout_ms
+// makes them fail-static, and they catch up once it flows again. Also gateways and a controller
+// of an earlier version, which has no per-node view of the policy, and a controller stand-in that
+// holds its answers to their reports.
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -10,12 +12,16 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/http/client.h"
 #include "common/http/http_server.h"
@@ -23,6 +29,7 @@
 #include "controller_process.h"
 #include "gradgate/client.h"
 #include "job.h"
+#include "tcp_proxy.h"
 
 namespace gradgate::gateway::testing {
 namespace {
@@ -339,6 +346,238 @@ TEST(GatewaysAndController, AControllerWithoutTheNodeViewStillSetsEachGatewaysCo
   ASSERT_GE(answers.size(), 4u);
   EXPECT_EQ(std::count(answers.begin(), answers.end(), 400), 2) << "one refusal per gateway";
   EXPECT_EQ(std::count(answers.begin(), answers.end(), 200), 2) << "one policy per gateway";
+  w0->signal(SIGTERM);
+  w1->signal(SIGTERM);
+}
+
+// The step that controller `port` last heard of from node `node` of the test jobs (id 77), from
+// GET /v1/nodes; 0 when it lists none.
+uint64_t step_at_controller(uint16_t port, uint32_t node) {
+  const auto listed = nlohmann::json::parse(get_body(port, "/v1/nodes?job_id=77"), nullptr, false);
+  if (!listed.is_object() || !listed.contains("nodes")) return 0;
+  for (const auto& entry : listed["nodes"]) {
+    if (entry.value("node", node + 1) == node) return entry.value("step", uint64_t{0});
+  }
+  return 0;
+}
+
+// Polls `done` (bounded: 30 s) until it holds.
+bool eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(20));  // polling processes we do not control
+  }
+  return true;
+}
+
+// Reads gateway `rank`'s /metrics (bounded: 30 s) until `done` holds for it; the last exposition.
+std::string metrics_until(const bench::LocalJob& job, uint32_t rank,
+                          const std::function<bool(const std::string&)>& done) {
+  std::string metrics;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    metrics = get_body(job.admin_port(rank), "/metrics");
+    if (done(metrics)) break;
+    std::this_thread::sleep_for(milliseconds(20));  // polling a process we do not control
+  }
+  return metrics;
+}
+
+const std::string kReportFailures = "gradgate_control_request_failures_total{exchange=\"report\"}";
+const std::string kPolicyFailures = "gradgate_control_request_failures_total{exchange=\"policy\"}";
+
+// The link to the controller moves nothing for longer than control.request_timeout_ms (the
+// gateways' host link, saturated): they go fail-static and count the requests that got no answer,
+// while their steps go on. Once it flows again they reach the controller, and their next reports
+// bring it the steps it missed.
+TEST(GatewaysAndController, ALinkStalledPastTheRequestTimeoutIsFailStaticThenCatchesUp) {
+  ControllerProcess controller;
+  controller.start("none");
+  TcpProxy link(controller.port());
+  ASSERT_NE(link.port(), 0);
+  auto options = reporting_to("127.0.0.1:" + std::to_string(link.port()), 2, 100);
+  options.settings = {"control.request_timeout_ms=500", "control.poll_wait_ms=200"};
+  bench::LocalJob job(options);
+  auto [w0, w1] = start_endless_workers(job);
+  ASSERT_TRUE(status_until(job, 0,
+                           [](const nlohmann::json& s) {
+                             return s.at("policy_version").get<uint32_t>() >= 1 &&
+                                    !s.at("fail_static").get<bool>();
+                           }))
+      << controller.log() << "\n--- gateway 0\n"
+      << job.gateway(0).log();
+  ASSERT_TRUE(eventually([&] { return step_at_controller(controller.port(), 0) > 0; }));
+
+  link.set_blackhole(true);
+  ASSERT_TRUE(status_until(job, 0, [](const nlohmann::json& s) { return s.at("fail_static"); }))
+      << job.gateway(0).log();
+  const std::string stalled = metrics_until(job, 0, [](const std::string& m) {
+    return sample(m, kReportFailures) >= 1 && sample(m, kPolicyFailures) >= 1;
+  });
+  EXPECT_GE(sample(stalled, kReportFailures), 1) << stalled;
+  EXPECT_GE(sample(stalled, kPolicyFailures), 1) << stalled;
+  EXPECT_EQ(sample(stalled, "gradgate_fail_static"), 1) << stalled;
+  // The steps go on; the controller hears of none of them.
+  const uint64_t heard = step_at_controller(controller.port(), 0);
+  ASSERT_TRUE(status_until(job, 0, [&](const nlohmann::json& s) {
+    return s.at("allreduces").get<uint64_t>() > heard + 20;
+  }));
+  const uint64_t done_meanwhile = status_of(job, 0).at("allreduces").get<uint64_t>();
+  EXPECT_EQ(step_at_controller(controller.port(), 0), heard);
+
+  link.set_blackhole(false);
+  EXPECT_TRUE(status_until(job, 0, [](const nlohmann::json& s) { return !s.at("fail_static"); }))
+      << job.gateway(0).log();
+  EXPECT_TRUE(eventually([&] {
+    return step_at_controller(controller.port(), 0) >= done_meanwhile;
+  })) << "the controller heard of step "
+      << step_at_controller(controller.port(), 0) << ", not " << done_meanwhile;
+  EXPECT_TRUE(wait_for_log(job.gateway(0), "controller reachable", milliseconds(5000)))
+      << job.gateway(0).log();
+  w0->signal(SIGTERM);
+  w1->signal(SIGTERM);
+}
+
+// A controller stand-in that records every report (the node's step, and the steps its timings
+// cover) and answers policy requests 404 at once (no policy for the job yet: the gateways keep
+// their codecs). hold() holds its answers to reports, as a slow link would, until release().
+class HoldingController {
+ public:
+  struct Report {
+    uint64_t step = 0;
+    uint64_t timed_steps = 0;  // timings.steps: those since the node's previous report
+    bool held = false;         // came while answers were held
+  };
+  using Reports = std::vector<Report>;
+
+  HoldingController() : server_(http::ServerOptions{}) {
+    server_.add_async_route(
+        http::verb::post, "/v1/nodes",
+        [this](const http::Request& request, http::Responder respond) {
+          const auto report = nlohmann::json::parse(request.body());
+          const auto node = report.at("node").get<uint32_t>();
+          http::Response answer = http::json_response({{"job_id", report.at("job_id")},
+                                                       {"node", node},
+                                                       {"policy_version", 0},
+                                                       {"report_interval_ms", 100}});
+          std::lock_guard lock(mutex_);
+          reports_[node].push_back({report.at("step").get<uint64_t>(),
+                                    report.at("timings").at("steps").get<uint64_t>(), holding_});
+          changed_.notify_all();
+          if (holding_) {
+            held_.emplace_back(std::move(respond), std::move(answer));
+          } else {
+            respond(std::move(answer));
+          }
+        },
+        {.json_body = true, .query = {{}}});
+    server_.add_route(http::verb::get, "/v1/policy",
+                      [](const http::Request&) {
+                        return http::problem(http::status::not_found, {}, "no policy yet");
+                      },
+                      {.query = {{"job_id", "known_version", "wait_ms", "node"}}});
+    const Status started = server_.start();
+    if (!started.ok()) throw std::runtime_error(started.to_string());
+  }
+
+  std::string url() const { return "127.0.0.1:" + std::to_string(server_.port()); }
+
+  void hold() {
+    std::lock_guard lock(mutex_);
+    holding_ = true;
+  }
+  /// Sends the answers held so far, and answers at once from now on.
+  void release() {
+    std::vector<std::pair<http::Responder, http::Response>> held;
+    {
+      std::lock_guard lock(mutex_);
+      holding_ = false;
+      held.swap(held_);
+    }
+    for (auto& [respond, answer] : held) respond(std::move(answer));
+  }
+
+  /// The reports of `node` so far, in the order they came.
+  Reports reports(uint32_t node) const {
+    std::lock_guard lock(mutex_);
+    return reports_of(node);
+  }
+  /// Waits up to `timeout` until `done` holds for the reports of `node`.
+  bool wait_for(uint32_t node, const std::function<bool(const Reports&)>& done,
+                milliseconds timeout) const {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return done(reports_of(node)); });
+  }
+
+ private:
+  // Under mutex_.
+  const Reports& reports_of(uint32_t node) const {
+    static const Reports kNone;
+    const auto found = reports_.find(node);
+    return found == reports_.end() ? kNone : found->second;
+  }
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::map<uint32_t, Reports> reports_;
+  bool holding_ = false;
+  std::vector<std::pair<http::Responder, http::Response>> held_;
+  http::HttpServer server_;  // last: its I/O thread uses the members above
+};
+
+// The controller answers a report later than the report interval, within
+// control.request_timeout_ms: the report goes through, the gateway is not fail-static, its
+// metrics are refreshed every interval meanwhile, and it sends no other report until the answer
+// comes; the next one covers every step since the held one, and no report's steps are lost or
+// counted twice.
+TEST(GatewaysAndController, ASlowAnswerDelaysTheReportsButNotTheMetrics) {
+  HoldingController controller;
+  auto options = reporting_to(controller.url(), 2, 100);
+  options.settings = {"control.request_timeout_ms=30000"};
+  bench::LocalJob job(options);
+  auto [w0, w1] = start_endless_workers(job);
+  ASSERT_TRUE(status_until(
+      job, 0, [](const nlohmann::json& s) { return s.at("allreduces").get<uint64_t>() >= 10; }));
+
+  controller.hold();
+  const auto holds = [](const HoldingController::Reports& r) {
+    return !r.empty() && r.back().held;
+  };
+  ASSERT_TRUE(controller.wait_for(0, holds, milliseconds(10000)));
+  const std::size_t held = controller.reports(0).size() - 1;
+  // The gateway's transport byte counts, mirrored at every refresh, move on while the report waits
+  // (its workers keep all-reducing): three refreshes, each an interval after the last.
+  const std::string sent = "gradgate_transport_sent_bytes_total";
+  std::set<double> refreshed;
+  std::string metrics;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (refreshed.size() < 4 && std::chrono::steady_clock::now() < deadline) {
+    metrics = get_body(job.admin_port(0), "/metrics");
+    refreshed.insert(sample(metrics, sent));
+    EXPECT_EQ(sample(metrics, "gradgate_fail_static"), 0) << metrics;
+    std::this_thread::sleep_for(milliseconds(20));  // polling a process we do not control
+  }
+  EXPECT_EQ(refreshed.size(), 4u) << "the metrics were not refreshed while the report waited\n"
+                                  << metrics;
+  EXPECT_EQ(controller.reports(0).size(), held + 1) << "one report at a time";
+
+  controller.release();
+  ASSERT_TRUE(controller.wait_for(
+      0, [&](const HoldingController::Reports& r) { return r.size() >= held + 4; },
+      milliseconds(10000)));
+  const auto reports = controller.reports(0);
+  EXPECT_GT(reports[held + 1].step, reports[held].step) << "the steps run meanwhile";
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const uint64_t since = i == 0 ? 0 : reports[i - 1].step;
+    EXPECT_EQ(reports[i].timed_steps, reports[i].step - since) << "report " << i;
+  }
+  const std::string after = get_body(job.admin_port(0), "/metrics");
+  EXPECT_EQ(sample(after, kReportFailures), 0) << after;
+  EXPECT_EQ(sample(after, kPolicyFailures), 0) << after;
+  EXPECT_EQ(sample(after, "gradgate_fail_static"), 0) << after;
+  EXPECT_EQ(job.gateway(0).log().find("controller unreachable"), std::string::npos)
+      << job.gateway(0).log();
   w0->signal(SIGTERM);
   w1->signal(SIGTERM);
 }

@@ -34,6 +34,19 @@ TEST(Overrides, SetOverridesTheEnvironmentAndTheLastSetWins) {
   EXPECT_EQ(config->log_level, "debug");
 }
 
+TEST(Overrides, ControllerRequestTimeoutFromTheEnvironmentAndSet) {
+  const auto from_env = parse(kTwoNodes, {{"GRADGATE_CONTROL_REQUEST_TIMEOUT_MS", "30000"}});
+  ASSERT_TRUE(from_env.ok()) << from_env.status().message();
+  EXPECT_EQ(from_env->control_request_timeout, std::chrono::milliseconds(30000));
+  const auto from_set = parse(kTwoNodes, {{"GRADGATE_CONTROL_REQUEST_TIMEOUT_MS", "30000"}},
+                              {"control.request_timeout_ms=500"});
+  ASSERT_TRUE(from_set.ok()) << from_set.status().message();
+  EXPECT_EQ(from_set->control_request_timeout, std::chrono::milliseconds(500));
+  EXPECT_THAT(
+      error_lines(parse(kTwoNodes, {}, {"control.request_timeout_ms=0"})),
+      ElementsAre("gateway.yaml: control.request_timeout_ms: must be in 100..600000, got 0"));
+}
+
 TEST(Overrides, NodesTakeACommaList) {
   const auto from_env =
       parse(kMinimalYaml, {{"GRADGATE_JOB_NODES", "127.0.0.1:1,127.0.0.1:2, 127.0.0.1:3"}});

@@ -30,6 +30,7 @@ TEST(ReadConfig, AbsentKeysKeepTheStructDefaults) {
   EXPECT_EQ(config->max_message_bytes, defaults.max_message_bytes);
   EXPECT_EQ(config->timeout, defaults.timeout);
   EXPECT_EQ(config->residual_memory_cap_bytes, defaults.residual_memory_cap_bytes);
+  EXPECT_EQ(config->control_request_timeout, defaults.control_request_timeout);
   EXPECT_EQ(config->log_level, defaults.log_level);
   EXPECT_EQ(config->log_format, defaults.log_format);
 }
@@ -71,6 +72,10 @@ streams:
   residual_memory_cap_bytes: 3000
 admin:
   max_connections: 7
+control:
+  report_interval_ms: 250
+  poll_wait_ms: 3000
+  request_timeout_ms: 20000
 logging:
   level: debug
   format: json
@@ -94,6 +99,9 @@ logging:
   EXPECT_EQ(config->timeout, std::chrono::milliseconds(777));
   EXPECT_EQ(config->residual_memory_cap_bytes, 3000u);
   EXPECT_EQ(config->admin_max_connections, 7u);
+  EXPECT_EQ(config->control_report_interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(config->control_poll_wait, std::chrono::milliseconds(3000));
+  EXPECT_EQ(config->control_request_timeout, std::chrono::milliseconds(20000));
   EXPECT_EQ(config->log_level, "debug");
   EXPECT_EQ(config->log_format, "json");
 }

@@ -171,5 +171,21 @@ TEST(ValidateConfig, PolicyPollsWaitOneMillisecondToOneMinute) {
               ElementsAre("control.poll_wait_ms: must be in 1..60000, got 60001"));
 }
 
+// A request to the controller bounded below a busy controller's answer on a healthy network fails
+// them all; one of hours would leave a silent controller unnoticed.
+TEST(ValidateConfig, ControllerRequestsTimeOutAfter100MsToTenMinutes) {
+  auto config = usable_config();
+  for (const int64_t ms : {int64_t{100}, int64_t{600000}}) {
+    config.control_request_timeout = std::chrono::milliseconds(ms);
+    EXPECT_THAT(validate_gateway_config(config), IsEmpty()) << ms;
+  }
+  config.control_request_timeout = std::chrono::milliseconds(99);
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre("control.request_timeout_ms: must be in 100..600000, got 99"));
+  config.control_request_timeout = std::chrono::milliseconds(600001);
+  EXPECT_THAT(validate_gateway_config(config),
+              ElementsAre("control.request_timeout_ms: must be in 100..600000, got 600001"));
+}
+
 }  // namespace
 }  // namespace gradgate::gateway
