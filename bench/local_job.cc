@@ -24,6 +24,7 @@ std::string per_rank(const std::vector<std::string>& values, uint32_t rank,
 LocalJob::LocalJob(LocalJobOptions options)
     : options_(std::move(options)),
       ports_(options_.nodes, options_.transport == "dpdk" ? options_.dpdk_udp_port : 0),
+      dial_ports_(options_.nodes, 0),
       admin_ports_(options_.nodes, 0),
       ranks_(options_.nodes, 0) {
   std::string pattern = (std::filesystem::temp_directory_path() / "gradgate-job-XXXXXX").string();
@@ -70,8 +71,9 @@ std::string LocalJob::write_config(uint32_t rank) const {
   } else {
     out << "  nodes:\n";
     for (uint32_t peer = 0; peer < options_.nodes; ++peer) {
-      out << "    - \"" << per_rank(options_.addresses, peer, "127.0.0.1") << ":" << ports_[peer]
-          << "\"\n";
+      const bool proxied = peer < rank && dial_ports_[peer] != 0;
+      out << "    - \"" << per_rank(options_.addresses, peer, "127.0.0.1") << ":"
+          << (proxied ? dial_ports_[peer] : ports_[peer]) << "\"\n";
     }
   }
   out << "ingress:\n  socket: " << socket(rank) << "\n"

@@ -77,6 +77,9 @@ class LocalJob {
   void await_gateway(uint32_t rank);
   /// Stops gateway `rank` with SIGTERM and returns its exit code.
   int stop_gateway(uint32_t rank);
+  /// Gateways started from now on dial gateway `rank` at `port` on 127.0.0.1 (a proxy in front
+  /// of it) instead of its own port.
+  void dial_through(uint32_t rank, uint16_t port) { dial_ports_[rank] = port; }
 
  private:
   std::string write_config(uint32_t rank) const;
@@ -86,6 +89,7 @@ class LocalJob {
   std::string dir_;
   std::vector<std::unique_ptr<ChildProcess>> gateways_;
   std::vector<uint16_t> ports_;
+  std::vector<uint16_t> dial_ports_;  // by rank: where higher ranks dial it (0: its own port)
   std::vector<uint16_t> admin_ports_;
   std::vector<uint32_t> ranks_;
 };

@@ -68,7 +68,7 @@ struct GatewayConfig {
   uint64_t send_queue_bytes = uint64_t{512} << 20;  // per peer; beyond it send() refuses
   uint64_t max_message_bytes = uint64_t{1} << 30;   // larger messages are malformed
   std::chrono::milliseconds probe_interval{1000};   // idle links probed; 0: never
-  std::chrono::milliseconds peer_timeout{10000};    // a silent peer is down after it; 0: kernel's
+  std::chrono::milliseconds peer_timeout{20000};  // a peer of which nothing moved is down after it
 
   // dpdk: the DPDK transport (job.transport: dpdk). job.nodes are IPv4 addresses and UDP ports.
   std::string dpdk_cores = "0";    // EAL lcores (-l)

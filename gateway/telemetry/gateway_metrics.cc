@@ -190,6 +190,20 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
                        .Help("Datagrams sent again after a timeout or a loss (DPDK transport)")
                        .Register(*registry_)
                        .Add({})),
+      reconnects_(BuildCounter()
+                      .Name("gradgate_transport_reconnects_total")
+                      .Help("Connections that carried a live session on after one broke (TCP)")
+                      .Register(*registry_)
+                      .Add({})),
+      resent_bytes_(BuildCounter()
+                        .Name("gradgate_transport_resent_bytes_total")
+                        .Help("Bytes of messages written again after a reconnection (TCP)")
+                        .Register(*registry_)
+                        .Add({})),
+      peers_down_(BuildCounter()
+                      .Name("gradgate_peers_down_total")
+                      .Help("Other gateways of the job reported down, by reason")
+                      .Register(*registry_)),
       poll_cpu_seconds_(BuildCounter()
                             .Name("gradgate_transport_poll_cpu_seconds_total")
                             .Help("CPU time of the thread that polls the DPDK port")
@@ -278,6 +292,13 @@ void GatewayMetrics::refresh(const GatewaySnapshot& now) {
   advance(transport_messages_sent_, now.transport.messages_sent, last_messages_sent_);
   advance(transport_messages_received_, now.transport.messages_received, last_messages_received_);
   advance(retransmits_, now.transport.retransmits, last_retransmits_);
+  advance(reconnects_, now.transport.reconnects, last_reconnects_);
+  advance(resent_bytes_, now.transport.resent_bytes, last_resent_bytes_);
+  for (std::size_t reason = 0; reason < kPeerDownReasons; ++reason) {
+    advance(
+        peers_down_.Add({{"reason", peer_down_reason_name(static_cast<PeerDownReason>(reason))}}),
+        now.transport.peers_down[reason], last_peers_down_[reason]);
+  }
   if (now.transport.poll_cpu_seconds > last_poll_cpu_seconds_) {
     poll_cpu_seconds_.Increment(now.transport.poll_cpu_seconds - last_poll_cpu_seconds_);
     last_poll_cpu_seconds_ = now.transport.poll_cpu_seconds;

@@ -1,9 +1,10 @@
 // The gateway's Prometheus metrics (docs/metrics.md lists each): what every step moved and how
 // long it took, as the steps end (observe), and the gauges and counters that mirror the core's,
-// the transport's and the mailbox's own counts (refresh, called by the telemetry loop every
+// the transport's and the mailbox's own counts (refresh, called by the telemetry thread every
 // control.report_interval_ms: a scrape sees them at most that old). Labels are bounded: codec name,
-// peer rank, error kind — never a tensor name or a step. (The admin API's response counter,
-// by route pattern and status, is registered with the server: metrics::count_responses.)
+// peer rank, error kind, control exchange — never a tensor name or a step. (The admin API's
+// response counter, by route pattern and status, is registered with the server:
+// metrics::count_responses.)
 #pragma once
 
 #include <prometheus/counter.h>
@@ -12,6 +13,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -99,6 +101,9 @@ class GatewayMetrics {
   prometheus::Counter& transport_messages_sent_;
   prometheus::Counter& transport_messages_received_;
   prometheus::Counter& retransmits_;
+  prometheus::Counter& reconnects_;
+  prometheus::Counter& resent_bytes_;
+  prometheus::Family<prometheus::Counter>& peers_down_;
   prometheus::Counter& poll_cpu_seconds_;
   prometheus::Gauge& ingress_cuda_mappings_;
 
@@ -107,6 +112,8 @@ class GatewayMetrics {
   // Totals at the last refresh, for counters mirrored from cumulative counts.
   uint64_t last_bytes_sent_ = 0, last_bytes_received_ = 0, last_probes_ = 0, last_retransmits_ = 0;
   uint64_t last_messages_sent_ = 0, last_messages_received_ = 0;
+  uint64_t last_reconnects_ = 0, last_resent_bytes_ = 0;
+  std::array<uint64_t, kPeerDownReasons> last_peers_down_{};
   double last_poll_cpu_seconds_ = 0.0;
   uint64_t last_rejected_ = 0, last_foreign_ = 0, last_refused_ = 0;
   uint64_t last_protocol_errors_ = 0, last_connections_refused_ = 0, last_workers_refused_ = 0,

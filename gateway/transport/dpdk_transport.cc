@@ -315,6 +315,7 @@ void DpdkTransport::Poller::report(uint32_t rank, dpdk::LinkEvents events) {
   if (events.came_up || events.restarted) {
     if (events.restarted) {
       ++counters_.disconnects;
+      ++counters_.peers_down[static_cast<std::size_t>(PeerDownReason::kRestarted)];
       spdlog::warn("transport: rank {} restarted", rank);
       if (handlers_.on_peer) handlers_.on_peer(rank, false);
     } else {
@@ -324,17 +325,23 @@ void DpdkTransport::Poller::report(uint32_t rank, dpdk::LinkEvents events) {
     ++counters_.connects;
     if (handlers_.on_peer) handlers_.on_peer(rank, true);
   }
+  // A session ends by a rejected message here, or, in the link, by silence or a deadline.
+  PeerDownReason reason = PeerDownReason::kSilent;
   for (MessageBytes& message : events.messages) {
     ++counters_.messages_received;
     if (!handlers_.on_message || handlers_.on_message(rank, std::move(message))) continue;
     ++counters_.rejected;
     std::optional<std::string> lost = links_[rank]->reset("a message was rejected").lost;
-    if (!events.lost) events.lost = std::move(lost);
+    if (!events.lost) {
+      events.lost = std::move(lost);
+      reason = PeerDownReason::kProtocol;
+    }
     break;  // the rest belonged to the dropped session
   }
   if (events.lost) {
     --counters_.peers_up;
     ++counters_.disconnects;
+    ++counters_.peers_down[static_cast<std::size_t>(reason)];
     spdlog::warn("transport: rank {} down: {}", rank, *events.lost);
     if (handlers_.on_peer) handlers_.on_peer(rank, false);
   }

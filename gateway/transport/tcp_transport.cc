@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
+#include <boost/asio/error.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -21,6 +24,7 @@
 #include "gateway/transport/tcp/dialer.h"
 #include "gateway/transport/tcp/handshake.h"
 #include "gateway/transport/tcp/peer_connection.h"
+#include "gateway/transport/tcp/peer_session.h"
 #include "gateway/transport/tcp/silence.h"
 
 namespace gradgate::gateway {
@@ -31,9 +35,11 @@ using boost::system::error_code;
 namespace {
 
 constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
+// How long stop() waits for the goodbyes to be written.
+constexpr std::chrono::milliseconds kGoodbyeWait{200};
 
 // What a rate-limited log line is about; one throttle slot per topic and peer.
-enum class LogTopic : uint64_t { kUp, kDown, kDial, kRefused, kAccept };
+enum class LogTopic : uint64_t { kUp, kDown, kLost, kDial, kRefused, kAccept };
 
 uint64_t throttle_key(LogTopic topic, uint32_t rank) {
   return (static_cast<uint64_t>(topic) << 32) | rank;
@@ -48,8 +54,8 @@ std::string describe(const asio::ip::tcp::socket& socket) {
 
 }  // namespace
 
-// The transport's state: the I/O thread, the listener, one dialer per lower rank and the
-// current connection of every peer.
+// The transport's state: the I/O thread, the listener, one dialer per lower rank, and every
+// peer's session, link meter and current connection.
 class TcpTransport::Mesh final : public tcp::ConnectionOwner {
  public:
   explicit Mesh(TcpTransportOptions options) : options_(std::move(options)) {}
@@ -60,26 +66,62 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   Status send(uint32_t to_rank, Message message);
   bool peer_up(uint32_t rank) const;
   void update_peers(const std::vector<Endpoint>& peers);
-  TransportStats stats() const { return counters_.snapshot(); }
+  TransportStats stats() const;
   std::vector<LinkEstimate> links() const;
   uint16_t listen_port() const { return listen_port_; }
 
   bool deliver(uint32_t rank, MessageBytes&& message) override;
-  void connection_closed(tcp::PeerConnection& connection, const std::string& reason) override;
+  void connection_closed(tcp::PeerConnection& connection, const std::string& reason,
+                         std::optional<PeerDownReason> lost) override;
 
  private:
   enum class State { kIdle, kRunning, kStopped };
+  using Clock = LinkMeter::Clock;
+
+  struct Peer {
+    Peer(uint32_t rank, uint64_t cap_bytes) : session(rank, cap_bytes) {}
+    tcp::PeerSession session;
+    LinkMeter meter;
+    std::shared_ptr<tcp::PeerConnection> connection;  // under peers_mutex_; null while none is up
+    Clock::time_point last_heard{};  // transport thread: when a connection last came up or heard
+    // A higher rank (which dials this side): where it listens, and whether a look there is under
+    // way (transport thread).
+    Endpoint listens_at;
+    bool looking = false;
+    Clock::time_point last_look{};
+  };
 
   Status check_options() const;
   Status bind_listener();
   void accept_next();
   Status check_incoming(const tcp::Hello& theirs) const;
+  /// The acceptor's answer to a peer's Hello: the old connection of that rank goes, and the
+  /// session resumes when both sides still hold it.
+  Result<tcp::Hello> answer(const tcp::Hello& theirs);
+  /// What this side says to `rank` when it dials.
+  tcp::Hello hello_to(uint32_t rank) const;
   void add_dialer(uint32_t rank);
+  /// A handshaken connection to `rank`: carries the session on, or starts a fresh one.
+  void install(asio::ip::tcp::socket socket, uint32_t rank, const tcp::Hello& theirs,
+               const tcp::Hello& ours, bool dialed);
+  /// Ends `rank`'s session (if open) and reports the peer down.
+  void lose(uint32_t rank, PeerDownReason reason, const std::string& why);
+  /// A higher rank whose connection is gone cannot be dialed back, but its listener can be
+  /// looked at: when its address refuses the connection, the gateway is gone (its session
+  /// ends, `refused`); when it answers, it is only closed again.
+  void look_for(uint32_t rank);
+  std::shared_ptr<tcp::PeerConnection> connection_of(uint32_t rank) const;
+  /// Every liveness interval: heartbeats on quiet connections, closes silent ones, and ends the
+  /// sessions of peers from which nothing moved for peer_timeout.
+  /// Writes a goodbye on every connection, waiting at most kGoodbyeWait. stop(), before the
+  /// I/O thread ends.
+  void say_goodbyes();
+  void schedule_liveness();
+  void check_liveness();
   /// Every probe interval: refreshes each link's round-trip time and probes the links that
   /// carried nothing measurable for two intervals.
   void schedule_probes();
   void probe_links();
-  void install(asio::ip::tcp::socket socket, uint32_t rank);
   void log_limited(spdlog::level::level_enum level, LogTopic topic, uint32_t rank,
                    const std::string& message);
 
@@ -90,23 +132,26 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   TransportCounters counters_;
   LogThrottle throttle_;  // transport thread only
   uint16_t listen_port_ = 0;
+  uint64_t incarnation_ = 0;
+  std::chrono::milliseconds heartbeat_{1000};
 
   std::mutex lifecycle_mutex_;  // serialises start() and stop()
   State state_ = State::kIdle;
-  std::atomic<bool> stopping_{false};
 
-  // Declared before everything that does I/O on it, so that it is destroyed last.
+  // By rank (own entry unused); made before the I/O thread, destroyed after everything that
+  // does I/O (connections refer to their session and meter).
+  std::vector<std::unique_ptr<Peer>> peers_;
+  mutable std::mutex peers_mutex_;  // guards Peer::connection
+
+  // Declared before everything that does I/O on it, so that it is destroyed last of those.
   std::unique_ptr<asio::io_context> io_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<asio::steady_timer> accept_retry_;
   std::unique_ptr<asio::steady_timer> probe_timer_;
-  std::vector<std::unique_ptr<LinkMeter>> meters_;     // by rank; made before the I/O thread
+  std::unique_ptr<asio::steady_timer> liveness_timer_;
   std::vector<std::unique_ptr<tcp::Dialer>> dialers_;  // by rank; only lower ranks have one
   std::thread thread_;
-
-  mutable std::mutex peers_mutex_;
-  std::vector<std::shared_ptr<tcp::PeerConnection>> peers_;  // by rank; null while down
 };
 
 Status TcpTransport::Mesh::check_options() const {
@@ -122,10 +167,12 @@ Status TcpTransport::Mesh::check_options() const {
                       std::to_string(options_.max_message_bytes));
   }
   if (options_.send_queue_bytes == 0 || options_.connect_timeout.count() <= 0 ||
-      options_.reconnect_min.count() <= 0 || options_.reconnect_max < options_.reconnect_min) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "transport: send_queue_bytes, connect_timeout and reconnect_min must be positive "
-                  "and reconnect_max at least reconnect_min");
+      options_.reconnect_min.count() <= 0 || options_.reconnect_max < options_.reconnect_min ||
+      options_.peer_timeout.count() < 0) {
+    return Status(
+        ErrorCode::kInvalidArgument,
+        "transport: send_queue_bytes, connect_timeout and reconnect_min must be positive, "
+        "reconnect_max at least reconnect_min and peer_timeout not negative");
   }
   for (uint32_t rank = 0; rank < options_.rank; ++rank) {
     const Endpoint& peer = options_.peers[rank];
@@ -137,6 +184,21 @@ Status TcpTransport::Mesh::check_options() const {
   }
   return {};
 }
+
+namespace {
+
+// A random incarnation, never 0 (0 says "none" in a Hello).
+uint64_t new_incarnation() {
+  std::random_device device;
+  std::mt19937_64 generator(
+      (static_cast<uint64_t>(device()) << 32) ^ device() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  uint64_t incarnation = 0;
+  while (incarnation == 0) incarnation = generator();
+  return incarnation;
+}
+
+}  // namespace
 
 Status TcpTransport::Mesh::start(Handlers handlers) {
   std::lock_guard lock(lifecycle_mutex_);
@@ -158,18 +220,23 @@ Status TcpTransport::Mesh::start(Handlers handlers) {
     options_.peers = std::move(peers).value();
     GRADGATE_RETURN_IF_ERROR(check_options());
   }
+  incarnation_ = new_incarnation();
+  if (options_.peer_timeout.count() > 0) {
+    heartbeat_ = std::clamp<std::chrono::milliseconds>(
+        options_.peer_timeout / 8, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+  }
   {
-    std::lock_guard peers_lock(peers_mutex_);
-    peers_.assign(options_.peers.size(), nullptr);
+    std::lock_guard peers_lock(peers_mutex_);  // stats() may look meanwhile
+    for (uint32_t rank = 0; rank < options_.peers.size(); ++rank) {
+      peers_.push_back(std::make_unique<Peer>(rank, options_.send_queue_bytes));
+    }
   }
   accept_retry_ = std::make_unique<asio::steady_timer>(*io_);
   accept_next();
-  meters_.clear();
-  for (size_t rank = 0; rank < options_.peers.size(); ++rank) {
-    meters_.push_back(std::make_unique<LinkMeter>());
-  }
   probe_timer_ = std::make_unique<asio::steady_timer>(*io_);
   if (options_.probe_interval.count() > 0) schedule_probes();
+  liveness_timer_ = std::make_unique<asio::steady_timer>(*io_);
+  schedule_liveness();
   dialers_.resize(options_.peers.size());
   for (uint32_t rank = 0; rank < options_.rank; ++rank) add_dialer(rank);
   work_.emplace(io_->get_executor());
@@ -205,15 +272,20 @@ void TcpTransport::Mesh::accept_next() {
     error_code ignored;
     socket.set_option(asio::ip::tcp::no_delay(true), ignored);
     std::string remote = describe(socket);
-    tcp::run_handshake(
-        std::move(socket), tcp::HandshakeRole::kAcceptor, {options_.job_id, options_.rank},
-        options_.connect_timeout,
-        [this](const tcp::Hello& theirs) { return check_incoming(theirs); },
-        [this, remote](Result<tcp::Hello> theirs, asio::ip::tcp::socket handshaken) {
-          if (theirs.ok()) return install(std::move(handshaken), theirs->rank);
+    tcp::accept_handshake(
+        std::move(socket), options_.connect_timeout,
+        [this](const tcp::Hello& theirs) { return answer(theirs); },
+        [this, remote](Result<tcp::Hello> theirs, const tcp::Hello& ours,
+                       asio::ip::tcp::socket handshaken) {
+          if (theirs.ok()) {
+            return install(std::move(handshaken), theirs->rank, *theirs, ours, /*dialed=*/false);
+          }
           if (theirs.status().code() == ErrorCode::kIncompatible) ++counters_.foreign;
+          // Closed before a hello came: another gateway looking whether this one is there
+          // (look_for), or a port check. Only strangers and timeouts are worth a warning.
+          const bool closed = theirs.status().code() == ErrorCode::kUnavailable;
           log_limited(
-              spdlog::level::warn, LogTopic::kRefused, 0,
+              closed ? spdlog::level::debug : spdlog::level::warn, LogTopic::kRefused, 0,
               "transport: refused a connection from " + remote + ": " + theirs.status().message());
         });
     accept_next();
@@ -235,9 +307,35 @@ Status TcpTransport::Mesh::check_incoming(const tcp::Hello& theirs) const {
   return {};
 }
 
+Result<tcp::Hello> TcpTransport::Mesh::answer(const tcp::Hello& theirs) {
+  GRADGATE_RETURN_IF_ERROR(check_incoming(theirs));
+  // The old connection goes first, so that no more of its messages are delivered and the count
+  // below is final.
+  if (auto previous = connection_of(theirs.rank)) {
+    previous->close("replaced by a new connection from the same rank");
+  }
+  const tcp::PeerSession& session = peers_[theirs.rank]->session;
+  const bool resume = session.can_resume(theirs, incarnation_);
+  return tcp::Hello{options_.job_id,
+                    options_.rank,
+                    listen_port_,
+                    incarnation_,
+                    resume ? session.peer_incarnation() : theirs.incarnation,
+                    resume ? session.delivered() : 0,
+                    resume};
+}
+
+tcp::Hello TcpTransport::Mesh::hello_to(uint32_t rank) const {
+  const tcp::PeerSession& session = peers_[rank]->session;
+  return {
+      options_.job_id,     options_.rank, listen_port_, incarnation_, session.peer_incarnation(),
+      session.delivered(), false};
+}
+
 void TcpTransport::Mesh::add_dialer(uint32_t rank) {
   tcp::Dialer::Options dial;
-  dial.ours = {options_.job_id, options_.rank};
+  dial.hello = [this, rank] { return hello_to(rank); };
+  dial.job_id = options_.job_id;
   dial.target_rank = rank;
   dial.target = options_.peers[rank];
   dial.connect_timeout = options_.connect_timeout;
@@ -245,45 +343,120 @@ void TcpTransport::Mesh::add_dialer(uint32_t rank) {
   dial.reconnect_max = options_.reconnect_max;
   dialers_[rank] = std::make_unique<tcp::Dialer>(
       *io_, std::move(dial),
-      [this, rank](asio::ip::tcp::socket socket) { install(std::move(socket), rank); },
-      [this, rank](const Status& status, const Endpoint& dialed) {
+      [this, rank](asio::ip::tcp::socket socket, const tcp::Hello& theirs, const tcp::Hello& ours) {
+        install(std::move(socket), rank, theirs, ours, /*dialed=*/true);
+      },
+      [this, rank](const Status& status, const Endpoint& dialed, bool refused) {
         if (status.code() == ErrorCode::kIncompatible) ++counters_.foreign;
-        log_limited(spdlog::level::warn, LogTopic::kDial, rank,
-                    "transport: dialing rank " + std::to_string(rank) + " at " +
-                        dialed.to_string() + " failed: " + status.message());
+        const std::string what = "transport: dialing rank " + std::to_string(rank) + " at " +
+                                 dialed.to_string() + " failed: " + status.message();
+        if (refused) lose(rank, PeerDownReason::kRefused, what);
+        log_limited(spdlog::level::warn, LogTopic::kDial, rank, what);
       });
   dialers_[rank]->dial();
 }
 
-void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank) {
+void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank,
+                                 const tcp::Hello& theirs, const tcp::Hello& ours, bool dialed) {
+  Peer& peer = *peers_[rank];
   const std::string remote = describe(socket);
+  if (!dialed) {
+    // Where the peer listens: its listed address if the membership has one, else the address it
+    // connects from, at the port it names.
+    error_code ec;
+    const auto from = socket.remote_endpoint(ec);
+    const Endpoint& listed = options_.peers[rank];
+    peer.listens_at = !listed.host.empty() && listed.port != 0
+                          ? listed
+                          : Endpoint{ec ? "" : from.address().to_string(), theirs.listen_port};
+  }
+  const bool resumed = dialed ? theirs.resumed : ours.resumed;
+  if (resumed && !peer.session.can_resume(theirs, incarnation_)) {
+    // The session changed while the handshake ran (it was lost meanwhile), or the peer answered
+    // a resumption this side never offered: this connection cannot carry it.
+    error_code ignored;
+    socket.close(ignored);
+    if (dialed && peer.session.open()) {
+      lose(rank, PeerDownReason::kProtocol,
+           "rank " + std::to_string(rank) + " answered a resumption this side cannot make");
+    }
+    if (dialed) dialers_[rank]->redial();
+    return;
+  }
+  uint64_t write_from = 0;
+  if (resumed) {
+    write_from = peer.session.resume(theirs.received);
+    ++counters_.reconnects;
+  } else {
+    if (peer.session.open()) {
+      // Another incarnation: the peer restarted. The same one that no longer holds this side's
+      // session: it gave up on it (nothing moved for its peer timeout). Anything else breaks the
+      // protocol (a delivered count outside what was sent).
+      if (theirs.incarnation != peer.session.peer_incarnation()) {
+        lose(rank, PeerDownReason::kRestarted,
+             "rank " + std::to_string(rank) + " restarted (a new incarnation answered)");
+      } else if (theirs.peer_incarnation != incarnation_) {
+        lose(rank, PeerDownReason::kSilent,
+             "rank " + std::to_string(rank) + " had given up on this side's session");
+      } else {
+        lose(rank, PeerDownReason::kProtocol,
+             "rank " + std::to_string(rank) + " delivered " + std::to_string(theirs.received) +
+                 " messages, more or fewer than this side can resume from");
+      }
+    }
+    peer.session.restart(theirs.incarnation);
+  }
   if (options_.peer_timeout.count() > 0) {
-    if (Status limited = tcp::limit_silence(socket, options_.peer_timeout); !limited.ok()) {
+    if (Status limited = tcp::limit_unacknowledged(socket, options_.peer_timeout); !limited.ok()) {
       log_limited(spdlog::level::warn, LogTopic::kUp, rank,
                   "transport: rank " + std::to_string(rank) + " (" + remote +
-                      "): a silent peer goes unnoticed: " + limited.message());
+                      "): a silent peer is noticed later: " + limited.message());
     }
   }
-  auto connection = std::make_shared<tcp::PeerConnection>(
-      std::move(socket), rank,
-      tcp::PeerConnection::Limits{options_.send_queue_bytes, options_.max_message_bytes}, counters_,
-      *meters_[rank], *this);
+  auto connection = std::make_shared<tcp::PeerConnection>(std::move(socket), rank, peer.session,
+                                                          write_from, options_.max_message_bytes,
+                                                          counters_, peer.meter, *this);
   std::shared_ptr<tcp::PeerConnection> previous;
   {
     std::lock_guard lock(peers_mutex_);
-    previous = peers_[rank];
+    previous = std::exchange(peer.connection, connection);
+    ++counters_.connects;
+    if (!resumed)
+      ++counters_.peers_up;  // with the table change, so that stats agree with peer_up()
   }
   if (previous) previous->close("replaced by a new connection from the same rank");
+  peer.last_heard = Clock::now();
+  if (resumed) {
+    const uint64_t held = peer.session.held_bytes();
+    log_limited(spdlog::level::info, LogTopic::kUp, rank,
+                "transport: rank " + std::to_string(rank) + " reconnected (" + remote +
+                    "), the session goes on: " + std::to_string(held) + " bytes to write again");
+  } else {
+    log_limited(spdlog::level::info, LogTopic::kUp, rank,
+                "transport: rank " + std::to_string(rank) + " up (" + remote + ")");
+    if (handlers_.on_peer) handlers_.on_peer(rank, true);
+  }
+  connection->start();
+}
+
+void TcpTransport::Mesh::lose(uint32_t rank, PeerDownReason reason, const std::string& why) {
+  Peer& peer = *peers_[rank];
+  if (!peer.session.open()) return;
   {
     std::lock_guard lock(peers_mutex_);
-    peers_[rank] = connection;
-    ++counters_.connects;  // counted with the table change, so that stats agree with peer_up()
-    ++counters_.peers_up;
+    peer.session.close();
+    --counters_.peers_up;
   }
-  log_limited(spdlog::level::info, LogTopic::kUp, rank,
-              "transport: rank " + std::to_string(rank) + " up (" + remote + ")");
-  if (handlers_.on_peer) handlers_.on_peer(rank, true);
-  connection->start();
+  ++counters_.peers_down[static_cast<std::size_t>(reason)];
+  log_limited(spdlog::level::warn, LogTopic::kDown, rank,
+              "transport: rank " + std::to_string(rank) + " down (" +
+                  peer_down_reason_name(reason) + "): " + why);
+  if (handlers_.on_peer) handlers_.on_peer(rank, false);
+}
+
+std::shared_ptr<tcp::PeerConnection> TcpTransport::Mesh::connection_of(uint32_t rank) const {
+  std::lock_guard lock(peers_mutex_);
+  return peers_[rank]->connection;
 }
 
 bool TcpTransport::Mesh::deliver(uint32_t rank, MessageBytes&& message) {
@@ -291,31 +464,83 @@ bool TcpTransport::Mesh::deliver(uint32_t rank, MessageBytes&& message) {
 }
 
 void TcpTransport::Mesh::connection_closed(tcp::PeerConnection& connection,
-                                           const std::string& reason) {
+                                           const std::string& reason,
+                                           std::optional<PeerDownReason> lost) {
   const uint32_t rank = connection.rank();
+  Peer& peer = *peers_[rank];
   {
     std::lock_guard lock(peers_mutex_);
-    if (rank >= peers_.size() || peers_[rank].get() != &connection) return;  // stop() took it
-    peers_[rank].reset();
-    --counters_.peers_up;
+    if (peer.connection.get() != &connection) return;  // replaced, or stop() took it
+    peer.connection.reset();
     ++counters_.disconnects;
   }
-  log_limited(spdlog::level::warn, LogTopic::kDown, rank,
-              "transport: rank " + std::to_string(rank) + " down: " + reason);
-  if (handlers_.on_peer) handlers_.on_peer(rank, false);
-  if (rank < options_.rank) dialers_[rank]->redial();
+  peer.last_heard = std::max(peer.last_heard, connection.last_heard());
+  if (lost) {
+    lose(rank, *lost, reason);
+  } else if (peer.session.open()) {
+    log_limited(spdlog::level::warn, LogTopic::kLost, rank,
+                "transport: connection to rank " + std::to_string(rank) + " lost: " + reason +
+                    "; reconnecting, the session is kept" +
+                    (options_.peer_timeout.count() > 0
+                         ? " for " + std::to_string(options_.peer_timeout.count()) + " ms"
+                         : std::string()));
+  }
+  if (rank < options_.rank) {
+    dialers_[rank]->redial();
+  } else if (peer.session.open()) {
+    look_for(rank);
+  }
+}
+
+void TcpTransport::Mesh::look_for(uint32_t rank) {
+  Peer& peer = *peers_[rank];
+  if (peer.looking || peer.listens_at.host.empty() || peer.listens_at.port == 0) return;
+  error_code ec;
+  const auto address = asio::ip::make_address(peer.listens_at.host, ec);
+  if (ec) return;
+  peer.looking = true;
+  peer.last_look = Clock::now();
+  auto socket = std::make_shared<asio::ip::tcp::socket>(*io_);
+  auto deadline = std::make_shared<asio::steady_timer>(*io_, options_.connect_timeout);
+  deadline->async_wait([socket](const error_code& wait_ec) {
+    error_code ignored;
+    if (!wait_ec) socket->close(ignored);
+  });
+  socket->async_connect(
+      asio::ip::tcp::endpoint(address, peer.listens_at.port),
+      [this, rank, socket, deadline](const error_code& connect_ec) {
+        deadline->cancel();
+        Peer& looked = *peers_[rank];
+        looked.looking = false;
+        error_code ignored;
+        socket->close(ignored);
+        if (connect_ec == asio::error::connection_refused && !connection_of(rank)) {
+          lose(rank, PeerDownReason::kRefused,
+               "its connection closed and its listener at " + looked.listens_at.to_string() +
+                   " refuses connections: the gateway is gone");
+        }
+      });
 }
 
 Status TcpTransport::Mesh::send(uint32_t to_rank, Message message) {
   GRADGATE_RETURN_IF_ERROR(check_send(to_rank, options_.rank, options_.peers.size(), message,
                                       options_.max_message_bytes));
-  // Enqueue under the lock so that stop() cannot tear the connection down meanwhile.
+  // Under the lock so that stop() cannot tear the peers down meanwhile.
   std::lock_guard lock(peers_mutex_);
-  if (to_rank >= peers_.size() || !peers_[to_rank]) {
+  if (to_rank >= peers_.size()) {
     return Status(ErrorCode::kUnavailable,
                   "transport: rank " + std::to_string(to_rank) + " is not connected");
   }
-  return peers_[to_rank]->enqueue(std::move(message));
+  Peer& peer = *peers_[to_rank];
+  if (Status held = peer.session.append(std::move(message)); !held.ok()) {
+    if (held.code() == ErrorCode::kUnavailable) {
+      return Status(ErrorCode::kUnavailable,
+                    "transport: rank " + std::to_string(to_rank) + " is not connected");
+    }
+    return held;
+  }
+  if (peer.connection) peer.connection->kick();
+  return {};
 }
 
 void TcpTransport::Mesh::update_peers(const std::vector<Endpoint>& peers) {
@@ -335,33 +560,110 @@ void TcpTransport::Mesh::update_peers(const std::vector<Endpoint>& peers) {
 
 bool TcpTransport::Mesh::peer_up(uint32_t rank) const {
   std::lock_guard lock(peers_mutex_);
-  return rank < peers_.size() && peers_[rank] != nullptr;
+  return rank < peers_.size() && rank != options_.rank && peers_[rank]->session.open();
+}
+
+TransportStats TcpTransport::Mesh::stats() const {
+  TransportStats stats = counters_.snapshot();
+  std::lock_guard lock(peers_mutex_);
+  for (const auto& peer : peers_) stats.queued_bytes += peer->session.held_bytes();
+  return stats;
 }
 
 void TcpTransport::Mesh::stop() {
   std::lock_guard lock(lifecycle_mutex_);
   if (state_ == State::kStopped) return;
+  const bool running = state_ == State::kRunning;
   state_ = State::kStopped;
-  stopping_ = true;
+  if (running) say_goodbyes();
   if (io_) io_->stop();
   if (thread_.joinable()) thread_.join();
   // The I/O thread is gone: tear down here, then destroy the pending handlers with the context.
   std::vector<std::shared_ptr<tcp::PeerConnection>> open;
   {
     std::lock_guard peers_lock(peers_mutex_);
-    open.swap(peers_);
+    for (const auto& peer : peers_) {
+      if (peer->connection) open.push_back(std::move(peer->connection));
+      peer->session.close();
+    }
   }
-  for (const auto& connection : open) {
-    if (connection) connection->close("transport stopped");
-  }
+  for (const auto& connection : open) connection->close_quietly();
   counters_.peers_up = 0;
   open.clear();
   dialers_.clear();
   accept_retry_.reset();
   probe_timer_.reset();
+  liveness_timer_.reset();
   acceptor_.reset();
   work_.reset();
   io_.reset();
+}
+
+void TcpTransport::Mesh::say_goodbyes() {
+  // Shared with the callbacks, which may outlive a wait that timed out.
+  struct Goodbyes {
+    std::mutex mutex;
+    std::condition_variable written;
+    size_t pending = 1;  // the connections' goodbyes, + 1 until every one is on its way
+    void one_written() {
+      std::lock_guard lock(mutex);
+      if (--pending == 0) written.notify_all();
+    }
+  };
+  auto goodbyes = std::make_shared<Goodbyes>();
+  asio::post(*io_, [this, goodbyes] {
+    std::vector<std::shared_ptr<tcp::PeerConnection>> open;
+    {
+      std::lock_guard peers_lock(peers_mutex_);
+      for (const auto& peer : peers_) {
+        if (peer->connection) open.push_back(peer->connection);
+      }
+    }
+    {
+      std::lock_guard lock(goodbyes->mutex);
+      goodbyes->pending += open.size();
+    }
+    for (const auto& connection : open) {
+      connection->say_goodbye([goodbyes] { goodbyes->one_written(); });
+    }
+    goodbyes->one_written();
+  });
+  // Bounded: a goodbye behind a large message on a slow link is not waited for (the peer then
+  // notices the closed connection and the refused redial, or the silence).
+  std::unique_lock lock(goodbyes->mutex);
+  goodbyes->written.wait_for(lock, kGoodbyeWait, [&] { return goodbyes->pending == 0; });
+}
+
+void TcpTransport::Mesh::schedule_liveness() {
+  liveness_timer_->expires_after(heartbeat_ / 2);
+  liveness_timer_->async_wait([this](const error_code& ec) {
+    if (ec) return;
+    check_liveness();
+    schedule_liveness();
+  });
+}
+
+void TcpTransport::Mesh::check_liveness() {
+  const auto now = Clock::now();
+  const auto silence_limit = options_.peer_timeout / 2;
+  for (uint32_t rank = 0; rank < peers_.size(); ++rank) {
+    if (rank == options_.rank) continue;
+    Peer& peer = *peers_[rank];
+    if (auto connection = connection_of(rank)) {
+      if (silence_limit.count() > 0 && now - connection->last_heard() > silence_limit) {
+        connection->close("nothing arrived for " + std::to_string(silence_limit.count()) + " ms");
+      } else if (now - connection->last_written() >= heartbeat_) {
+        connection->heartbeat();
+      }
+    } else if (options_.peer_timeout.count() > 0 && peer.session.open() &&
+               now - peer.last_heard > options_.peer_timeout) {
+      lose(rank, PeerDownReason::kSilent,
+           "nothing of it moved for " + std::to_string(options_.peer_timeout.count()) +
+               " ms and no connection came back");
+    } else if (rank > options_.rank && peer.session.open() && now - peer.last_look >= heartbeat_) {
+      look_for(rank);
+    }
+  }
 }
 
 void TcpTransport::Mesh::schedule_probes() {
@@ -374,20 +676,16 @@ void TcpTransport::Mesh::schedule_probes() {
 }
 
 void TcpTransport::Mesh::probe_links() {
-  std::vector<std::shared_ptr<tcp::PeerConnection>> open;
-  {
-    std::lock_guard lock(peers_mutex_);
-    open = peers_;
-  }
-  const auto now = LinkMeter::Clock::now();
-  for (const auto& connection : open) {
+  const auto now = Clock::now();
+  for (uint32_t rank = 0; rank < peers_.size(); ++rank) {
+    auto connection = rank == options_.rank ? nullptr : connection_of(rank);
     if (!connection) continue;
-    LinkMeter& meter = *meters_[connection->rank()];
+    LinkMeter& meter = peers_[rank]->meter;
     meter.set_rtt(connection->rtt_seconds());
     if (now - connection->last_measurable_send() < 2 * options_.probe_interval) continue;
     // Sized from the reverse direction's estimate, the best guess of this one: about 20 ms of
     // transfer, within what can be timed and what a slow link can spare.
-    const double goodput = meter.estimate(connection->rank(), now).goodput_bytes_per_second;
+    const double goodput = meter.estimate(rank, now).goodput_bytes_per_second;
     const double wanted = goodput > 0.0 ? goodput * 0.02 : tcp::PeerConnection::kMaxProbeBytes;
     connection->enqueue_probe(static_cast<uint32_t>(std::clamp<double>(
         wanted, LinkMeter::kMinMeasuredBytes, tcp::PeerConnection::kMaxProbeBytes)));
@@ -396,9 +694,10 @@ void TcpTransport::Mesh::probe_links() {
 
 std::vector<LinkEstimate> TcpTransport::Mesh::links() const {
   std::vector<LinkEstimate> links;
-  const auto now = LinkMeter::Clock::now();
-  for (uint32_t rank = 0; rank < meters_.size(); ++rank) {
-    if (rank != options_.rank) links.push_back(meters_[rank]->estimate(rank, now));
+  const auto now = Clock::now();
+  std::lock_guard lock(peers_mutex_);
+  for (uint32_t rank = 0; rank < peers_.size(); ++rank) {
+    if (rank != options_.rank) links.push_back(peers_[rank]->meter.estimate(rank, now));
   }
   return links;
 }

@@ -7,6 +7,7 @@
 // caller: send() queues, and a full queue is an error the caller sees at once (backpressure).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -49,6 +50,19 @@ using MessageBytes = std::vector<std::byte, UninitializedAllocator<std::byte>>;
 /// One message as it travels: shared so that a fan-out to several peers needs no copies.
 using Message = std::shared_ptr<const MessageBytes>;
 
+/// Why a transport reported a peer down (its session with the peer is over, and with it what
+/// was in flight): the peer restarted (it lost its state), it said it is stopping, nothing of it
+/// moved for peer_timeout, its address refused the connection (nothing listens there: the
+/// gateway is gone), or it broke the protocol (a malformed frame, a message the handler rejected).
+enum class PeerDownReason : uint8_t { kRestarted, kStopped, kSilent, kRefused, kProtocol };
+inline constexpr std::size_t kPeerDownReasons = 5;
+/// Stable lower-case name of a reason, for logs and the `reason` label of metrics.
+constexpr const char* peer_down_reason_name(PeerDownReason reason) {
+  constexpr const char* kNames[kPeerDownReasons] = {"restarted", "stopped", "silent", "refused",
+                                                    "protocol"};
+  return kNames[static_cast<std::size_t>(reason)];
+}
+
 /// Counters of one transport, for metrics. Monotonic except the gauges marked so.
 struct TransportStats {
   uint64_t messages_sent = 0;
@@ -61,8 +75,13 @@ struct TransportStats {
   uint64_t foreign = 0;         // handshakes from another job or an unknown rank: refused
   uint64_t probes_sent = 0;     // link probes (not counted in messages_sent; bytes are)
   uint64_t probes_received = 0;
-  uint64_t retransmits = 0;   // datagram fabrics: packets sent again (timeouts and fast)
-  uint64_t queued_bytes = 0;  // gauge: bytes waiting in send queues
+  uint64_t retransmits = 0;      // datagram fabrics: packets sent again (timeouts and fast)
+  uint64_t reconnects = 0;       // connections that carried a live session on after one broke
+  uint64_t resent_messages = 0;  // messages written again after a reconnect (in messages_sent)
+  uint64_t resent_bytes = 0;     // their bytes, framing included (in bytes_sent)
+  /// Peers reported down, by PeerDownReason.
+  std::array<uint64_t, kPeerDownReasons> peers_down{};
+  uint64_t queued_bytes = 0;  // gauge: bytes held for peers until they acknowledge them
   uint32_t peers_up = 0;      // gauge
   /// Polling fabrics: CPU time of the thread that polls the port (0 where nothing polls).
   double poll_cpu_seconds = 0.0;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/error.hpp>
 
 #include "gateway/transport/tcp/handshake.h"
 
@@ -43,12 +44,15 @@ void Dialer::dial() {
 
 void Dialer::connect(const asio::ip::tcp::resolver::results_type& addresses) {
   asio::async_connect(socket_, addresses, [this](const error_code& ec, const auto&) {
-    if (ec || timed_out_) return attempt_failed(step_failed("connect", ec));
+    if (ec || timed_out_) {
+      return attempt_failed(step_failed("connect", ec),
+                            !timed_out_ && ec == asio::error::connection_refused);
+    }
     timer_.cancel();
     error_code ignored;
     socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
     const uint32_t target_rank = options_.target_rank;
-    const uint64_t job_id = options_.ours.job_id;
+    const uint64_t job_id = options_.job_id;
     auto check = [target_rank, job_id](const Hello& theirs) -> Status {
       if (theirs.job_id != job_id) {
         return Status(ErrorCode::kIncompatible, "handshake: job " + std::to_string(theirs.job_id) +
@@ -62,13 +66,13 @@ void Dialer::connect(const asio::ip::tcp::resolver::results_type& addresses) {
       }
       return {};
     };
-    run_handshake(std::exchange(socket_, asio::ip::tcp::socket(io_)), HandshakeRole::kDialer,
-                  options_.ours, options_.connect_timeout, std::move(check),
-                  [this](Result<Hello> theirs, asio::ip::tcp::socket socket) {
-                    if (!theirs.ok()) return attempt_failed(theirs.status());
-                    backoff_.reset();
-                    connected_(std::move(socket));
-                  });
+    dial_handshake(std::exchange(socket_, asio::ip::tcp::socket(io_)), options_.hello(),
+                   options_.connect_timeout, std::move(check),
+                   [this](Result<Hello> theirs, const Hello& ours, asio::ip::tcp::socket socket) {
+                     if (!theirs.ok()) return attempt_failed(theirs.status());
+                     backoff_.reset();
+                     connected_(std::move(socket), *theirs, ours);
+                   });
   });
 }
 
@@ -77,10 +81,10 @@ Status Dialer::step_failed(const char* step, const error_code& ec) const {
   return Status(ErrorCode::kUnavailable, std::string(step) + ": " + ec.message());
 }
 
-void Dialer::attempt_failed(const Status& status) {
+void Dialer::attempt_failed(const Status& status, bool refused) {
   error_code ignored;
   socket_.close(ignored);
-  failed_(status, dialing_);
+  failed_(status, dialing_, refused);
   redial();
 }
 

@@ -1,5 +1,6 @@
 // Keeps one outgoing connection alive: resolves and dials a lower-ranked peer, runs the dialing
-// side of the handshake, and hands the ready socket over. A failed attempt is retried after an
+// side of the handshake (with the Hello the owner makes at that moment), and hands the ready
+// socket and both Hellos over. A failed attempt is retried after an
 // exponential backoff (reset to the minimum after every successful handshake); so is a lost
 // connection, once the owner calls redial(). Runs on the transport's thread only.
 #pragma once
@@ -22,18 +23,20 @@ namespace gradgate::gateway::tcp {
 class Dialer {
  public:
   struct Options {
-    Hello ours;                // sent in the handshake
-    uint32_t target_rank = 0;  // the rank expected to answer
+    std::function<Hello()> hello;  // what to send in the handshake, asked at every attempt
+    uint64_t job_id = 0;           // the job expected to answer
+    uint32_t target_rank = 0;      // the rank expected to answer
     Endpoint target;
     std::chrono::milliseconds connect_timeout{2000};
     std::chrono::milliseconds reconnect_min{50};
     std::chrono::milliseconds reconnect_max{2000};
   };
-  /// A handshaken socket to the target.
-  using Connected = std::function<void(boost::asio::ip::tcp::socket)>;
-  /// An attempt to `dialed` failed (kIncompatible when a stranger answered); another one is
-  /// scheduled.
-  using Failed = std::function<void(const Status&, const Endpoint& dialed)>;
+  /// A handshaken socket to the target, with its answer and the Hello this side sent.
+  using Connected =
+      std::function<void(boost::asio::ip::tcp::socket, const Hello& theirs, const Hello& ours)>;
+  /// An attempt to `dialed` failed (kIncompatible when a stranger answered; `refused` when the
+  /// address refused the connection: nothing listens there); another one is scheduled.
+  using Failed = std::function<void(const Status&, const Endpoint& dialed, bool refused)>;
 
   Dialer(boost::asio::io_context& io, Options options, Connected connected, Failed failed);
   Dialer(const Dialer&) = delete;
@@ -50,7 +53,7 @@ class Dialer {
   void connect(const boost::asio::ip::tcp::resolver::results_type& addresses);
   /// The error of a failed resolve or connect step: kTimeout once the deadline passed.
   Status step_failed(const char* step, const boost::system::error_code& ec) const;
-  void attempt_failed(const Status& status);
+  void attempt_failed(const Status& status, bool refused = false);
 
   boost::asio::io_context& io_;
   Options options_;

@@ -16,14 +16,30 @@ using boost::system::error_code;
 
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(asio::ip::tcp::socket socket, const Hello& ours, HelloCheck check, HandshakeDone done)
-      : socket_(std::move(socket)),
-        deadline_(socket_.get_executor()),
-        ours_(encode_handshake(ours)),
-        check_(std::move(check)),
-        done_(std::move(done)) {}
+  Exchange(asio::ip::tcp::socket socket, HandshakeDone done)
+      : socket_(std::move(socket)), deadline_(socket_.get_executor()), done_(std::move(done)) {}
 
-  void start(HandshakeRole role, std::chrono::milliseconds timeout) {
+  void dial(const Hello& ours, std::chrono::milliseconds timeout, HelloCheck check) {
+    arm(timeout);
+    write_ours(ours, [self = shared_from_this(), check = std::move(check)] {
+      self->read_theirs([self, check](const Hello& theirs) {
+        Status accepted = check(theirs);
+        self->finish(accepted.ok() ? Result<Hello>(theirs) : Result<Hello>(std::move(accepted)));
+      });
+    });
+  }
+
+  void accept(std::chrono::milliseconds timeout, HelloAnswer answer) {
+    arm(timeout);
+    read_theirs([self = shared_from_this(), answer = std::move(answer)](const Hello& theirs) {
+      Result<Hello> ours = answer(theirs);
+      if (!ours.ok()) return self->finish(ours.status());
+      self->write_ours(*ours, [self, theirs] { self->finish(theirs); });
+    });
+  }
+
+ private:
+  void arm(std::chrono::milliseconds timeout) {
     deadline_.expires_after(timeout);
     deadline_.async_wait([self = shared_from_this()](const error_code& ec) {
       if (ec) return;  // cancelled: the exchange finished first
@@ -31,40 +47,28 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       error_code ignored;
       self->socket_.close(ignored);
     });
-    if (role == HandshakeRole::kDialer) {
-      write_ours([self = shared_from_this()] { self->read_theirs(/*answer=*/false); });
-    } else {
-      read_theirs(/*answer=*/true);
-    }
   }
 
- private:
   template <typename Next>
-  void write_ours(Next next) {
-    asio::async_write(socket_, asio::buffer(ours_),
+  void write_ours(const Hello& ours, Next next) {
+    ours_ = ours;
+    ours_bytes_ = encode_handshake(ours);
+    asio::async_write(socket_, asio::buffer(ours_bytes_),
                       [self = shared_from_this(), next](const error_code& ec, std::size_t) {
                         if (ec) return self->fail_io(ec);
                         next();
                       });
   }
 
-  void read_theirs(bool answer) {
+  template <typename Next>
+  void read_theirs(Next next) {
     asio::async_read(socket_, asio::buffer(theirs_),
-                     [self = shared_from_this(), answer](const error_code& ec, std::size_t) {
+                     [self = shared_from_this(), next](const error_code& ec, std::size_t) {
                        if (ec) return self->fail_io(ec);
-                       self->check_theirs(answer);
+                       Result<Hello> hello = decode_handshake(self->theirs_);
+                       if (!hello.ok()) return self->finish(hello.status());
+                       next(*hello);
                      });
-  }
-
-  void check_theirs(bool answer) {
-    Result<Hello> hello = decode_handshake(theirs_);
-    if (hello.ok()) {
-      Status accepted = check_(*hello);
-      if (!accepted.ok()) hello = std::move(accepted);
-    }
-    if (!hello.ok()) return finish(std::move(hello));
-    if (!answer) return finish(std::move(hello));
-    write_ours([self = shared_from_this(), hello] { self->finish(hello); });
   }
 
   void fail_io(const error_code& ec) {
@@ -79,24 +83,30 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       error_code ignored;
       socket_.close(ignored);
     }
-    done_(std::move(hello), std::move(socket_));
+    done_(std::move(hello), ours_, std::move(socket_));
   }
 
   asio::ip::tcp::socket socket_;
   asio::steady_timer deadline_;
-  HandshakeBytes ours_;
+  Hello ours_{};
+  HandshakeBytes ours_bytes_{};
   HandshakeBytes theirs_{};
-  HelloCheck check_;
   HandshakeDone done_;
   bool timed_out_ = false;
 };
 
 }  // namespace
 
-void run_handshake(asio::ip::tcp::socket socket, HandshakeRole role, const Hello& ours,
-                   std::chrono::milliseconds timeout, HelloCheck check, HandshakeDone done) {
-  std::make_shared<Exchange>(std::move(socket), ours, std::move(check), std::move(done))
-      ->start(role, timeout);
+void dial_handshake(asio::ip::tcp::socket socket, const Hello& ours,
+                    std::chrono::milliseconds timeout, HelloCheck check, HandshakeDone done) {
+  std::make_shared<Exchange>(std::move(socket), std::move(done))
+      ->dial(ours, timeout, std::move(check));
+}
+
+void accept_handshake(asio::ip::tcp::socket socket, std::chrono::milliseconds timeout,
+                      HelloAnswer answer, HandshakeDone done) {
+  std::make_shared<Exchange>(std::move(socket), std::move(done))
+      ->accept(timeout, std::move(answer));
 }
 
 }  // namespace gradgate::gateway::tcp

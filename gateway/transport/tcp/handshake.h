@@ -1,11 +1,12 @@
-// The handshake on a freshly opened connection, before any message flows. Both sides send a
+// The handshake on a freshly opened connection, before any frame flows. Both sides send a
 // Hello (see wire.h): the dialing side writes first and then reads the answer; the accepting
-// side reads first, checks the Hello, and answers only when it accepts (a stranger learns
-// nothing). The whole exchange is bounded by a deadline.
+// side reads first, decides on the Hello (and on the session it names), and answers only when it
+// accepts (a stranger learns nothing). The whole exchange is bounded by a deadline.
 //
-// The completion runs once, on the socket's executor: with the peer's Hello and the socket on
-// success; otherwise with kIncompatible (the peer is not one of ours: wrong magic, version, job
-// or rank), kTimeout, or kUnavailable (an I/O error), and the socket is closed.
+// The completion runs once, on the socket's executor: with the peer's Hello (the accepting side:
+// its own answer beside it) and the socket on success; otherwise with kIncompatible (the peer is
+// not one of ours: wrong magic, version, job or rank), kTimeout, or kUnavailable (an I/O error),
+// and the socket is closed.
 #pragma once
 
 #include <chrono>
@@ -18,14 +19,20 @@
 
 namespace gradgate::gateway::tcp {
 
-enum class HandshakeRole { kDialer, kAcceptor };
-
-/// Decides whether the peer's Hello is acceptable: ok, or kIncompatible saying why not.
+/// The dialing side: whether the answer is acceptable: ok, or kIncompatible saying why not.
 using HelloCheck = std::function<Status(const Hello& theirs)>;
-using HandshakeDone = std::function<void(Result<Hello> theirs, boost::asio::ip::tcp::socket)>;
+/// The accepting side: the answer to the peer's Hello, or kIncompatible saying why not.
+using HelloAnswer = std::function<Result<Hello>(const Hello& theirs)>;
+/// `ours` is what this side sent (the dialer's hello, or the acceptor's answer).
+using HandshakeDone =
+    std::function<void(Result<Hello> theirs, const Hello& ours, boost::asio::ip::tcp::socket)>;
 
-/// Starts the handshake on `socket`; returns at once.
-void run_handshake(boost::asio::ip::tcp::socket socket, HandshakeRole role, const Hello& ours,
-                   std::chrono::milliseconds timeout, HelloCheck check, HandshakeDone done);
+/// Starts the dialing side's handshake on `socket`; returns at once.
+void dial_handshake(boost::asio::ip::tcp::socket socket, const Hello& ours,
+                    std::chrono::milliseconds timeout, HelloCheck check, HandshakeDone done);
+/// Starts the accepting side's handshake on `socket`; returns at once. `answer` runs on the
+/// socket's executor when the peer's Hello has come.
+void accept_handshake(boost::asio::ip::tcp::socket socket, std::chrono::milliseconds timeout,
+                      HelloAnswer answer, HandshakeDone done);
 
 }  // namespace gradgate::gateway::tcp

@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <new>
 #include <utility>
@@ -18,17 +19,26 @@ namespace gradgate::gateway::tcp {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
-PeerConnection::PeerConnection(asio::ip::tcp::socket socket, uint32_t rank, Limits limits,
+PeerConnection::PeerConnection(asio::ip::tcp::socket socket, uint32_t rank, PeerSession& session,
+                               uint64_t write_from, uint64_t max_message_bytes,
                                TransportCounters& counters, LinkMeter& meter,
                                ConnectionOwner& owner)
     : socket_(std::move(socket)),
       rank_(rank),
-      limits_(limits),
+      session_(session),
+      max_message_bytes_(max_message_bytes),
       counters_(counters),
+      meter_(meter),
       owner_(owner),
-      meter_(meter) {}
+      next_write_(write_from),
+      acknowledged_sent_(session.delivered()),
+      last_heard_(Clock::now()),
+      last_written_(last_heard_) {}
 
-void PeerConnection::start() { read_length(); }
+void PeerConnection::start() {
+  read_length();
+  write_next();
+}
 
 namespace {
 
@@ -41,18 +51,24 @@ std::size_t everything_left(const error_code& ec, std::size_t transferred, std::
 }  // namespace
 
 void PeerConnection::read_length() {
-  asio::async_read(socket_, asio::buffer(inbound_length_),
-                   [self = shared_from_this()](const error_code& ec, std::size_t) {
-                     if (ec) return self->fail(ec);
-                     self->inbound_started_ = LinkMeter::Clock::now();
-                     Result<Length> length =
-                         decode_length(self->inbound_length_, self->limits_.max_message_bytes);
-                     if (!length.ok()) {
-                       ++self->counters_.rejected;
-                       return self->close(length.status().message());
-                     }
-                     self->read_body(*length);
-                   });
+  asio::async_read(
+      socket_, asio::buffer(inbound_length_),
+      [self = shared_from_this()](const error_code& ec, std::size_t) {
+        if (self->closed_) return;
+        if (ec) return self->fail(ec);
+        self->heard();
+        self->inbound_started_ = self->last_heard_;
+        Result<Length> length = decode_length(self->inbound_length_, self->max_message_bytes_);
+        if (length.ok() && length->control && length->bytes > kMaxProbeBytes) {
+          length = Status(ErrorCode::kMalformedFrame,
+                          "a control frame of " + std::to_string(length->bytes) + " bytes");
+        }
+        if (!length.ok()) {
+          ++self->counters_.rejected;
+          return self->close(length.status().message(), PeerDownReason::kProtocol);
+        }
+        self->read_body(*length);
+      });
 }
 
 void PeerConnection::read_body(Length length) {
@@ -60,72 +76,79 @@ void PeerConnection::read_body(Length length) {
     inbound_.resize(length.bytes);
   } catch (const std::bad_alloc&) {
     ++counters_.rejected;
-    return close("no memory for a message of " + std::to_string(length.bytes) + " bytes");
+    return close("no memory for a message of " + std::to_string(length.bytes) + " bytes",
+                 PeerDownReason::kProtocol);
   }
   asio::async_read(
       socket_, asio::buffer(inbound_),
-      [total = length.bytes](const error_code& ec, std::size_t transferred) {
+      [self = shared_from_this(), total = length.bytes](const error_code& ec,
+                                                        std::size_t transferred) {
+        if (transferred > 0) self->heard();  // a slow link: bytes still move
         return everything_left(ec, transferred, total);
       },
-      [self = shared_from_this(), probe = length.probe](const error_code& ec, std::size_t) {
+      [self = shared_from_this(), control = length.control](const error_code& ec, std::size_t) {
+        if (self->closed_) return;
         if (ec) return self->fail(ec);
+        self->heard();
         const uint64_t size = self->inbound_.size();
-        self->meter_.add_transfer(size, self->inbound_started_, LinkMeter::Clock::now());
+        self->meter_.add_transfer(size, self->inbound_started_, self->last_heard_);
         self->counters_.bytes_received += kLengthPrefixBytes + size;
-        if (probe) {
-          ++self->counters_.probes_received;
-          return self->read_length();
+        if (control) {
+          self->on_control(self->inbound_);
+          if (!self->closed_) self->read_length();
+          return;
         }
         ++self->counters_.messages_received;
         if (!self->owner_.deliver(self->rank_, std::exchange(self->inbound_, {}))) {
           ++self->counters_.rejected;
-          return self->close("a message of " + std::to_string(size) +
-                             " bytes was rejected by the handler");
+          return self->close(
+              "a message of " + std::to_string(size) + " bytes was rejected by the handler",
+              PeerDownReason::kProtocol);
         }
+        self->session_.count_delivered();
+        self->ack_due_ = true;
+        self->write_next();
         self->read_length();
       });
 }
 
-Status PeerConnection::enqueue(Message message) {
-  const uint64_t framed = kLengthPrefixBytes + message->size();
-  std::lock_guard lock(mutex_);
-  if (closed_) return Status(ErrorCode::kUnavailable, "peer " + std::to_string(rank_) + " is down");
-  if (queued_bytes_ + framed > limits_.send_queue_bytes) {
-    return Status(ErrorCode::kResourceExhausted,
-                  "send queue of peer " + std::to_string(rank_) + " holds " +
-                      std::to_string(queued_bytes_) + " bytes; " + std::to_string(framed) +
-                      " more would exceed the cap of " + std::to_string(limits_.send_queue_bytes));
+void PeerConnection::on_control(std::span<const std::byte> body) {
+  Result<Control> control = decode_control(body);
+  if (!control.ok()) {
+    ++counters_.rejected;
+    return close(control.status().message(), PeerDownReason::kProtocol);
   }
-  const auto bytes = static_cast<uint32_t>(message->size());
-  push_locked({std::move(message), bytes, false});
-  return {};
+  switch (control->kind) {
+    case ControlKind::kProbe:
+      ++counters_.probes_received;
+      return;
+    case ControlKind::kAck:
+      if (Status taken = session_.acknowledge(control->delivered); !taken.ok()) {
+        ++counters_.rejected;
+        return close(taken.message(), PeerDownReason::kProtocol);
+      }
+      return;
+    case ControlKind::kGoodbye:
+      return close("the peer is stopping", PeerDownReason::kStopped);
+  }
 }
 
-void PeerConnection::push_locked(Outgoing outgoing) {
-  const uint64_t framed = kLengthPrefixBytes + outgoing.bytes;
-  queue_.push_back(std::move(outgoing));
-  queued_bytes_ += framed;
-  counters_.queued_bytes += framed;
-  if (!writing_) {
-    writing_ = true;
-    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_next(); });
-  }
+void PeerConnection::kick() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_next(); });
 }
 
 bool PeerConnection::enqueue_probe(uint32_t bytes) {
-  // Probes are never read: every one is a prefix of the same zeroed bytes (never memory that
-  // held anything else).
-  static const auto kProbeBody = std::make_shared<const MessageBytes>(kMaxProbeBytes, std::byte{0});
-  if (bytes == 0 || bytes > kMaxProbeBytes) return false;
-  std::lock_guard lock(mutex_);
-  if (closed_ || !queue_.empty()) return false;
-  push_locked({kProbeBody, bytes, true});
+  if (closed_ || writing_ || bytes == 0 || bytes > kMaxProbeBytes) return false;
+  if (session_.message(next_write_)) return false;
+  probe_bytes_ = bytes;
+  write_next();
   return true;
 }
 
-LinkMeter::Clock::time_point PeerConnection::last_measurable_send() const {
-  std::lock_guard lock(mutex_);
-  return last_measurable_send_;
+void PeerConnection::heartbeat() {
+  if (closed_ || writing_) return;
+  ack_due_ = true;
+  write_next();
 }
 
 double PeerConnection::rtt_seconds() const {
@@ -137,43 +160,76 @@ double PeerConnection::rtt_seconds() const {
 }
 
 void PeerConnection::write_next() {
-  Outgoing next;
-  {
-    std::lock_guard lock(mutex_);
-    if (closed_ || queue_.empty()) {
-      writing_ = false;
-      return;
-    }
-    next = queue_.front();
+  if (closed_ || writing_ || goodbye_written_) return;
+  if (goodbye_) {
+    static constexpr std::array<std::byte, kGoodbyeBytes> kGoodbye = {
+        std::byte{static_cast<uint8_t>(ControlKind::kGoodbye)}};
+    outbound_length_ = encode_length(kGoodbyeBytes, /*control=*/true);
+    return write_frame({asio::buffer(outbound_length_), asio::buffer(kGoodbye)},
+                       kLengthPrefixBytes + kGoodbyeBytes, Pending::kGoodbye);
   }
-  outbound_length_ = encode_length(next.bytes, next.probe);
-  const std::array<asio::const_buffer, 2> buffers = {
-      asio::buffer(outbound_length_), asio::buffer(next.message->data(), next.bytes)};
-  const uint64_t framed = kLengthPrefixBytes + next.bytes;
-  asio::async_write(
-      socket_, buffers,
-      [framed](const error_code& ec, std::size_t transferred) {
-        return everything_left(ec, transferred, framed);
-      },
-      [self = shared_from_this(), next, framed](const error_code& ec, std::size_t) {
-        self->on_written(ec, framed, next.probe);
-      });
+  if (ack_due_) {
+    ack_due_ = false;
+    acknowledged_sent_ = session_.delivered();
+    outbound_ack_ = encode_ack(acknowledged_sent_);
+    outbound_length_ = encode_length(kAckBytes, /*control=*/true);
+    return write_frame({asio::buffer(outbound_length_), asio::buffer(outbound_ack_)},
+                       kLengthPrefixBytes + kAckBytes, Pending::kAck);
+  }
+  if (Message message = session_.message(next_write_)) {
+    if (session_.note_written(next_write_)) {
+      ++counters_.resent_messages;
+      counters_.resent_bytes += kLengthPrefixBytes + message->size();
+    }
+    ++next_write_;
+    const auto bytes = static_cast<uint32_t>(message->size());
+    outbound_length_ = encode_length(bytes);
+    // The buffers point into `message`, which the session holds until the peer acknowledges
+    // it, or, if the session is dropped meanwhile, the completion handler's copy.
+    std::vector<asio::const_buffer> buffers = {asio::buffer(outbound_length_),
+                                               asio::buffer(message->data(), bytes)};
+    return write_frame(std::move(buffers), kLengthPrefixBytes + bytes, Pending::kMessage,
+                       std::move(message));
+  }
+  if (probe_bytes_ > 0) {
+    // Probes are never read: every one is a prefix of the same zeroed bytes (never memory that
+    // held anything else); the first byte, 0, says "probe".
+    static const auto kProbeBody =
+        std::make_shared<const MessageBytes>(kMaxProbeBytes, std::byte{0});
+    const uint32_t bytes = std::exchange(probe_bytes_, 0);
+    outbound_length_ = encode_length(bytes, /*control=*/true);
+    return write_frame({asio::buffer(outbound_length_), asio::buffer(kProbeBody->data(), bytes)},
+                       kLengthPrefixBytes + bytes, Pending::kProbe, kProbeBody);
+  }
 }
 
-void PeerConnection::on_written(const error_code& ec, uint64_t framed_bytes, bool probe) {
+void PeerConnection::write_frame(std::vector<asio::const_buffer> buffers, uint64_t framed_bytes,
+                                 Pending what, Message keep) {
+  writing_ = true;
+  asio::async_write(
+      socket_, buffers,
+      [framed_bytes](const error_code& ec, std::size_t transferred) {
+        return everything_left(ec, transferred, framed_bytes);
+      },
+      [self = shared_from_this(), framed_bytes, what, keep = std::move(keep)](
+          const error_code& ec, std::size_t) { self->on_written(ec, framed_bytes, what); });
+}
+
+void PeerConnection::on_written(const error_code& ec, uint64_t framed_bytes, Pending what) {
+  writing_ = false;
+  if (closed_) return;
   if (ec) return fail(ec);
-  {
-    std::lock_guard lock(mutex_);
-    if (closed_) return;
-    queue_.pop_front();
-    queued_bytes_ -= framed_bytes;
-    counters_.queued_bytes -= framed_bytes;
-    if (framed_bytes >= kLengthPrefixBytes + LinkMeter::kMinMeasuredBytes) {
-      last_measurable_send_ = LinkMeter::Clock::now();
-    }
+  last_written_ = Clock::now();
+  if (what != Pending::kAck && framed_bytes >= kLengthPrefixBytes + LinkMeter::kMinMeasuredBytes) {
+    last_measurable_send_ = last_written_;
   }
-  ++(probe ? counters_.probes_sent : counters_.messages_sent);
+  if (what == Pending::kMessage) ++counters_.messages_sent;
+  if (what == Pending::kProbe) ++counters_.probes_sent;
   counters_.bytes_sent += framed_bytes;
+  if (what == Pending::kGoodbye) {
+    goodbye_written_ = true;
+    return std::exchange(goodbye_, nullptr)();
+  }
   write_next();
 }
 
@@ -181,19 +237,31 @@ void PeerConnection::fail(const error_code& ec) {
   close(ec == asio::error::eof ? std::string("closed by the peer") : ec.message());
 }
 
-void PeerConnection::close(const std::string& reason) {
-  {
-    std::lock_guard lock(mutex_);
-    if (closed_) return;
-    closed_ = true;
-    counters_.queued_bytes -= queued_bytes_;
-    queued_bytes_ = 0;
-    queue_.clear();
+void PeerConnection::close(const std::string& reason, std::optional<PeerDownReason> lost) {
+  if (closed_) return;
+  closed_ = true;
+  error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  owner_.connection_closed(*this, reason, lost);
+}
+
+void PeerConnection::say_goodbye(std::function<void()> written) {
+  if (closed_) return written();
+  goodbye_ = std::move(written);
+  write_next();
+}
+
+void PeerConnection::close_quietly() {
+  if (closed_) return;
+  closed_ = true;
+  std::array<std::byte, 64 << 10> sink{};
+  for (int reads = 0; reads < 64; ++reads) {
+    if (::recv(socket_.native_handle(), sink.data(), sink.size(), MSG_DONTWAIT) <= 0) break;
   }
   error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
-  owner_.connection_closed(*this, reason);
 }
 
 }  // namespace gradgate::gateway::tcp

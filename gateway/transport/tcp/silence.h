@@ -1,9 +1,9 @@
-// How a TCP connection notices a peer that fell silent without closing it (a node that lost power,
-// a partitioned network): nothing arrives, so no read fails, and the kernel retransmits for many
-// minutes before it gives up. With a silence limit the kernel sends keepalive probes on an idle
-// connection and closes it, like one whose sent bytes go unacknowledged, once nothing has been
-// acknowledged for that long (TCP_USER_TIMEOUT); the transport then reports the peer down and
-// dials it again.
+// The kernel's part in noticing a peer that fell silent without closing the connection (a node
+// that lost power, a partitioned network): by default the kernel retransmits unacknowledged
+// bytes for many minutes before it gives up. With a limit it closes the connection once bytes it
+// sent stay unacknowledged for that long (TCP_USER_TIMEOUT, tcp(7)). A slow link does not trip
+// it: there bytes are acknowledged, only slowly. No keep-alive probes are needed: the transport
+// writes heartbeats on idle connections itself, and watches what arrives (tcp_transport.h).
 #pragma once
 
 #include <chrono>
@@ -14,8 +14,8 @@
 
 namespace gradgate::gateway::tcp {
 
-/// Closes `socket`'s connection once the peer has acknowledged nothing for `limit` (> 0).
-/// kUnavailable, with the system's reason, when the options cannot be set.
-Status limit_silence(boost::asio::ip::tcp::socket& socket, std::chrono::milliseconds limit);
+/// Closes `socket`'s connection once bytes it sent stay unacknowledged for `limit` (> 0).
+/// kUnavailable, with the system's reason, when the option cannot be set.
+Status limit_unacknowledged(boost::asio::ip::tcp::socket& socket, std::chrono::milliseconds limit);
 
 }  // namespace gradgate::gateway::tcp

@@ -22,7 +22,7 @@ std::unique_ptr<RawPeer> handshaken_raw_peer(const TcpTransport& transport, uint
   auto peer = std::make_unique<RawPeer>(transport.listen_port(), receive_buffer);
   tcp::Hello answer;
   if (!peer->connected() || !peer->send_hello(kJob, rank) || !peer->read_hello(&answer)) return {};
-  if (answer != tcp::Hello{kJob, 0}) return {};
+  if (answer.job_id != kJob || answer.rank != 0 || answer.resumed) return {};
   return peer;
 }
 

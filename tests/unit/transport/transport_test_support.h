@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -138,12 +139,20 @@ class RawPeer {
     address.sin_port = htons(port);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+    socklen_t length = sizeof(address);
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+      listen_port_ = ntohs(address.sin_port);
+    }
   }
   ~RawPeer() { ::close(fd_); }
   RawPeer(const RawPeer&) = delete;
   RawPeer& operator=(const RawPeer&) = delete;
 
   bool connected() const { return connected_; }
+  /// The port this peer says it listens on: its own socket's, where nothing listens, unless a
+  /// test sets another.
+  uint16_t listen_port() const { return listen_port_; }
+  void set_listen_port(uint16_t port) { listen_port_ = port; }
 
   bool send_bytes(std::span<const std::byte> bytes) {
     std::size_t sent = 0;
@@ -154,12 +163,19 @@ class RawPeer {
     }
     return true;
   }
-  bool send_hello(uint64_t job_id, uint32_t rank) {
-    return send_bytes(tcp::encode_handshake({job_id, rank}));
+  /// Sends a hello as `rank` of `job_id` (listening on listen_port()); a session is named by
+  /// `incarnation` (0: a new one, as a gateway that just started) and what it holds of the
+  /// transport's (`peer_incarnation`, `received`).
+  bool send_hello(uint64_t job_id, uint32_t rank, uint64_t incarnation = 0,
+                  uint64_t peer_incarnation = 0, uint64_t received = 0) {
+    static std::atomic<uint64_t> next_incarnation{0x5eed0000};
+    if (incarnation == 0) incarnation = ++next_incarnation;
+    return send_bytes(tcp::encode_handshake(
+        {job_id, rank, listen_port_, incarnation, peer_incarnation, received, false}));
   }
-  /// Sends one length-prefixed message whose prefix says `declared_length`.
-  bool send_frame(uint32_t declared_length, std::span<const std::byte> body) {
-    return send_bytes(tcp::encode_length(declared_length)) && send_bytes(body);
+  /// Sends one length-prefixed message (or control frame) whose prefix says `declared_length`.
+  bool send_frame(uint32_t declared_length, std::span<const std::byte> body, bool control = false) {
+    return send_bytes(tcp::encode_length(declared_length, control)) && send_bytes(body);
   }
   /// Reads the transport's answer to our hello; false if none came.
   bool read_hello(tcp::Hello* hello) {
@@ -194,6 +210,7 @@ class RawPeer {
  private:
   int fd_;
   bool connected_ = false;
+  uint16_t listen_port_ = 0;
 };
 
 /// A loopback listener that accepts connections and never answers them: plays a gateway that
@@ -260,6 +277,7 @@ inline TcpTransportOptions loopback_options(uint32_t rank, uint32_t world,
   options.reconnect_min = std::chrono::milliseconds(10);
   options.reconnect_max = std::chrono::milliseconds(200);
   options.probe_interval = std::chrono::milliseconds(0);  // counts stay exact; tests turn it on
+  options.peer_timeout = std::chrono::milliseconds(2000);
   for (uint32_t i = 0; i < world; ++i) {
     options.peers.push_back({"127.0.0.1", i < ports.size() ? ports[i] : uint16_t{0}});
   }
