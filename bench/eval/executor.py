@@ -321,6 +321,7 @@ class Execution:
         if self.cluster:
             gateway = {"phases": gateway_metrics.phase_split(gateway_scrapes),
                        **gateway_metrics.byte_totals(gateway_scrapes),
+                       **gateway_metrics.link_faults(gateway_scrapes),
                        "answered": sum(1 for s in gateway_scrapes if s)}
         step_seconds = [e["seconds"] for e in steps]
         return {

@@ -13,6 +13,13 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 PHASES = ("encode", "communicate", "decode")
+# Counters kept by label too (scrape() sums labels away otherwise).
+LABELLED = ("gradgate_errors_total",)
+# The kinds of gradgate_errors_total that are failed all-reduces (a skipped step, nonfinite_gradient,
+# is not a failure; the transport's and the ingress's kinds are not all-reduces).
+FAILED_ALLREDUCE_KINDS = ("timeout", "aborted", "unavailable", "incompatible", "malformed_frame",
+                          "checksum_mismatch", "invalid_argument", "resource_exhausted",
+                          "not_found", "unsupported", "internal")
 SCRAPE_TIMEOUT_S = 3.0
 
 
@@ -27,6 +34,9 @@ def scrape(url):
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             values[sample.name] = values.get(sample.name, 0.0) + sample.value
+            if sample.name in LABELLED:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                values[key] = values.get(key, 0.0) + sample.value
     return values
 
 
@@ -47,6 +57,21 @@ def byte_totals(scrapes):
     return {
         "raw_bytes": int(sum(s.get("gradgate_raw_bytes_total", 0.0) for s in scrapes if s)),
         "wire_bytes": int(sum(s.get("gradgate_wire_bytes_total", 0.0) for s in scrapes if s)),
+    }
+
+
+def link_faults(scrapes):
+    """What the gateways' links went through: all-reduces that failed, connections re-established
+    under a live session, bytes written again, peers reported down (summed over the gateways)."""
+    answered = [s for s in scrapes if s]
+    failed = sum(s.get(("gradgate_errors_total", (("kind", kind),)), 0.0)
+                 for s in answered for kind in FAILED_ALLREDUCE_KINDS)
+    total = lambda name: int(sum(s.get(name, 0.0) for s in answered))  # noqa: E731
+    return {
+        "failed_allreduces": int(failed),
+        "reconnects": total("gradgate_transport_reconnects_total"),
+        "resent_bytes": total("gradgate_transport_resent_bytes_total"),
+        "peers_down": total("gradgate_peers_down_total"),
     }
 
 

@@ -228,9 +228,11 @@ class Evaluation:
         result = executor.execute(self.bed, settings, run, "mlp", phases[0][0], schedule)
         result["phases"] = [{"rate_mbit": r, "seconds": s} for r, s in phases]
         write_json(self.args.out / "scenario.json", result)
+        faults = result.get("gateway") or {}
         print(f"scenario: {result['status']}, {len(result['samples'])} samples, rate changes "
-              f"{result['rate_changes']}" + (f" ({result['error']})" if result["error"] else ""),
-              flush=True)
+              f"{result['rate_changes']}, failed all-reduces {faults.get('failed_allreduces')}, "
+              f"reconnects {faults.get('reconnects')}, peers down {faults.get('peers_down')}"
+              + (f" ({result['error']})" if result["error"] else ""), flush=True)
         if result["status"] == "ok" and not self.args.keep:
             shutil.rmtree(result["workdir"], ignore_errors=True)
         return result["status"] == "ok"

@@ -84,9 +84,10 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
     LinkMeter meter;
     std::shared_ptr<tcp::PeerConnection> connection;  // under peers_mutex_; null while none is up
     Clock::time_point last_heard{};  // transport thread: when a connection last came up or heard
-    // A higher rank (which dials this side): where it listens, and whether a look there is under
-    // way (transport thread).
+    // A higher rank (which dials this side): where it listens, whether that address answered a
+    // look while the peer was connected, and whether a look is under way (transport thread).
     Endpoint listens_at;
+    bool listener_seen = false;
     bool looking = false;
     Clock::time_point last_look{};
   };
@@ -107,8 +108,8 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   /// Ends `rank`'s session (if open) and reports the peer down.
   void lose(uint32_t rank, PeerDownReason reason, const std::string& why);
   /// A higher rank whose connection is gone cannot be dialed back, but its listener can be
-  /// looked at: when its address refuses the connection, the gateway is gone (its session
-  /// ends, `refused`); when it answers, it is only closed again.
+  /// looked at (a connect, closed at once): when the address that answered while the peer was
+  /// connected refuses now, the gateway is gone (its session ends, `refused`).
   void look_for(uint32_t rank);
   std::shared_ptr<tcp::PeerConnection> connection_of(uint32_t rank) const;
   /// Every liveness interval: heartbeats on quiet connections, closes silent ones, and ends the
@@ -137,6 +138,7 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
 
   std::mutex lifecycle_mutex_;  // serialises start() and stop()
   State state_ = State::kIdle;
+  std::atomic<bool> stopping_{false};  // stop() began: closing connections are not redialed
 
   // By rank (own entry unused); made before the I/O thread, destroyed after everything that
   // does I/O (connections refer to their session and meter).
@@ -187,8 +189,8 @@ Status TcpTransport::Mesh::check_options() const {
 
 namespace {
 
-// A random incarnation, never 0 (0 says "none" in a Hello).
-uint64_t new_incarnation() {
+// A random incarnation or session id, never 0 (0 says "none" in a Hello).
+uint64_t random_nonzero() {
   std::random_device device;
   std::mt19937_64 generator(
       (static_cast<uint64_t>(device()) << 32) ^ device() ^
@@ -220,7 +222,7 @@ Status TcpTransport::Mesh::start(Handlers handlers) {
     options_.peers = std::move(peers).value();
     GRADGATE_RETURN_IF_ERROR(check_options());
   }
-  incarnation_ = new_incarnation();
+  incarnation_ = random_nonzero();
   if (options_.peer_timeout.count() > 0) {
     heartbeat_ = std::clamp<std::chrono::milliseconds>(
         options_.peer_timeout / 8, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
@@ -308,6 +310,7 @@ Status TcpTransport::Mesh::check_incoming(const tcp::Hello& theirs) const {
 }
 
 Result<tcp::Hello> TcpTransport::Mesh::answer(const tcp::Hello& theirs) {
+  if (stopping_) return Status(ErrorCode::kUnavailable, "handshake: this gateway is stopping");
   GRADGATE_RETURN_IF_ERROR(check_incoming(theirs));
   // The old connection goes first, so that no more of its messages are delivered and the count
   // below is final.
@@ -315,21 +318,34 @@ Result<tcp::Hello> TcpTransport::Mesh::answer(const tcp::Hello& theirs) {
     previous->close("replaced by a new connection from the same rank");
   }
   const tcp::PeerSession& session = peers_[theirs.rank]->session;
-  const bool resume = session.can_resume(theirs, incarnation_);
-  return tcp::Hello{options_.job_id,
-                    options_.rank,
-                    listen_port_,
-                    incarnation_,
-                    resume ? session.peer_incarnation() : theirs.incarnation,
-                    resume ? session.delivered() : 0,
-                    resume};
+  if (session.can_resume(theirs, incarnation_)) {
+    return tcp::Hello{.job_id = options_.job_id,
+                      .rank = options_.rank,
+                      .listen_port = listen_port_,
+                      .incarnation = incarnation_,
+                      .peer_incarnation = session.peer_incarnation(),
+                      .received = session.delivered(),
+                      .session_id = session.id(),
+                      .resumed = true};
+  }
+  return tcp::Hello{.job_id = options_.job_id,
+                    .rank = options_.rank,
+                    .listen_port = listen_port_,
+                    .incarnation = incarnation_,
+                    .peer_incarnation = theirs.incarnation,
+                    .received = 0,
+                    .session_id = random_nonzero()};
 }
 
 tcp::Hello TcpTransport::Mesh::hello_to(uint32_t rank) const {
   const tcp::PeerSession& session = peers_[rank]->session;
-  return {
-      options_.job_id,     options_.rank, listen_port_, incarnation_, session.peer_incarnation(),
-      session.delivered(), false};
+  return {.job_id = options_.job_id,
+          .rank = options_.rank,
+          .listen_port = listen_port_,
+          .incarnation = incarnation_,
+          .peer_incarnation = session.peer_incarnation(),
+          .received = session.delivered(),
+          .session_id = session.id()};
 }
 
 void TcpTransport::Mesh::add_dialer(uint32_t rank) {
@@ -358,27 +374,19 @@ void TcpTransport::Mesh::add_dialer(uint32_t rank) {
 
 void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank,
                                  const tcp::Hello& theirs, const tcp::Hello& ours, bool dialed) {
+  error_code ignored;
+  if (stopping_) return socket.close(ignored);
   Peer& peer = *peers_[rank];
   const std::string remote = describe(socket);
-  if (!dialed) {
-    // Where the peer listens: its listed address if the membership has one, else the address it
-    // connects from, at the port it names.
-    error_code ec;
-    const auto from = socket.remote_endpoint(ec);
-    const Endpoint& listed = options_.peers[rank];
-    peer.listens_at = !listed.host.empty() && listed.port != 0
-                          ? listed
-                          : Endpoint{ec ? "" : from.address().to_string(), theirs.listen_port};
-  }
   const bool resumed = dialed ? theirs.resumed : ours.resumed;
-  if (resumed && !peer.session.can_resume(theirs, incarnation_)) {
+  const uint64_t fresh_id = dialed ? theirs.session_id : ours.session_id;
+  if ((resumed && !peer.session.can_resume(theirs, incarnation_)) || (!resumed && fresh_id == 0)) {
     // The session changed while the handshake ran (it was lost meanwhile), or the peer answered
-    // a resumption this side never offered: this connection cannot carry it.
-    error_code ignored;
+    // what this side cannot take: this connection cannot carry it.
     socket.close(ignored);
     if (dialed && peer.session.open()) {
       lose(rank, PeerDownReason::kProtocol,
-           "rank " + std::to_string(rank) + " answered a resumption this side cannot make");
+           "rank " + std::to_string(rank) + " answered a session this side does not hold");
     }
     if (dialed) dialers_[rank]->redial();
     return;
@@ -389,22 +397,23 @@ void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank,
     ++counters_.reconnects;
   } else {
     if (peer.session.open()) {
-      // Another incarnation: the peer restarted. The same one that no longer holds this side's
-      // session: it gave up on it (nothing moved for its peer timeout). Anything else breaks the
-      // protocol (a delivered count outside what was sent).
+      // Another incarnation: the peer restarted. The same one under another session: one of the
+      // two sides had given the session up (nothing of the other moved for its peer timeout, or
+      // a handshake broke off half way). The same session: its delivered count is outside what
+      // was sent, which breaks the protocol.
       if (theirs.incarnation != peer.session.peer_incarnation()) {
         lose(rank, PeerDownReason::kRestarted,
              "rank " + std::to_string(rank) + " restarted (a new incarnation answered)");
-      } else if (theirs.peer_incarnation != incarnation_) {
+      } else if (theirs.session_id != peer.session.id()) {
         lose(rank, PeerDownReason::kSilent,
-             "rank " + std::to_string(rank) + " had given up on this side's session");
+             "rank " + std::to_string(rank) + " and this side no longer hold the same session");
       } else {
         lose(rank, PeerDownReason::kProtocol,
              "rank " + std::to_string(rank) + " delivered " + std::to_string(theirs.received) +
                  " messages, more or fewer than this side can resume from");
       }
     }
-    peer.session.restart(theirs.incarnation);
+    peer.session.restart(theirs.incarnation, fresh_id);
   }
   if (options_.peer_timeout.count() > 0) {
     if (Status limited = tcp::limit_unacknowledged(socket, options_.peer_timeout); !limited.ok()) {
@@ -412,6 +421,17 @@ void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank,
                   "transport: rank " + std::to_string(rank) + " (" + remote +
                       "): a silent peer is noticed later: " + limited.message());
     }
+  }
+  if (!dialed) {
+    // Where the peer listens, as it says itself: the address it connects from, at the port its
+    // handshake names. Looked at once now: only an address that answered while the peer was
+    // there counts when it refuses later (look_for).
+    error_code ec;
+    const auto from = socket.remote_endpoint(ec);
+    peer.listens_at = ec || theirs.listen_port == 0
+                          ? Endpoint{}
+                          : Endpoint{from.address().to_string(), theirs.listen_port};
+    peer.listener_seen = false;
   }
   auto connection = std::make_shared<tcp::PeerConnection>(std::move(socket), rank, peer.session,
                                                           write_from, options_.max_message_bytes,
@@ -421,8 +441,8 @@ void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank,
     std::lock_guard lock(peers_mutex_);
     previous = std::exchange(peer.connection, connection);
     ++counters_.connects;
-    if (!resumed)
-      ++counters_.peers_up;  // with the table change, so that stats agree with peer_up()
+    if (previous) ++counters_.disconnects;
+    if (!resumed) ++counters_.peers_up;  // with the table change: stats agree with peer_up()
   }
   if (previous) previous->close("replaced by a new connection from the same rank");
   peer.last_heard = Clock::now();
@@ -437,11 +457,12 @@ void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank,
     if (handlers_.on_peer) handlers_.on_peer(rank, true);
   }
   connection->start();
+  if (!dialed) look_for(rank);
 }
 
 void TcpTransport::Mesh::lose(uint32_t rank, PeerDownReason reason, const std::string& why) {
   Peer& peer = *peers_[rank];
-  if (!peer.session.open()) return;
+  if (stopping_ || !peer.session.open()) return;
   {
     std::lock_guard lock(peers_mutex_);
     peer.session.close();
@@ -468,6 +489,7 @@ void TcpTransport::Mesh::connection_closed(tcp::PeerConnection& connection,
                                            std::optional<PeerDownReason> lost) {
   const uint32_t rank = connection.rank();
   Peer& peer = *peers_[rank];
+  if (stopping_) return;  // the peers closing after this side's goodbye
   {
     std::lock_guard lock(peers_mutex_);
     if (peer.connection.get() != &connection) return;  // replaced, or stop() took it
@@ -494,10 +516,10 @@ void TcpTransport::Mesh::connection_closed(tcp::PeerConnection& connection,
 
 void TcpTransport::Mesh::look_for(uint32_t rank) {
   Peer& peer = *peers_[rank];
-  if (peer.looking || peer.listens_at.host.empty() || peer.listens_at.port == 0) return;
+  if (stopping_ || peer.looking || peer.listens_at.host.empty()) return;
   error_code ec;
   const auto address = asio::ip::make_address(peer.listens_at.host, ec);
-  if (ec) return;
+  if (ec || address.is_unspecified()) return;
   peer.looking = true;
   peer.last_look = Clock::now();
   auto socket = std::make_shared<asio::ip::tcp::socket>(*io_);
@@ -514,10 +536,13 @@ void TcpTransport::Mesh::look_for(uint32_t rank) {
         looked.looking = false;
         error_code ignored;
         socket->close(ignored);
-        if (connect_ec == asio::error::connection_refused && !connection_of(rank)) {
+        if (!connect_ec) {
+          looked.listener_seen = true;
+        } else if (connect_ec == asio::error::connection_refused && looked.listener_seen &&
+                   !connection_of(rank)) {
           lose(rank, PeerDownReason::kRefused,
                "its connection closed and its listener at " + looked.listens_at.to_string() +
-                   " refuses connections: the gateway is gone");
+                   ", which answered before, refuses connections: the gateway is gone");
         }
       });
 }
@@ -575,6 +600,7 @@ void TcpTransport::Mesh::stop() {
   if (state_ == State::kStopped) return;
   const bool running = state_ == State::kRunning;
   state_ = State::kStopped;
+  stopping_ = true;
   if (running) say_goodbyes();
   if (io_) io_->stop();
   if (thread_.joinable()) thread_.join();
@@ -612,6 +638,10 @@ void TcpTransport::Mesh::say_goodbyes() {
   };
   auto goodbyes = std::make_shared<Goodbyes>();
   asio::post(*io_, [this, goodbyes] {
+    // Nothing new comes up from now on: no connection is accepted (stopping_ makes handshakes
+    // under way and dials fail).
+    error_code ignored;
+    acceptor_->close(ignored);
     std::vector<std::shared_ptr<tcp::PeerConnection>> open;
     {
       std::lock_guard peers_lock(peers_mutex_);

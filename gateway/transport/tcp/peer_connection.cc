@@ -58,10 +58,16 @@ void PeerConnection::read_length() {
         if (ec) return self->fail(ec);
         self->heard();
         self->inbound_started_ = self->last_heard_;
-        Result<Length> length = decode_length(self->inbound_length_, self->max_message_bytes_);
-        if (length.ok() && length->control && length->bytes > kMaxProbeBytes) {
+        // Control frames have their own bound, whatever the limit on messages.
+        Result<Length> length = decode_length(
+            self->inbound_length_, std::max<uint64_t>(self->max_message_bytes_, kMaxProbeBytes));
+        const uint64_t limit =
+            length.ok() && length->control ? kMaxProbeBytes : self->max_message_bytes_;
+        if (length.ok() && length->bytes > limit) {
           length = Status(ErrorCode::kMalformedFrame,
-                          "a control frame of " + std::to_string(length->bytes) + " bytes");
+                          std::string(length->control ? "a control frame" : "a message") + " of " +
+                              std::to_string(length->bytes) + " bytes is over its limit of " +
+                              std::to_string(limit));
         }
         if (!length.ok()) {
           ++self->counters_.rejected;
@@ -123,6 +129,12 @@ void PeerConnection::on_control(std::span<const std::byte> body) {
       ++counters_.probes_received;
       return;
     case ControlKind::kAck:
+      if (control->delivered > next_write_) {
+        ++counters_.rejected;
+        return close("the peer acknowledged " + std::to_string(control->delivered) + " messages; " +
+                         std::to_string(next_write_) + " were written",
+                     PeerDownReason::kProtocol);
+      }
       if (Status taken = session_.acknowledge(control->delivered); !taken.ok()) {
         ++counters_.rejected;
         return close(taken.message(), PeerDownReason::kProtocol);
@@ -240,6 +252,7 @@ void PeerConnection::fail(const error_code& ec) {
 void PeerConnection::close(const std::string& reason, std::optional<PeerDownReason> lost) {
   if (closed_) return;
   closed_ = true;
+  if (goodbye_) std::exchange(goodbye_, nullptr)();  // no goodbye to wait for any more
   error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);

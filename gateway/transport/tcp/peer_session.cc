@@ -66,8 +66,8 @@ bool PeerSession::note_written(uint64_t seq) {
 bool PeerSession::can_resume(const Hello& theirs, uint64_t own_incarnation) const {
   std::lock_guard lock(mutex_);
   return open_ && peer_incarnation_ != 0 && theirs.incarnation == peer_incarnation_ &&
-         theirs.peer_incarnation == own_incarnation && theirs.received >= first_held_ &&
-         theirs.received <= written_up_to_;
+         theirs.peer_incarnation == own_incarnation && id_ != 0 && theirs.session_id == id_ &&
+         theirs.received >= first_held_ && theirs.received <= written_up_to_;
 }
 
 uint64_t PeerSession::resume(uint64_t delivered) {
@@ -76,11 +76,12 @@ uint64_t PeerSession::resume(uint64_t delivered) {
   return delivered;
 }
 
-void PeerSession::restart(uint64_t peer_incarnation) {
+void PeerSession::restart(uint64_t peer_incarnation, uint64_t id) {
   std::lock_guard lock(mutex_);
   drop_locked();
   open_ = true;
   peer_incarnation_ = peer_incarnation;
+  id_ = id;
 }
 
 void PeerSession::close() {
@@ -88,6 +89,7 @@ void PeerSession::close() {
   drop_locked();
   open_ = false;
   peer_incarnation_ = 0;
+  id_ = 0;
 }
 
 void PeerSession::drop_locked() {

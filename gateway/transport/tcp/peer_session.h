@@ -1,7 +1,8 @@
 // The message stream between this gateway and one peer, which outlives the TCP connections that
 // carry it (docs/transport.md#sessions). Every message sent to the peer gets the next sequence
 // number and is held until the peer acknowledges it; when a connection breaks and a new one comes
-// up between the same two transport instances (same incarnations), the session resumes: the peer
+// up between the same two transport instances (same incarnations) that both still hold the same
+// session (its id, drawn by the accepting side when it started), the session resumes: the peer
 // says how many messages it delivered, those are dropped, and the rest are written again in
 // order. Its own side counts the peer's messages delivered here, so that nothing is delivered
 // twice or lost. A peer that restarted (another incarnation) starts a fresh session: what was
@@ -48,17 +49,19 @@ class PeerSession {
   void count_delivered() { ++delivered_; }
   uint64_t delivered() const { return delivered_; }
   uint64_t peer_incarnation() const { return peer_incarnation_; }
+  /// The session's id (0 while closed).
+  uint64_t id() const { return id_; }
 
   /// Whether a connection whose other side says `theirs` can carry this session on: the same
-  /// two incarnations as before (`own_incarnation` is this transport's) and a delivered count
-  /// within what is held.
+  /// two incarnations as before (`own_incarnation` is this transport's), the same session id,
+  /// and a delivered count within what is held.
   bool can_resume(const Hello& theirs, uint64_t own_incarnation) const;
   /// Carries the session on over a new connection whose peer delivered `delivered` messages
   /// (can_resume() held): returns the sequence number to write from.
   uint64_t resume(uint64_t delivered);
-  /// Opens a fresh session with the peer incarnation `peer_incarnation`: nothing held, nothing
-  /// delivered yet.
-  void restart(uint64_t peer_incarnation);
+  /// Opens the fresh session `id` (not 0) with the peer incarnation `peer_incarnation`: nothing
+  /// held, nothing delivered yet.
+  void restart(uint64_t peer_incarnation, uint64_t id);
   /// The session is lost: drops what is held, refuses appends, forgets the peer's incarnation.
   void close();
   /// The first sequence number still held (every lower one is acknowledged).
@@ -85,6 +88,7 @@ class PeerSession {
   uint64_t written_up_to_ = 0;  // one past the highest sequence number ever written
   uint64_t delivered_ = 0;
   uint64_t peer_incarnation_ = 0;
+  uint64_t id_ = 0;
 };
 
 }  // namespace gradgate::gateway::tcp

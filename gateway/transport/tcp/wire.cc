@@ -25,7 +25,8 @@ HandshakeBytes encode_handshake(const Hello& hello) {
   kernels::wire::store(&bytes[19], hello.incarnation);
   kernels::wire::store(&bytes[27], hello.peer_incarnation);
   kernels::wire::store(&bytes[35], hello.received);
-  bytes[43] = std::byte{hello.resumed ? kResumedFlag : uint8_t{0}};
+  kernels::wire::store(&bytes[43], hello.session_id);
+  bytes[51] = std::byte{hello.resumed ? kResumedFlag : uint8_t{0}};
   return bytes;
 }
 
@@ -39,7 +40,7 @@ Result<Hello> decode_handshake(std::span<const std::byte, kHandshakeBytes> bytes
                                                 std::to_string(version) + ", expected " +
                                                 std::to_string(kProtocolVersion));
   }
-  const auto flags = std::to_integer<uint8_t>(bytes[43]);
+  const auto flags = std::to_integer<uint8_t>(bytes[51]);
   Hello hello;
   hello.job_id = kernels::wire::load<uint64_t>(&bytes[5]);
   hello.rank = kernels::wire::load<uint32_t>(&bytes[13]);
@@ -47,6 +48,7 @@ Result<Hello> decode_handshake(std::span<const std::byte, kHandshakeBytes> bytes
   hello.incarnation = kernels::wire::load<uint64_t>(&bytes[19]);
   hello.peer_incarnation = kernels::wire::load<uint64_t>(&bytes[27]);
   hello.received = kernels::wire::load<uint64_t>(&bytes[35]);
+  hello.session_id = kernels::wire::load<uint64_t>(&bytes[43]);
   hello.resumed = (flags & kResumedFlag) != 0;
   if (hello.incarnation == 0 || (flags & ~kResumedFlag) != 0) {
     return Status(ErrorCode::kIncompatible, "handshake: incarnation 0 or unknown flags");

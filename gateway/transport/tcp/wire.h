@@ -1,12 +1,13 @@
 // The bytes of the TCP transport's wire protocol, with no I/O: the handshake both sides send when
 // a connection opens, and the length prefix in front of every frame.
 //
-// Handshake (44 bytes): magic "GGT1", protocol version (u8), job id (u64 LE), rank (u32 LE), the
+// Handshake (52 bytes): magic "GGT1", protocol version (u8), job id (u64 LE), rank (u32 LE), the
 // port the sender listens on (u16 LE), and the session the connection is to carry on
-// (docs/transport.md#sessions): the sender's
-// incarnation (u64, random per transport start), the incarnation of the peer whose messages it
-// holds (u64, 0: none), how many of that peer's messages it has delivered (u64), and flags (u8;
-// bit 0, in the accepting side's answer only: the session resumes).
+// (docs/transport.md#sessions): the sender's incarnation (u64, random per transport start), the
+// incarnation of the peer whose messages it holds (u64, 0: none), how many of that peer's
+// messages it has delivered (u64), the session's id (u64, drawn by the accepting side for every
+// fresh session; 0: none), and flags (u8; bit 0, in the accepting side's answer only: the
+// session resumes).
 // Frame: length (u32 LE: bit 31 the control flag, bits 0..30 the length, 1..max_message_bytes)
 // followed by that many bytes. A message frame carries one message for the layer above. A control
 // frame's first byte says what it is: a probe (the receiver measures the link with its bytes and
@@ -26,7 +27,7 @@ namespace gradgate::gateway::tcp {
 inline constexpr uint8_t kProtocolVersion = 3;
 /// The largest length the prefix can carry next to the control flag.
 inline constexpr uint32_t kMaxLength = (uint32_t{1} << 31) - 1;
-inline constexpr std::size_t kHandshakeBytes = 44;
+inline constexpr std::size_t kHandshakeBytes = 52;
 inline constexpr std::size_t kLengthPrefixBytes = 4;
 
 using HandshakeBytes = std::array<std::byte, kHandshakeBytes>;
@@ -40,6 +41,7 @@ struct Hello {
   uint64_t incarnation = 0;       // the sender's, never 0
   uint64_t peer_incarnation = 0;  // the peer's whose messages the sender counted; 0: none
   uint64_t received = 0;          // messages of that peer delivered by the sender
+  uint64_t session_id = 0;        // the session the sender holds with the peer; 0: none
   bool resumed = false;           // the answer only: the session goes on from `received`
   bool operator==(const Hello&) const = default;
 };

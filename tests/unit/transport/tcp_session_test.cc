@@ -16,17 +16,24 @@ using std::chrono::milliseconds;
 
 uint64_t framed(const Message& message) { return tcp::kLengthPrefixBytes + message->size(); }
 
-// What the peer says in a handshake: its incarnation, the one of ours it knows, and how many of
-// our messages it delivered.
-tcp::Hello hello_of(uint64_t incarnation, uint64_t knows, uint64_t received) {
-  return {.job_id = 1, .incarnation = incarnation, .peer_incarnation = knows, .received = received};
+constexpr uint64_t kSession = 5;
+
+// What the peer says in a handshake: its incarnation, the one of ours it knows, how many of our
+// messages it delivered, and the session it holds.
+tcp::Hello hello_of(uint64_t incarnation, uint64_t knows, uint64_t received,
+                    uint64_t session = kSession) {
+  return {.job_id = 1,
+          .incarnation = incarnation,
+          .peer_incarnation = knows,
+          .received = received,
+          .session_id = session};
 }
 
 TEST(PeerSessionTest, HoldsMessagesUntilAcknowledgedAndResumesFromTheDeliveredCount) {
   tcp::PeerSession session(1, 1 << 20);
   EXPECT_EQ(session.append(numbered_message(0, 0)).code(), ErrorCode::kUnavailable)
       << "closed before the first handshake";
-  session.restart(/*peer_incarnation=*/42);
+  session.restart(/*peer_incarnation=*/42, kSession);
   std::vector<Message> sent;
   for (uint32_t i = 0; i < 5; ++i) {
     sent.push_back(numbered_message(0, i));
@@ -48,6 +55,8 @@ TEST(PeerSessionTest, HoldsMessagesUntilAcknowledgedAndResumesFromTheDeliveredCo
   EXPECT_TRUE(session.can_resume(hello_of(42, ours, 2), ours));
   EXPECT_FALSE(session.can_resume(hello_of(43, ours, 3), ours)) << "the peer restarted";
   EXPECT_FALSE(session.can_resume(hello_of(42, ours + 1, 3), ours)) << "it knows another us";
+  EXPECT_FALSE(session.can_resume(hello_of(42, ours, 3, kSession + 1), ours))
+      << "it holds another session with us";
   EXPECT_FALSE(session.can_resume(hello_of(42, ours, 1), ours)) << "below what it acked";
   EXPECT_FALSE(session.can_resume(hello_of(42, ours, 4), ours)) << "beyond what was written";
   EXPECT_EQ(session.resume(2), 2u);
@@ -56,11 +65,12 @@ TEST(PeerSessionTest, HoldsMessagesUntilAcknowledgedAndResumesFromTheDeliveredCo
 
   session.count_delivered();
   EXPECT_EQ(session.delivered(), 1u);
-  session.restart(43);  // the peer restarted: nothing of the old session is kept
+  session.restart(43, kSession + 1);  // the peer restarted: nothing of the old session is kept
   EXPECT_EQ(session.held_bytes(), 0u);
   EXPECT_EQ(session.delivered(), 0u);
   EXPECT_EQ(session.message(2), nullptr);
   EXPECT_EQ(session.peer_incarnation(), 43u);
+  EXPECT_EQ(session.id(), kSession + 1);
   session.close();
   EXPECT_FALSE(session.open());
   EXPECT_EQ(session.peer_incarnation(), 0u);
@@ -70,7 +80,7 @@ TEST(PeerSessionTest, HoldsMessagesUntilAcknowledgedAndResumesFromTheDeliveredCo
 TEST(PeerSessionTest, HeldBytesAreCapped) {
   const Message message = numbered_message(0, 0, 1000);
   tcp::PeerSession session(1, 3 * framed(message));
-  session.restart(1);
+  session.restart(1, kSession);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(session.append(message).ok());
   EXPECT_EQ(session.append(message).code(), ErrorCode::kResourceExhausted);
   for (uint64_t seq = 0; seq < 3; ++seq) session.note_written(seq);
@@ -263,7 +273,7 @@ TEST(TcpSessionTest, AResumptionWithAWrongDeliveredCountIsRefused) {
   const uint64_t own_incarnation = answer.incarnation;
   // The same peer again, claiming it delivered 5 of the 1 message sent: not a resumption.
   RawPeer second(ports[0]);
-  ASSERT_TRUE(second.send_hello(7, 1, kIncarnation, own_incarnation, 5));
+  ASSERT_TRUE(second.send_hello(7, 1, kIncarnation, own_incarnation, 5, answer.session_id));
   ASSERT_TRUE(second.read_hello(&answer));
   EXPECT_FALSE(answer.resumed);
   EXPECT_EQ(answer.received, 0u);
@@ -272,7 +282,7 @@ TEST(TcpSessionTest, AResumptionWithAWrongDeliveredCountIsRefused) {
             1u);
   // And the fresh session that followed resumes over another connection.
   RawPeer third(ports[0]);
-  ASSERT_TRUE(third.send_hello(7, 1, kIncarnation, own_incarnation, 0));
+  ASSERT_TRUE(third.send_hello(7, 1, kIncarnation, own_incarnation, 0, answer.session_id));
   ASSERT_TRUE(third.read_hello(&answer));
   EXPECT_TRUE(answer.resumed);
   EXPECT_EQ(zero.recorder->downs(1), 1);
@@ -284,40 +294,55 @@ TEST(TcpSessionTest, AResumptionWithAWrongDeliveredCountIsRefused) {
 namespace gradgate::gateway::testing {
 namespace {
 
-// A loopback port nothing listens on (bound once, then closed).
-uint16_t closed_port() {
-  SilentListener gone;
-  return gone.port();
-}
-
 TEST(TcpSessionTest, ADialerWhoseListenerIsGoneIsDownAtOnceOneThatListensIsWaitedFor) {
   TcpTransportOptions options = loopback_options(0, 3, {});
   options.peer_timeout = milliseconds(60000);  // only a look at the listener can end it soon
   Node zero = start_node(options);
   ASSERT_TRUE(zero.transport);
-  SilentListener alive;  // rank 1 listens here: its process lives
+  // Ranks 1 and 2 listen (their processes live), and rank 0 looks at each listener once it has
+  // their connection.
+  SilentListener one_listens;
+  auto two_listens = std::make_unique<SilentListener>();
+  tcp::Hello answer;
   {
     RawPeer one(zero.transport->listen_port());
-    one.set_listen_port(alive.port());
+    one.set_listen_port(one_listens.port());
+    ASSERT_TRUE(one.send_hello(7, 1) && one.read_hello(&answer));
+    ASSERT_GE(one_listens.accept_one(), 0) << "rank 1's listener was looked at";
+    RawPeer two(zero.transport->listen_port());
+    two.set_listen_port(two_listens->port());
+    ASSERT_TRUE(two.send_hello(7, 2) && two.read_hello(&answer));
+    ASSERT_GE(two_listens->accept_one(), 0) << "rank 2's listener was looked at";
+    ASSERT_TRUE(
+        eventually([&] { return zero.transport->peer_up(1) && zero.transport->peer_up(2); }));
+    two_listens.reset();  // rank 2's process is gone: its listener with it
+  }
+  // Both connections closed without a goodbye (as by a crash, or a reset): rank 2's address
+  // refuses now, so it is gone; rank 1's listener answers, so its connection may yet come back.
+  ASSERT_TRUE(eventually([&] { return zero.recorder->downs(2) == 1; }, milliseconds(3000)));
+  EXPECT_EQ(zero.transport->stats().peers_down[static_cast<std::size_t>(PeerDownReason::kRefused)],
+            1u);
+  EXPECT_GE(one_listens.accept_one(), 0) << "rank 1's listener is looked at again";
+  EXPECT_TRUE(zero.transport->peer_up(1));
+  EXPECT_EQ(zero.recorder->downs(1), 0);
+}
+
+TEST(TcpSessionTest, AnAddressThatNeverAnsweredALookIsNotTakenForAGonePeer) {
+  TcpTransportOptions options = loopback_options(0, 2, {});
+  options.peer_timeout = milliseconds(1500);
+  Node zero = start_node(options);
+  ASSERT_TRUE(zero.transport);
+  {
+    RawPeer one(zero.transport->listen_port());  // says it listens where nothing does
     tcp::Hello answer;
     ASSERT_TRUE(one.send_hello(7, 1) && one.read_hello(&answer));
     ASSERT_TRUE(eventually([&] { return zero.transport->peer_up(1); }));
   }
-  {
-    RawPeer two(zero.transport->listen_port());
-    two.set_listen_port(closed_port());
-    tcp::Hello answer;
-    ASSERT_TRUE(two.send_hello(7, 2) && two.read_hello(&answer));
-    ASSERT_TRUE(eventually([&] { return zero.transport->peer_up(2); }));
-  }
-  // Both connections closed without a goodbye (as by a crash, or a reset): rank 2's address
-  // refuses, so it is gone; rank 1's listener answers, so its connection may yet come back.
-  ASSERT_TRUE(eventually([&] { return zero.recorder->downs(2) == 1; }, milliseconds(3000)));
-  EXPECT_EQ(zero.transport->stats().peers_down[static_cast<std::size_t>(PeerDownReason::kRefused)],
-            1u);
-  EXPECT_GE(alive.accept_one(), 0) << "rank 1's listener was looked at";
-  EXPECT_TRUE(zero.transport->peer_up(1));
-  EXPECT_EQ(zero.recorder->downs(1), 0);
+  // Not `refused` (the address may be a wrong one, not a dead one): silent, after the timeout.
+  ASSERT_TRUE(eventually([&] { return zero.recorder->downs(1) == 1; }, milliseconds(5000)));
+  const TransportStats stats = zero.transport->stats();
+  EXPECT_EQ(stats.peers_down[static_cast<std::size_t>(PeerDownReason::kRefused)], 0u);
+  EXPECT_EQ(stats.peers_down[static_cast<std::size_t>(PeerDownReason::kSilent)], 1u);
 }
 
 }  // namespace

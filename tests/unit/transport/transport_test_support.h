@@ -165,13 +165,18 @@ class RawPeer {
   }
   /// Sends a hello as `rank` of `job_id` (listening on listen_port()); a session is named by
   /// `incarnation` (0: a new one, as a gateway that just started) and what it holds of the
-  /// transport's (`peer_incarnation`, `received`).
+  /// transport's (`peer_incarnation`, `received`, `session_id`).
   bool send_hello(uint64_t job_id, uint32_t rank, uint64_t incarnation = 0,
-                  uint64_t peer_incarnation = 0, uint64_t received = 0) {
+                  uint64_t peer_incarnation = 0, uint64_t received = 0, uint64_t session_id = 0) {
     static std::atomic<uint64_t> next_incarnation{0x5eed0000};
     if (incarnation == 0) incarnation = ++next_incarnation;
-    return send_bytes(tcp::encode_handshake(
-        {job_id, rank, listen_port_, incarnation, peer_incarnation, received, false}));
+    return send_bytes(tcp::encode_handshake({.job_id = job_id,
+                                             .rank = rank,
+                                             .listen_port = listen_port_,
+                                             .incarnation = incarnation,
+                                             .peer_incarnation = peer_incarnation,
+                                             .received = received,
+                                             .session_id = session_id}));
   }
   /// Sends one length-prefixed message (or control frame) whose prefix says `declared_length`.
   bool send_frame(uint32_t declared_length, std::span<const std::byte> body, bool control = false) {

@@ -21,12 +21,14 @@ TEST(WireTest, HandshakeIsMagicVersionJobRankAndSessionLittleEndian) {
   hello.incarnation = 0x1112131415161718ull;
   hello.peer_incarnation = 0x2122232425262728ull;
   hello.received = 0x3132333435363738ull;
+  hello.session_id = 0x5152535455565758ull;
   hello.resumed = true;
   const HandshakeBytes bytes = encode_handshake(hello);
   const uint8_t expected[kHandshakeBytes] = {
-      'G',  'G',  'T',  '1',  3,    0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x0D, 0x0C,
-      0x0B, 0x0A, 0x42, 0x41, 0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, 0x28, 0x27, 0x26,
-      0x25, 0x24, 0x23, 0x22, 0x21, 0x38, 0x37, 0x36, 0x35, 0x34, 0x33, 0x32, 0x31, 0x01};
+      'G',  'G',  'T',  '1',  3,    0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,
+      0x0D, 0x0C, 0x0B, 0x0A, 0x42, 0x41, 0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12,
+      0x11, 0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21, 0x38, 0x37, 0x36, 0x35,
+      0x34, 0x33, 0x32, 0x31, 0x58, 0x57, 0x56, 0x55, 0x54, 0x53, 0x52, 0x51, 0x01};
   for (std::size_t i = 0; i < kHandshakeBytes; ++i) {
     EXPECT_EQ(std::to_integer<uint8_t>(bytes[i]), expected[i]) << "byte " << i;
   }
@@ -36,18 +38,20 @@ TEST(WireTest, HandshakeIsMagicVersionJobRankAndSessionLittleEndian) {
 }
 
 TEST(WireTest, HandshakeWithWrongMagicVersionIncarnationOrFlagsIsIncompatible) {
-  const Hello hello{1, 2, 9, 3, 0, 0, false};
+  const Hello hello{.job_id = 1, .rank = 2, .listen_port = 9, .incarnation = 3};
   HandshakeBytes bad_magic = encode_handshake(hello);
   bad_magic[3] = std::byte{'2'};
   EXPECT_EQ(decode_handshake(bad_magic).status().code(), ErrorCode::kIncompatible);
   HandshakeBytes bad_version = encode_handshake(hello);
   bad_version[4] = std::byte{kProtocolVersion - 1};  // the protocol before sessions
   EXPECT_EQ(decode_handshake(bad_version).status().code(), ErrorCode::kIncompatible);
-  EXPECT_EQ(decode_handshake(encode_handshake({1, 2, 9, 0, 0, 0, false})).status().code(),
+  EXPECT_EQ(decode_handshake(encode_handshake({.job_id = 1, .rank = 2, .listen_port = 9}))
+                .status()
+                .code(),
             ErrorCode::kIncompatible)
       << "incarnation 0 means none";
   HandshakeBytes bad_flags = encode_handshake(hello);
-  bad_flags[43] = std::byte{2};
+  bad_flags[51] = std::byte{2};
   EXPECT_EQ(decode_handshake(bad_flags).status().code(), ErrorCode::kIncompatible);
 }
 
