@@ -112,16 +112,16 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   /// connected refuses now, the gateway is gone (its session ends, `refused`).
   void look_for(uint32_t rank);
   std::shared_ptr<tcp::PeerConnection> connection_of(uint32_t rank) const;
-  /// Every liveness interval: heartbeats on quiet connections, closes silent ones, and ends the
-  /// sessions of peers from which nothing moved for peer_timeout.
   /// Writes a goodbye on every connection, waiting at most kGoodbyeWait. stop(), before the
   /// I/O thread ends.
   void say_goodbyes();
-  void schedule_liveness();
+  /// Runs `tick` every `interval` on `timer` until the timer is cancelled or destroyed.
+  void every(asio::steady_timer& timer, std::chrono::milliseconds interval, void (Mesh::*tick)());
+  /// Every half heartbeat: heartbeats on quiet connections, closes silent ones, ends the
+  /// sessions of peers from which nothing moved for peer_timeout, looks for dialers that went.
   void check_liveness();
   /// Every probe interval: refreshes each link's round-trip time and probes the links that
   /// carried nothing measurable for two intervals.
-  void schedule_probes();
   void probe_links();
   void log_limited(spdlog::level::level_enum level, LogTopic topic, uint32_t rank,
                    const std::string& message);
@@ -236,9 +236,11 @@ Status TcpTransport::Mesh::start(Handlers handlers) {
   accept_retry_ = std::make_unique<asio::steady_timer>(*io_);
   accept_next();
   probe_timer_ = std::make_unique<asio::steady_timer>(*io_);
-  if (options_.probe_interval.count() > 0) schedule_probes();
+  if (options_.probe_interval.count() > 0) {
+    every(*probe_timer_, options_.probe_interval, &Mesh::probe_links);
+  }
   liveness_timer_ = std::make_unique<asio::steady_timer>(*io_);
-  schedule_liveness();
+  every(*liveness_timer_, heartbeat_ / 2, &Mesh::check_liveness);
   dialers_.resize(options_.peers.size());
   for (uint32_t rank = 0; rank < options_.rank; ++rank) add_dialer(rank);
   work_.emplace(io_->get_executor());
@@ -263,6 +265,7 @@ Status TcpTransport::Mesh::bind_listener() {
 
 void TcpTransport::Mesh::accept_next() {
   acceptor_->async_accept([this](const error_code& ec, asio::ip::tcp::socket socket) {
+    if (stopping_) return;  // the listener closed for stop()
     if (ec) {
       log_limited(spdlog::level::warn, LogTopic::kAccept, 0, "transport: accept: " + ec.message());
       accept_retry_->expires_after(kAcceptRetryDelay);
@@ -664,12 +667,13 @@ void TcpTransport::Mesh::say_goodbyes() {
   goodbyes->written.wait_for(lock, kGoodbyeWait, [&] { return goodbyes->pending == 0; });
 }
 
-void TcpTransport::Mesh::schedule_liveness() {
-  liveness_timer_->expires_after(heartbeat_ / 2);
-  liveness_timer_->async_wait([this](const error_code& ec) {
+void TcpTransport::Mesh::every(asio::steady_timer& timer, std::chrono::milliseconds interval,
+                               void (Mesh::*tick)()) {
+  timer.expires_after(interval);
+  timer.async_wait([this, &timer, interval, tick](const error_code& ec) {
     if (ec) return;
-    check_liveness();
-    schedule_liveness();
+    (this->*tick)();
+    every(timer, interval, tick);
   });
 }
 
@@ -680,8 +684,19 @@ void TcpTransport::Mesh::check_liveness() {
     if (rank == options_.rank) continue;
     Peer& peer = *peers_[rank];
     if (auto connection = connection_of(rank)) {
-      if (silence_limit.count() > 0 && now - connection->last_heard() > silence_limit) {
-        connection->close("nothing arrived for " + std::to_string(silence_limit.count()) + " ms");
+      // Silent: no byte of the peer's arrived and its kernel acknowledged none of this side's
+      // (which writes at least a heartbeat a second) for half the peer timeout, or nothing
+      // arrived for all of it (its kernel acknowledges, but the peer itself is stuck, or the way
+      // back is cut). A slow link moves one or the other; a flow that waits out the kernel's
+      // retransmission backoff while the other direction is acknowledged is given the time.
+      const auto quiet = now - connection->last_heard();
+      if (silence_limit.count() > 0 &&
+          ((quiet > silence_limit && now - connection->last_acknowledged() > silence_limit) ||
+           quiet > options_.peer_timeout)) {
+        connection->close(
+            "nothing arrived for " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count()) +
+            " ms");
       } else if (now - connection->last_written() >= heartbeat_) {
         connection->heartbeat();
       }
@@ -694,15 +709,6 @@ void TcpTransport::Mesh::check_liveness() {
       look_for(rank);
     }
   }
-}
-
-void TcpTransport::Mesh::schedule_probes() {
-  probe_timer_->expires_after(options_.probe_interval);
-  probe_timer_->async_wait([this](const error_code& ec) {
-    if (ec) return;
-    probe_links();
-    schedule_probes();
-  });
 }
 
 void TcpTransport::Mesh::probe_links() {

@@ -163,12 +163,26 @@ void PeerConnection::heartbeat() {
   write_next();
 }
 
-double PeerConnection::rtt_seconds() const {
-  tcp_info info{};
+namespace {
+
+// TCP_INFO of `socket`; false when it cannot be read.
+bool read_tcp_info(const asio::ip::tcp::socket& socket, ::tcp_info& info) {
   socklen_t length = sizeof(info);
-  auto& socket = const_cast<asio::ip::tcp::socket&>(socket_);  // getsockopt does not change it
-  if (::getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return 0;
-  return info.tcpi_rtt * 1e-6;
+  auto& readable = const_cast<asio::ip::tcp::socket&>(socket);  // getsockopt does not change it
+  return ::getsockopt(readable.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &length) == 0;
+}
+
+}  // namespace
+
+PeerConnection::Clock::time_point PeerConnection::last_acknowledged() const {
+  ::tcp_info info{};
+  if (!read_tcp_info(socket_, info)) return last_written_;
+  return Clock::now() - std::chrono::milliseconds(info.tcpi_last_ack_recv);
+}
+
+double PeerConnection::rtt_seconds() const {
+  ::tcp_info info{};
+  return read_tcp_info(socket_, info) ? info.tcpi_rtt * 1e-6 : 0.0;
 }
 
 void PeerConnection::write_next() {
@@ -254,7 +268,7 @@ void PeerConnection::close(const std::string& reason, std::optional<PeerDownReas
   closed_ = true;
   if (goodbye_) std::exchange(goodbye_, nullptr)();  // no goodbye to wait for any more
   error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.set_option(asio::socket_base::linger(true, 0), ignored);
   socket_.close(ignored);
   owner_.connection_closed(*this, reason, lost);
 }

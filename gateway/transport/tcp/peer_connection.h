@@ -75,9 +75,14 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   Clock::time_point last_written() const { return last_written_; }
   /// When this side last finished writing a message the peer can time (epoch: never).
   Clock::time_point last_measurable_send() const { return last_measurable_send_; }
+  /// When the peer's kernel last acknowledged bytes of this side's (the kernel's count; the
+  /// connection's start if it cannot be read).
+  Clock::time_point last_acknowledged() const;
   /// The kernel's smoothed round-trip time of the connection, 0 if unknown.
   double rtt_seconds() const;
-  /// Closes the socket; the first call reports to the owner (with `lost`, see ConnectionOwner).
+  /// Closes the socket with a reset (what the kernel still holds to send is dropped: the session
+  /// writes it again if the peer needs it, and a slow link is not kept busy by a connection that
+  /// is gone); the first call reports to the owner (with `lost`, see ConnectionOwner).
   void close(const std::string& reason, std::optional<PeerDownReason> lost = std::nullopt);
   /// Writes the goodbye after the frame being written (nothing after it); `written` runs once
   /// it is written.

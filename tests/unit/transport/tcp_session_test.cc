@@ -168,23 +168,22 @@ TEST(TcpSessionTest, ResetConnectionsMidTransferLoseAndRepeatNothing) {
 }
 
 TEST(TcpSessionTest, ALinkBlackholedForLessThanThePeerTimeoutComesBackWithEverything) {
-  // Silent connections close after 500 ms; peers are down after 1.5 s of nothing.
+  // Peers are down after 1.5 s of nothing. The proxy's kernel still acknowledges what fits its
+  // buffers, so the connections stay (a real blackhole, which acknowledges nothing, closes them
+  // after half the limit and reconnects: tests/e2e/silent_peer.py).
   ProxiedPair pair = start_proxied_pair(milliseconds(1500));
   ASSERT_TRUE(pair.up());
   constexpr uint32_t kMessages = 40;
   constexpr std::size_t kSize = 256 << 10;
   exchange(pair, kMessages, kSize, 20, [&] {
     pair.proxy->set_blackhole(true);
-    // Both sides notice the silence and drop the connection, then redial into the blackhole.
-    EXPECT_TRUE(eventually([&] { return pair.one.transport->stats().disconnects >= 1; }));
-    EXPECT_TRUE(eventually([&] { return pair.zero.transport->stats().disconnects >= 1; }));
+    std::this_thread::sleep_for(milliseconds(900));  // the fault's length
     pair.proxy->set_blackhole(false);
   });
   expect_all_arrived(*pair.zero.recorder, 1, kMessages, kSize);
   expect_all_arrived(*pair.one.recorder, 0, kMessages, kSize);
   EXPECT_EQ(pair.zero.recorder->downs(1), 0);
   EXPECT_EQ(pair.one.recorder->downs(0), 0);
-  EXPECT_GE(pair.one.transport->stats().reconnects, 1u);
 }
 
 TEST(TcpSessionTest, APeerSilentForThePeerTimeoutIsReportedDownOnBothSides) {

@@ -179,8 +179,13 @@ class RawPeer {
                                              .session_id = session_id}));
   }
   /// Sends one length-prefixed message (or control frame) whose prefix says `declared_length`.
+  /// In one write, so that a transport that resets the connection at the prefix cannot fail the
+  /// send half way.
   bool send_frame(uint32_t declared_length, std::span<const std::byte> body, bool control = false) {
-    return send_bytes(tcp::encode_length(declared_length, control)) && send_bytes(body);
+    const tcp::LengthPrefix prefix = tcp::encode_length(declared_length, control);
+    std::vector<std::byte> frame(prefix.begin(), prefix.end());
+    frame.insert(frame.end(), body.begin(), body.end());
+    return send_bytes(frame);
   }
   /// Reads the transport's answer to our hello; false if none came.
   bool read_hello(tcp::Hello* hello) {
