@@ -147,7 +147,12 @@ class Testbed:
                     sh("tc", *where, "qdisc", "del", "dev", device, "root", check=False)
                     continue
                 burst = max(_MIN_BURST_BYTES, int(rate_mbit * 1e6 / 8 / _TICKS_PER_SECOND))
-                sh("tc", *where, "qdisc", "replace", "dev", device, "root", "tbf", "rate",
+                # A fresh qdisc, not `replace`: that changes the tbf in place and keeps its queue,
+                # where a GSO packet queued under a faster rate's larger bucket is larger than the
+                # new bucket and never leaves (the link is dead until the next change). What was
+                # queued is dropped, as by a link that renegotiates its rate.
+                sh("tc", *where, "qdisc", "del", "dev", device, "root", check=False)
+                sh("tc", *where, "qdisc", "add", "dev", device, "root", "tbf", "rate",
                    f"{rate_mbit}mbit", "burst", str(burst), "latency", _QUEUE_LATENCY)
         self.rate_mbit = rate_mbit
 
