@@ -86,7 +86,7 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
     Clock::time_point last_heard{};  // transport thread: when a connection last came up or heard
     // A higher rank (which dials this side): where it listens, whether that address answered a
     // look while the peer was connected, and whether a look is under way (transport thread).
-    Endpoint listens_at;
+    std::optional<asio::ip::tcp::endpoint> listens_at;
     bool listener_seen = false;
     bool looking = false;
     Clock::time_point last_look{};
@@ -321,23 +321,15 @@ Result<tcp::Hello> TcpTransport::Mesh::answer(const tcp::Hello& theirs) {
     previous->close("replaced by a new connection from the same rank");
   }
   const tcp::PeerSession& session = peers_[theirs.rank]->session;
-  if (session.can_resume(theirs, incarnation_)) {
-    return tcp::Hello{.job_id = options_.job_id,
-                      .rank = options_.rank,
-                      .listen_port = listen_port_,
-                      .incarnation = incarnation_,
-                      .peer_incarnation = session.peer_incarnation(),
-                      .received = session.delivered(),
-                      .session_id = session.id(),
-                      .resumed = true};
-  }
+  const bool resume = session.can_resume(theirs, incarnation_);
   return tcp::Hello{.job_id = options_.job_id,
                     .rank = options_.rank,
                     .listen_port = listen_port_,
                     .incarnation = incarnation_,
-                    .peer_incarnation = theirs.incarnation,
-                    .received = 0,
-                    .session_id = random_nonzero()};
+                    .peer_incarnation = resume ? session.peer_incarnation() : theirs.incarnation,
+                    .received = resume ? session.delivered() : 0,
+                    .session_id = resume ? session.id() : random_nonzero(),
+                    .resumed = resume};
 }
 
 tcp::Hello TcpTransport::Mesh::hello_to(uint32_t rank) const {
@@ -431,9 +423,10 @@ void TcpTransport::Mesh::install(asio::ip::tcp::socket socket, uint32_t rank,
     // there counts when it refuses later (look_for).
     error_code ec;
     const auto from = socket.remote_endpoint(ec);
-    peer.listens_at = ec || theirs.listen_port == 0
-                          ? Endpoint{}
-                          : Endpoint{from.address().to_string(), theirs.listen_port};
+    peer.listens_at = std::nullopt;
+    if (!ec && theirs.listen_port != 0 && !from.address().is_unspecified()) {
+      peer.listens_at = asio::ip::tcp::endpoint(from.address(), theirs.listen_port);
+    }
     peer.listener_seen = false;
   }
   auto connection = std::make_shared<tcp::PeerConnection>(std::move(socket), rank, peer.session,
@@ -519,10 +512,7 @@ void TcpTransport::Mesh::connection_closed(tcp::PeerConnection& connection,
 
 void TcpTransport::Mesh::look_for(uint32_t rank) {
   Peer& peer = *peers_[rank];
-  if (stopping_ || peer.looking || peer.listens_at.host.empty()) return;
-  error_code ec;
-  const auto address = asio::ip::make_address(peer.listens_at.host, ec);
-  if (ec || address.is_unspecified()) return;
+  if (stopping_ || peer.looking || !peer.listens_at) return;
   peer.looking = true;
   peer.last_look = Clock::now();
   auto socket = std::make_shared<asio::ip::tcp::socket>(*io_);
@@ -531,23 +521,23 @@ void TcpTransport::Mesh::look_for(uint32_t rank) {
     error_code ignored;
     if (!wait_ec) socket->close(ignored);
   });
-  socket->async_connect(
-      asio::ip::tcp::endpoint(address, peer.listens_at.port),
-      [this, rank, socket, deadline](const error_code& connect_ec) {
-        deadline->cancel();
-        Peer& looked = *peers_[rank];
-        looked.looking = false;
-        error_code ignored;
-        socket->close(ignored);
-        if (!connect_ec) {
-          looked.listener_seen = true;
-        } else if (connect_ec == asio::error::connection_refused && looked.listener_seen &&
-                   !connection_of(rank)) {
-          lose(rank, PeerDownReason::kRefused,
-               "its connection closed and its listener at " + looked.listens_at.to_string() +
-                   ", which answered before, refuses connections: the gateway is gone");
-        }
-      });
+  socket->async_connect(*peer.listens_at, [this, rank, socket,
+                                           deadline](const error_code& connect_ec) {
+    deadline->cancel();
+    Peer& looked = *peers_[rank];
+    looked.looking = false;
+    error_code ignored;
+    socket->close(ignored);
+    if (!connect_ec) {
+      looked.listener_seen = true;
+    } else if (connect_ec == asio::error::connection_refused && looked.listener_seen &&
+               !connection_of(rank)) {
+      lose(rank, PeerDownReason::kRefused,
+           "its connection closed and its listener at " + looked.listens_at->address().to_string() +
+               ":" + std::to_string(looked.listens_at->port()) +
+               ", which answered before, refuses connections: the gateway is gone");
+    }
+  });
 }
 
 Status TcpTransport::Mesh::send(uint32_t to_rank, Message message) {
