@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "gradgate/kernels/half.h"  // float_bits, bits_float
 #include "loops.h"
@@ -10,27 +11,7 @@
 namespace gradgate::kernels::cpu {
 namespace {
 
-constexpr int kMaxScans = 40;        // rescans of e before giving up on the candidate window
 constexpr int kMaxRefinements = 64;  // count-and-correct steps among the candidates
-// The warm-start candidate threshold aims at this many times the selection: fewer candidates
-// make the refinement cheaper, too few force a rescan of the whole array.
-constexpr double kCandidateFactor = 1.5;
-
-size_t candidate_capacity(size_t n, size_t k) { return std::min(n, 8 * k + 1024); }
-
-// A threshold expected to leave `target` of n elements above it, for Laplace |v| with mean b.
-float laplace_threshold(double b, size_t n, double target) {
-  const double ratio = static_cast<double>(n) / std::max(target, 1.0);
-  return ratio <= 1.0 ? 0.0f : static_cast<float>(b * std::log(ratio));
-}
-
-// Where a log-linear count model through (t0, c0) and (t1, c1) reaches `target`; falls back to
-// the midpoint when the points cannot define a slope.
-double log_linear(double t0, double c0, double t1, double c1, double target) {
-  if (c0 <= 0 || c1 <= 0 || c0 == c1 || t0 == t1) return 0.5 * (t0 + t1);
-  const double slope = (t1 - t0) / std::log(c0 / c1);  // the Laplace scale between the points
-  return t0 + slope * std::log(c0 / target);
-}
 
 // The k-th largest |val| (1-based).
 float kth_largest(std::span<const float> val, size_t k) {
@@ -185,7 +166,7 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   const size_t n = g.size();
   const bool feedback = !e.empty();
   const float* v = feedback ? e.data() : g.data();  // the values selected from, after the pass
-  const size_t cap = candidate_capacity(n, k);
+  const size_t cap = topk::candidate_capacity(n, k);
   st.indices.resize(cap + 8);
   st.values.resize(cap + 8);
   uint32_t* idx = st.indices.data();
@@ -193,11 +174,8 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
 
   // Pass 1: accumulate (with error feedback) and, when warm, collect candidates in the same pass.
   Selection sel;
-  const bool warm = st.threshold > 0.0f;
-  // The predicted threshold (last one plus its drift), lowered by the margin that should catch
-  // kCandidateFactor * k, and by how much the drift itself has been changing.
-  float t_scan = warm ? std::max(0.0f, st.threshold + st.drift - st.margin - st.drift_change)
-                      : std::numeric_limits<float>::infinity();
+  const bool warm = st.warm();
+  float t_scan = st.candidate_threshold();
   size_t count = 0;
   size_t cleared = 0;  // candidates [0, cleared) are zero in e until settled
   AbsStats stats;
@@ -233,44 +211,22 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   }
   const double b = stats.abs_sum / static_cast<double>(n);
 
-  // Bring the candidate count into [k, cap] with read-only rescans, steering a log-linear model
-  // of count(t) toward kCandidateFactor * k. Every scan narrows the bracket (too_many, too_few).
-  const double target = kCandidateFactor * static_cast<double>(k);
-  double too_many = 0.0, c_many = static_cast<double>(n);                 // a t with count > cap
-  double too_few = std::numeric_limits<double>::infinity(), c_few = 0.0;  // a t with count < k
-  if (count < k || count > cap) write_back();
+  // Bring the candidate count into [k, cap] with read-only rescans.
+  topk::ScanSteering steering(n, k, cap, b);
+  if (!steering.in_window(count)) write_back();
   if (!warm) {
-    t_scan = laplace_threshold(b, n, target);
+    t_scan = topk::laplace_threshold(b, n, topk::kCandidateFactor * static_cast<double>(k));
     count = loops.scan_select(v, n, t_scan, idx, val, cap);
     ++sel.passes;
   }
-  for (int scan = 0; scan < kMaxScans && (count < k || count > cap); ++scan) {
-    if (count < k && t_scan <= 0.0f) break;  // fewer than k non-zero elements: send them all
-    if (count > cap) {
-      too_many = t_scan;
-      c_many = static_cast<double>(count);
-    } else {
-      too_few = t_scan;
-      c_few = static_cast<double>(count);
-    }
-    double next;
-    if (std::isfinite(too_few) && c_few > 0) {
-      next = log_linear(too_many, c_many, too_few, c_few, target);
-    } else if (std::isfinite(too_few)) {
-      next = 0.5 * (too_many + too_few);
-    } else {
-      next = t_scan + std::max(b, 1e-30) * std::log(static_cast<double>(count) / target);
-    }
-    if (!(next > too_many && next < too_few)) {
-      next = std::isfinite(too_few) ? 0.5 * (too_many + too_few) : 2.0 * t_scan + b;
-    }
-    const auto next_float = static_cast<float>(next);
-    if (!(next_float > static_cast<float>(too_many) && next_float < too_few)) break;  // ties
-    t_scan = next_float;
+  while (!steering.in_window(count)) {
+    const std::optional<float> next = steering.next(t_scan, count);
+    if (!next) break;  // fewer than k non-zero elements (send them all), ties, or scans used up
+    t_scan = *next;
     count = loops.scan_select(v, n, t_scan, idx, val, cap);
     ++sel.passes;
   }
-  if (count > cap || (count < k && t_scan > 0.0f)) {  // ties: no threshold separates k
+  if (steering.needs_whole_array(t_scan, count)) {  // ties: no threshold separates k
     count = select_exact_full(v, n, k, idx, val);
     ++sel.passes;
     settle(idx, val, count, 0, feedback, st, [](size_t, float) { return true; });
@@ -304,24 +260,7 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
     });
   }
 
-  // Warm start for the next step: a candidate threshold expected to catch kCandidateFactor times
-  // the selection, from the local slope of log(count) between the scan and the final threshold.
-  if (threshold > 0.0f) {
-    double slope = b;
-    if (candidates > count && count > 0 && threshold > t_scan) {
-      slope = (threshold - t_scan) / std::log(static_cast<double>(candidates) / count);
-    }
-    // A change of more than a quarter of the threshold is a jump (new data), not a trend: it
-    // is not extrapolated.
-    const float change = warm ? threshold - st.threshold : 0.0f;
-    const float drift = std::fabs(change) <= 0.25f * threshold ? change : 0.0f;
-    st.drift_change =
-        drift == 0.0f ? 0.0f : std::max(std::fabs(drift - st.drift), 0.5f * st.drift_change);
-    st.drift = drift;
-    st.threshold = threshold;
-    st.margin = static_cast<float>(
-        std::clamp(slope * std::log(kCandidateFactor), 0.01 * threshold, 1.0 * threshold));
-  }
+  st.update(threshold, t_scan, candidates, count, b, warm);  // the next step's warm start
   sel.indices = {idx, count};
   sel.values = {val, count};
   sel.threshold = threshold;

@@ -14,7 +14,8 @@
 //
 // Threshold mode (Chen, Liu, Han 2021): the candidate threshold comes from a Laplace fit
 // (P(|v| > t) = exp(-t / b), b = mean |v|) and is corrected by counting until the candidate count
-// is in [k, 8k + 1024]; among the candidates a 4096-bin histogram of |v| (plus bisection inside
+// is in [k, 8k + 1024], steered as by the CUDA codec (gradgate/kernels/topk_steering.h); among
+// the candidates a 4096-bin histogram of |v| (plus bisection inside
 // one bin when it is crowded) lands the count in [k, floor(1.1 k)]. Exact mode takes exactly the k
 // largest |v| (std::nth_element on the candidates). Ties that make [k, 1.1k] unreachable fall back
 // to exact selection.
@@ -27,15 +28,12 @@
 
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/status.h"
+#include "gradgate/kernels/topk_steering.h"
 
 namespace gradgate::kernels::cpu {
 
 /// Per-stream selector state: the warm start and the candidate buffers (reused every step).
-struct TopkSelectorState {
-  float threshold = 0.0f;     // last step's final threshold; 0 = cold
-  float drift = 0.0f;         // its change over the last step, extrapolated into the next
-  float drift_change = 0.0f;  // how much that change varies (decaying max): a safety margin
-  float margin = 0.0f;        // how far below the prediction the next candidate threshold goes
+struct TopkSelectorState : topk::WarmStart {
   std::vector<uint32_t> indices;
   std::vector<float> values;
   // e is short of these additions (ascending indices): e[pending_indices[j]] += pending_values[j]

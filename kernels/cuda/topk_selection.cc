@@ -179,7 +179,7 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
     ++selection.passes;
     return {};
   };
-  topk::ScanSteering steering(in.k, cap, b);
+  topk::ScanSteering steering(n, in.k, cap, b);
   if (!steering.in_window(count)) {
     GRADGATE_RETURN_IF_ERROR(restore_listed());  // rescans read e
   }
@@ -195,7 +195,7 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
   }
 
   const uint64_t top_key = topk::order_key(largest, 0);
-  if (count > cap || (count < in.k && t_scan > 0.0f)) {
+  if (steering.needs_whole_array(t_scan, count)) {
     // Ties: no candidate threshold separates k. The k largest non-zero |v| of the whole array.
     const PairSource dense{nullptr, v, n};
     const uint64_t nonzero = topk::first_key_above(0.0f);

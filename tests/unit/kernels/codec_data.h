@@ -1,8 +1,9 @@
 // Test data for the codec tests: gradients with the values that test an encoder's edges (NaN,
-// infinities, saturating and overflowing values, denormals, signed zeros, rounding ties), and
-// bit-exact comparisons of floats and frames.
+// infinities, saturating and overflowing values, denormals, signed zeros, rounding ties),
+// gradients whose top-k selection needs rescans, and bit-exact comparisons of floats and frames.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -53,6 +54,37 @@ inline std::vector<float> make_finite_values(size_t n, uint64_t seed, float larg
     if (!std::isfinite(v) || std::fabs(v) > largest) v = 0.5f;
   }
   return values;
+}
+
+/// 100000 values whose top-k selection at density 0.01 (k = 1000, at most 1100 kept) needs
+/// rescans, the Laplace estimate from the mean |v| being far off, and ends with 1050 candidates,
+/// all kept: bands of |v| over Laplace noise of scale 1e-3, with gaps where the scans fall.
+/// `estimate_too_high`: ten values of 1e4 inflate the mean, so that the estimate leaves only them
+/// above it, and the count model through (0, n) steers the rescans past them to the gap between
+/// 1040 values in [0.95, 1] and 2000 in [0.6, 0.75]. Otherwise 8950 values in [0.15, 0.17] lie
+/// above the estimate, and the rescans climb past them to the 1050 in [0.5, 1].
+inline std::vector<float> make_topk_rescan_values(bool estimate_too_high, uint64_t seed) {
+  struct Band {
+    size_t count;
+    float lo, hi;
+  };
+  const std::vector<Band> bands =
+      estimate_too_high
+          ? std::vector<Band>{{10, 1e4f, 1e4f}, {1040, 0.95f, 1.0f}, {2000, 0.6f, 0.75f}}
+          : std::vector<Band>{{1050, 0.5f, 1.0f}, {8950, 0.15f, 0.17f}};
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::exponential_distribution<float> noise(1e3f);
+  std::vector<float> out;
+  for (const Band& band : bands) {
+    for (size_t i = 0; i < band.count; ++i) {
+      out.push_back(band.lo + (band.hi - band.lo) * uniform(rng));
+    }
+  }
+  while (out.size() < 100000) out.push_back(noise(rng));
+  for (auto& v : out) v = rng() & 1 ? -v : v;
+  std::shuffle(out.begin(), out.end(), rng);
+  return out;
 }
 
 inline ::testing::AssertionResult same_bits(std::span<const float> expected,

@@ -1,6 +1,5 @@
 // The host-side decisions of the CUDA top-k selection (kernels/cuda/topk_plan.h), run on the CPU:
-// the order keys, the radix select's cuts (driven here by histograms computed on the host), the
-// rescan steering and the warm start.
+// the order keys and the radix select's cuts (driven here by histograms computed on the host).
 #include "topk_plan.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +8,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <random>
 #include <vector>
 
@@ -142,63 +140,6 @@ TEST(TopkPlanTest, FewerKeysThanKAreAllKept) {
   const HostCut cut = radix_select(values, 3, 3);
   EXPECT_EQ(cut.selected, 2u);
   EXPECT_EQ(kept(values, cut.key), (std::vector<uint32_t>{1, 3}));
-}
-
-size_t count_above(const std::vector<float>& values, float t) {
-  return static_cast<size_t>(
-      std::count_if(values.begin(), values.end(), [t](float v) { return std::fabs(v) > t; }));
-}
-
-TEST(TopkPlanTest, LaplaceEstimateAndSteeringReachTheWindow) {
-  const size_t n = 1 << 20;
-  const size_t k = 10486;
-  const size_t cap = candidate_capacity(n, k);
-  const auto values = laplace(n, 9, 2e-3f);
-  double b = 0.0;
-  for (float v : values) b += std::fabs(v);
-  b /= static_cast<double>(n);
-  const float estimate = laplace_threshold(b, n, kCandidateFactor * static_cast<double>(k));
-  const size_t estimated = count_above(values, estimate);
-  EXPECT_GT(estimated, k);
-  EXPECT_LT(estimated, 2 * k);
-  for (float start : {0.0f, 1e-9f, estimate * 0.2f, estimate * 3.0f, 1.0f}) {
-    SCOPED_TRACE(start);
-    ScanSteering steering(k, cap, b);
-    float t = start;
-    size_t count = count_above(values, t);
-    int scans = 0;
-    while (!steering.in_window(count)) {
-      const auto next = steering.next(t, count);
-      ASSERT_TRUE(next.has_value());
-      t = *next;
-      count = count_above(values, t);
-      ++scans;
-    }
-    EXPECT_LE(scans, 8);
-  }
-}
-
-TEST(TopkPlanTest, SteeringGivesUpWithFewerThanKNonZero) {
-  ScanSteering steering(10, 100, 1.0);
-  EXPECT_FALSE(steering.next(0.0f, 3).has_value());
-}
-
-TEST(TopkPlanTest, WarmStartPredictsBelowTheLastThreshold) {
-  WarmStart warm;
-  EXPECT_FALSE(warm.warm());
-  EXPECT_EQ(warm.candidate_threshold(), std::numeric_limits<float>::infinity());
-  warm.update(1.0f, 0.8f, 1500, 1000, 0.3, false);
-  EXPECT_TRUE(warm.warm());
-  EXPECT_EQ(warm.drift, 0.0f);
-  EXPECT_GT(warm.margin, 0.0f);
-  EXPECT_LT(warm.candidate_threshold(), 1.0f);
-  warm.update(1.1f, warm.candidate_threshold(), 1500, 1000, 0.3, true);
-  EXPECT_FLOAT_EQ(warm.drift, 0.1f);
-  EXPECT_LT(warm.candidate_threshold(), 1.1f + warm.drift);
-  warm.update(3.0f, 1.0f, 1500, 1000, 0.3, true);  // a jump is not a trend
-  EXPECT_EQ(warm.drift, 0.0f);
-  warm.update(0.0f, 0.0f, 0, 0, 0.0, true);  // nothing selected: the state stays
-  EXPECT_EQ(warm.threshold, 3.0f);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // The CUDA topk codec against the CPU codec: exact selection gives the same frames byte for byte
 // and the same residuals bit for bit; threshold selection keeps k to 1.1 k elements, cold and warm,
-// in at most two passes in steady state; frames decode across the two; error feedback holds over
-// 100 steps; non-finite gradients and malformed frames fail as on the CPU; the staged first pass
-// gives the same frames. Every test skips without a CUDA device.
+// in at most two passes in steady state, and where it needs rescans selects what the CPU codec
+// selects; frames decode across the two; error feedback holds over 100 steps; non-finite gradients
+// and malformed frames fail as on the CPU; the staged first pass gives the same frames. Every test
+// skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -134,6 +135,37 @@ TEST_F(TopkCudaTest, TiesThatNoThresholdSeparatesAreSelectedFromTheWholeArrayLik
       for (size_t i = 7; i < n; i += 997) grad[i] = 2.0f;
       ASSERT_NO_FATAL_FAILURE(codecs.expect_same_step(grad, context(MemoryKind::kHost, step)));
     }
+  }
+}
+
+// The indices that a frame sends: where its values, decoded on the CPU, are not zero.
+std::vector<uint32_t> sent_indices(const Codec& cpu_codec, const Bytes& frame, size_t n) {
+  const auto decoded =
+      cuda_test::decode_on_cpu(cpu_codec, frame, std::vector<float>(n, 0.0f), true);
+  EXPECT_TRUE(decoded.ok()) << decoded.status().to_string();
+  std::vector<uint32_t> sent;
+  for (uint32_t i = 0; decoded.ok() && i < n; ++i) {
+    if ((*decoded)[i] != 0.0f) sent.push_back(i);
+  }
+  return sent;
+}
+
+TEST_F(TopkCudaTest, ThresholdSelectionsThatRescanSelectWhatTheCpuCodecSelects) {
+  // The Laplace estimate is far off, too high or too low: both codecs rescan at the thresholds of
+  // the one steering (gradgate/kernels/topk_steering.h) and keep the same 1050 candidates.
+  for (bool too_high : {true, false}) {
+    SCOPED_TRACE(too_high ? "estimate too high" : "estimate too low");
+    const auto grad = test_util::make_topk_rescan_values(too_high, 7);
+    const size_t n = grad.size();
+    CodecPair codecs("topk:density=0.01", n);
+    const auto cpu_frame = codecs.encode_cpu(grad, context(MemoryKind::kHost, 0));
+    const auto gpu_frame = codecs.encode_gpu(grad, context(MemoryKind::kDevice, 0));
+    ASSERT_TRUE(cpu_frame.ok()) << cpu_frame.status().to_string();
+    ASSERT_TRUE(gpu_frame.ok()) << gpu_frame.status().to_string();
+    EXPECT_EQ(codecs.gpu_passes(), 4);  // the first pass, the estimate's scan, two rescans
+    const auto cpu_sent = sent_indices(*codecs.cpu, *cpu_frame, n);
+    EXPECT_EQ(cpu_sent.size(), 1050u);
+    EXPECT_EQ(sent_indices(*codecs.cpu, *gpu_frame, n), cpu_sent);
   }
 }
 
