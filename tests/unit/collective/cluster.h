@@ -1,5 +1,6 @@
-// A job of P gateways' collective layers in one test process: real TCP transports on 127.0.0.1
-// (ports from 0), one mailbox and one collective engine each.
+// A job of P gateways' collective layers in one test process over in-process transports
+// (MemoryTransport), one mailbox and one collective engine each. The transports' own tests are
+// in tests/unit/transport; the gateways over real TCP in tests/integration.
 #pragma once
 
 #include <chrono>
@@ -12,8 +13,7 @@
 
 #include "gateway/collective/collective_engine.h"
 #include "gateway/collective/mailbox.h"
-#include "gateway/transport/tcp_transport.h"
-#include "transport_test_support.h"  // loopback_options
+#include "gateway/transport/memory/memory_transport.h"
 
 namespace gradgate::gateway::testing {
 
@@ -22,20 +22,16 @@ inline constexpr uint64_t kJobId = 42;
 struct CollectiveNode {
   std::unique_ptr<Mailbox> mailbox;
   std::unique_ptr<CollectiveEngine> engine;
-  std::unique_ptr<TcpTransport> transport;  // destroyed first: its thread calls the engine
+  std::unique_ptr<MemoryTransport> transport;  // destroyed first: its thread calls the engine
 };
 
 class Cluster {
  public:
-  /// With `started` = nodes - 1 the last node has its engine but its transport is not started
-  /// (start_transport): a peer that is not connected yet. (Earlier ones could not be dialed:
-  /// their ports are not known.)
+  /// The nodes from rank `started` on have their engines but their transports are not started
+  /// (start_transport): peers that are not connected yet.
   Cluster(uint32_t nodes, std::chrono::milliseconds timeout, uint32_t started = UINT32_MAX)
-      : timeout_(timeout), started_(started) {
-    if (nodes > 0 && started < nodes - 1)
-      throw std::invalid_argument("only the last node may start late");
-    std::vector<uint16_t> ports;
-    for (uint32_t rank = 0; rank < nodes; ++rank) start_node(rank, nodes, ports);
+      : timeout_(timeout), started_(started), fabric_(nodes) {
+    for (uint32_t rank = 0; rank < nodes; ++rank) start_node(rank, nodes);
   }
   ~Cluster() {
     for (auto& node : nodes_) node.mailbox->shutdown();
@@ -45,7 +41,7 @@ class Cluster {
   uint32_t size() const { return static_cast<uint32_t>(nodes_.size()); }
   CollectiveNode& node(uint32_t rank) { return nodes_[rank]; }
 
-  /// Starts the transport of a node the constructor left unstarted: it dials the lower ranks.
+  /// Starts the transport of a node the constructor left unstarted.
   void start_transport(uint32_t rank) {
     if (!nodes_[rank].transport->start(handlers_[rank]).ok()) {
       throw std::runtime_error("transport start");
@@ -71,10 +67,9 @@ class Cluster {
   }
 
  private:
-  void start_node(uint32_t rank, uint32_t nodes, std::vector<uint16_t>& ports) {
+  void start_node(uint32_t rank, uint32_t nodes) {
     CollectiveNode node;
-    node.transport =
-        std::make_unique<TcpTransport>(loopback_options(rank, nodes, ports, 0, kJobId));
+    node.transport = std::make_unique<MemoryTransport>(fabric_, rank);
     node.mailbox = std::make_unique<Mailbox>(nodes, 1ull << 30, std::chrono::milliseconds(60000));
     node.engine = std::make_unique<CollectiveEngine>(
         CollectiveOptions{rank, nodes, kJobId, timeout_}, *node.transport, *node.mailbox);
@@ -87,7 +82,6 @@ class Cluster {
     handlers.on_peer = [engine](uint32_t peer, bool up) { engine->peer_changed(peer, up); };
     if (rank < started_) {
       if (!node.transport->start(handlers).ok()) throw std::runtime_error("transport start");
-      ports.push_back(node.transport->listen_port());
     }
     handlers_.push_back(std::move(handlers));
     nodes_.push_back(std::move(node));
@@ -95,6 +89,7 @@ class Cluster {
 
   std::chrono::milliseconds timeout_;
   uint32_t started_;
+  MemoryFabric fabric_;  // outlives the transports
   std::vector<CollectiveNode> nodes_;
   std::vector<Transport::Handlers> handlers_;  // by rank
 };

@@ -1,6 +1,6 @@
-// Two in-process gateways of one job over loopback TCP. Local worker 0 of each joins with one
-// buffer per tensor: a step all-reduces both buffers through the real core, collective and
-// transport. A job of more local workers per gateway leaves the others to the test.
+// Two in-process gateways of one job over in-process transports (MemoryTransport). Local worker 0
+// of each joins with one buffer per tensor: a step all-reduces both buffers through the real core
+// and collective. A job of more local workers per gateway leaves the others to the test.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gateway/core/gateway.h"
-#include "gateway/transport/tcp_transport.h"
+#include "gateway/transport/memory/memory_transport.h"
 #include "outcome.h"
 
 namespace gradgate::gateway::testing {
@@ -27,7 +27,7 @@ inline const TensorSpec kSpec{"layer.weight", kElements, Dtype::kFp32, 0, 0, 0.0
 
 // One gateway with its transport and its single local worker's buffers, one per tensor.
 struct Node {
-  std::unique_ptr<TcpTransport> transport;
+  std::unique_ptr<MemoryTransport> transport;
   std::unique_ptr<Gateway> gateway;
   std::vector<std::vector<float>> buffers;
   std::vector<uint32_t> keys;
@@ -40,7 +40,7 @@ inline TensorSpec tensor_spec(size_t t) {
   return spec;
 }
 
-// Two gateways of one job on loopback with `tensors` tensors, codec `codec` unless a policy says
+// Two gateways of one job with `tensors` tensors, codec `codec` unless a policy says
 // otherwise, and `local_workers` workers per gateway.
 class TwoGateways {
  public:
@@ -57,15 +57,9 @@ class TwoGateways {
     if (configure) configure(config);
     for (uint32_t rank = 0; rank < 2; ++rank) {
       config.node_rank = rank;
-      TcpTransportOptions options;
-      options.rank = rank;
-      options.peers = config.nodes;
-      options.listen = {"127.0.0.1", 0};
-      options.probe_interval = std::chrono::milliseconds(0);
-      nodes_[rank].transport = std::make_unique<TcpTransport>(options);
+      nodes_[rank].transport = std::make_unique<MemoryTransport>(fabric_, rank);
       nodes_[rank].gateway = std::make_unique<Gateway>(config, *nodes_[rank].transport);
       EXPECT_TRUE(nodes_[rank].gateway->start().ok());
-      config.nodes[0].port = nodes_[0].transport->listen_port();
     }
     for (uint32_t rank = 0; rank < 2; ++rank) {
       Node& node = nodes_[rank];
@@ -83,7 +77,7 @@ class TwoGateways {
   }
 
   Gateway& gateway(uint32_t rank) { return *nodes_[rank].gateway; }
-  TcpTransport& transport(uint32_t rank) { return *nodes_[rank].transport; }
+  MemoryTransport& transport(uint32_t rank) { return *nodes_[rank].transport; }
   uint32_t key(uint32_t rank, size_t tensor = 0) const { return nodes_[rank].keys[tensor]; }
 
   // One step of tensor `tensor`: each gateway's worker all-reduces `inputs[rank]`; returns both
@@ -119,6 +113,7 @@ class TwoGateways {
   }
 
  private:
+  MemoryFabric fabric_{2};  // outlives the transports
   std::array<Node, 2> nodes_;
 };
 
