@@ -22,7 +22,8 @@ GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
     : registry_(std::move(registry)),
       raw_bytes_(BuildCounter()
                      .Name("gradgate_raw_bytes_total")
-                     .Help("fp32 bytes of the node sums all-reduced, by codec")
+                     .Help("Bytes of the node sums all-reduced, in their dtype (what DDP would "
+                           "send), by codec")
                      .Register(*registry_)),
       wire_bytes_(
           BuildCounter()

@@ -1,4 +1,4 @@
-// The codec interface: every gradient compressor implements it, on the CPU and (later) on CUDA.
+// The codec interface: every gradient compressor implements it, on the CPU and on CUDA.
 //
 // A Codec is immutable once made (its parameters are fixed) and is safe to share between threads;
 // all mutable state of one gradient stream (one tensor of one job on one worker) lives in a
