@@ -7,8 +7,10 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bench_workers.h"
+#include "gloo_reference.h"
 #include "gradgate/client.h"
 #include "local_job.h"
 #include "tcp_ring_reference.h"
@@ -29,14 +31,24 @@ struct Row {
   double wire_bytes = 0.0;  // per gateway and all-reduce
   // Per gateway and all-reduce, as the gateways report them.
   double encode_seconds = 0.0, communicate_seconds = 0.0, decode_seconds = 0.0;
-  double gateway_cpu_seconds = 0.0;  // all gateways together, per all-reduce
+  double gateway_cpu_seconds = 0.0;               // all gateways together, per all-reduce
+  std::optional<GlooTiming> gloo = std::nullopt;  // on loopback: the second reference
 };
+
+void print_header(std::ostream& out) {
+  out << std::setw(9) << "transport" << std::setw(9) << "gateways" << std::setw(22) << "codec"
+      << std::setw(10) << "size_MB" << std::setw(11) << "seconds" << std::setw(11) << "reference"
+      << std::setw(10) << "vs_ref" << std::setw(11) << "gloo" << std::setw(10) << "vs_gloo"
+      << std::setw(11) << "algbw_GB/s" << std::setw(11) << "wire/raw" << std::setw(10) << "gw_cpu_s"
+      << "\n";
+}
 
 void print(const Row& row, bool json, std::ostream& out) {
   const double ratio = row.seconds / row.reference_seconds;
   const double algbw = static_cast<double>(row.bytes) / row.seconds / 1e9;
+  const bool gloo_timed = row.gloo && row.gloo->unavailable.empty();
   if (json) {
-    out << nlohmann::json{{"transport", row.transport},
+    nlohmann::json fields{{"transport", row.transport},
                           {"link", row.link},
                           {"gateways", row.gateways},
                           {"codec", row.codec},
@@ -51,17 +63,29 @@ void print(const Row& row, bool json, std::ostream& out) {
                           {"encode_seconds", row.encode_seconds},
                           {"communicate_seconds", row.communicate_seconds},
                           {"decode_seconds", row.decode_seconds},
-                          {"gateway_cpu_seconds", row.gateway_cpu_seconds}}
-               .dump()
-        << "\n";
+                          {"gateway_cpu_seconds", row.gateway_cpu_seconds}};
+    if (row.gloo) {
+      fields["gloo_reference"] = "torch-gloo-loopback";
+      fields["gloo_seconds"] = gloo_timed ? nlohmann::json(row.gloo->seconds) : nullptr;
+      fields["vs_gloo"] = gloo_timed ? nlohmann::json(row.seconds / row.gloo->seconds) : nullptr;
+      if (!gloo_timed) fields["gloo_unavailable"] = row.gloo->unavailable;
+    }
+    out << fields.dump() << "\n";
     return;
   }
   out << std::setw(9) << row.transport << std::setw(9) << row.gateways << std::setw(22) << row.codec
       << std::setw(10) << row.bytes / (1 << 20) << std::fixed << std::setprecision(4)
       << std::setw(11) << row.seconds << std::setw(11) << row.reference_seconds
-      << std::setprecision(2) << std::setw(10) << ratio << std::setw(9) << algbw
-      << std::setprecision(4) << std::setw(11) << row.wire_bytes / static_cast<double>(row.bytes)
-      << std::setw(10) << row.gateway_cpu_seconds << "\n";
+      << std::setprecision(2) << std::setw(10) << ratio;
+  if (gloo_timed) {
+    out << std::setprecision(4) << std::setw(11) << row.gloo->seconds << std::setprecision(2)
+        << std::setw(10) << row.seconds / row.gloo->seconds;
+  } else {
+    out << std::setw(11) << "-" << std::setw(10) << "-";
+  }
+  out << std::setw(11) << algbw << std::setprecision(4) << std::setw(11)
+      << row.wire_bytes / static_cast<double>(row.bytes) << std::setw(10) << row.gateway_cpu_seconds
+      << "\n";
 }
 
 double gateways_cpu_seconds(LocalJob& job) {
@@ -74,11 +98,14 @@ double gateways_cpu_seconds(LocalJob& job) {
 
 // Times an all-reduce of the same inputs another way; returns its seconds.
 using Reference = std::function<double(uint64_t bytes, const std::vector<std::vector<float>>&)>;
+// The gloo all-reduce of `bytes`.
+using GlooReference = std::function<GlooTiming(uint64_t bytes)>;
 
 // Prints and returns one row per size (`base` filled in) for all-reduces through `job`'s gateways,
-// timed after `reference` for the same inputs; without a reference, a row is its own.
+// timed after `gloo` (if given) and `reference` for the same size; without a reference, a row is
+// its own.
 std::vector<Row> sweep(const AllreduceBenchOptions& options, LocalJob& job, const Row& base,
-                       const Reference& reference, std::ostream& out) {
+                       const Reference& reference, const GlooReference& gloo, std::ostream& out) {
   std::vector<Row> rows;
   const uint32_t gateways = job.options().nodes;
   Workers workers(job);
@@ -115,6 +142,7 @@ std::vector<Row> sweep(const AllreduceBenchOptions& options, LocalJob& job, cons
     Row row = base;
     row.bytes = bytes;
     // A reference timed here is interleaved, so that both see the same state of this noisy machine.
+    if (gloo) row.gloo = gloo(bytes);
     if (reference) row.reference_seconds = reference(bytes, inputs);
     for (int i = 0; i < options.warmup; ++i) through_gateways();
     const double cpu_before = gateways_cpu_seconds(job);
@@ -147,7 +175,12 @@ LocalJobOptions base_job_options(const AllreduceBenchOptions& options, uint32_t 
   return job_options;
 }
 
-void bench_loopback(const AllreduceBenchOptions& options, std::ostream& out) {
+void bench_loopback(const AllreduceBenchOptions& options, std::ostream& out, std::ostream& err) {
+  const GlooReferenceOptions gloo_options{.python = options.python,
+                                          .script = options.gloo_script,
+                                          .warmup = options.warmup,
+                                          .min_seconds = options.min_seconds};
+  std::string gloo_unavailable;  // once it is, gloo is not tried again
   for (uint32_t gateways : options.gateways) {
     TcpRingReference ring(gateways);
     const Reference reference = [&](uint64_t, const std::vector<std::vector<float>>& inputs) {
@@ -158,10 +191,24 @@ void bench_loopback(const AllreduceBenchOptions& options, std::ostream& out) {
       };
       return median_seconds(once, options.warmup, options.min_seconds);
     };
+    // Timed once per size (it takes seconds to start), with the first codec.
+    std::map<uint64_t, GlooTiming> gloo_timings;
+    const GlooReference gloo = [&](uint64_t bytes) {
+      if (!gloo_unavailable.empty()) return GlooTiming{0.0, gloo_unavailable};
+      if (!gloo_timings.contains(bytes)) {
+        const GlooTiming timing = time_gloo_allreduce(gloo_options, gateways, bytes);
+        if (!timing.unavailable.empty()) {
+          gloo_unavailable = timing.unavailable;
+          err << "gradgate bench allreduce: no gloo reference: " << gloo_unavailable << "\n";
+        }
+        gloo_timings[bytes] = timing;
+      }
+      return gloo_timings.at(bytes);
+    };
     for (const auto& codec : options.codecs) {
       LocalJob job(base_job_options(options, gateways, codec));
       sweep(options, job, {"tcp", "loopback", gateways, codec, 0, 0.0, 0.0, "tcp-ring-loopback"},
-            reference, out);
+            reference, gloo, out);
     }
   }
 }
@@ -209,7 +256,7 @@ void bench_veth(const AllreduceBenchOptions& options, std::ostream& out) {
         };
         base.reference = "uncompressed-ring-at-link-rate";
       }
-      const auto rows = sweep(options, job, base, reference, out);
+      const auto rows = sweep(options, job, base, reference, {}, out);
       if (index == 0) {
         for (const Row& row : rows) first_seconds[row.bytes] = row.seconds;
       }
@@ -240,7 +287,11 @@ std::string resolve(AllreduceBenchOptions& options) {
 
 }  // namespace
 
-AllreduceBenchOptions default_allreduce_bench_options() { return {}; }
+AllreduceBenchOptions default_allreduce_bench_options() {
+  AllreduceBenchOptions options;
+  options.gloo_script = GRADGATE_GLOO_SCRIPT;
+  return options;
+}
 
 bool run_allreduce_bench(const AllreduceBenchOptions& given, std::ostream& out, std::ostream& err) {
   AllreduceBenchOptions options = given;
@@ -249,15 +300,12 @@ bool run_allreduce_bench(const AllreduceBenchOptions& given, std::ostream& out, 
     err << "gradgate bench allreduce: " << misfit << "\n";
     return false;
   }
-  if (!options.json) {
-    out << "transport gateways                 codec   size_MB    seconds  reference  vs_ref"
-           "  algbw_GB/s  wire/raw  gw_cpu_s\n";
-  }
+  if (!options.json) print_header(out);
   try {
     if (options.link == "veth") {
       bench_veth(options, out);
     } else {
-      bench_loopback(options, out);
+      bench_loopback(options, out, err);
     }
   } catch (const std::exception& error) {
     err << "gradgate bench allreduce: " << error.what() << "\n";

@@ -1,11 +1,12 @@
 // `gradgate bench allreduce`: the time of an all-reduce through real gateway processes (workers
 // in this process using the C API, the gateways' transport, the codec), over a sweep of sizes and
-// codecs, with the CPU time the gateways spent on it. On loopback (TCP) against a plain TCP ring
-// all-reduce of the same size measured in the same run (see tcp_ring_reference.h); on a veth pair
-// between two network namespaces (veth_pair.h) each listed transport (TCP, DPDK on
-// net_af_packet) in turn, against the first one listed (or, on a rate-limited pair, the first one
-// against the time an uncompressed ring all-reduce needs at the link's rate). Reports seconds, bus
-// bandwidth, wire bytes and the ratio to the reference.
+// codecs, with the CPU time the gateways spent on it. On loopback (TCP) against two references of
+// the same size measured in the same run: a plain TCP ring all-reduce (tcp_ring_reference.h) and
+// torch.distributed's gloo all-reduce (gloo_reference.h; unavailable, with the reason, where torch
+// cannot run). On a veth pair between two network namespaces (veth_pair.h) each listed transport
+// (TCP, DPDK on net_af_packet) in turn, against the first one listed (or, on a rate-limited pair,
+// the first one against the time an uncompressed ring all-reduce needs at the link's rate).
+// Reports seconds, bus bandwidth, wire bytes and the ratio to each reference.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +31,16 @@ struct AllreduceBenchOptions {
   uint32_t dpdk_idle_sleep_us = 0;  // the DPDK gateways' dpdk.idle_sleep_us
   /// More gateway settings, "section.key=value" (e.g. collective.segment_bytes=0).
   std::vector<std::string> gateway_settings;
+  /// On loopback: the Python (with torch) that runs the gloo reference, and its script; "" for
+  /// either: no gloo reference.
+  std::string python = "/usr/bin/python3";
+  std::string gloo_script;
   int warmup = 1;
   double min_seconds = 1.0;  // per measurement, at least 3 and at most 50 repetitions
   bool json = false;
 };
 
+/// The defaults, with the source tree's bench/gloo_allreduce.py as the gloo script.
 AllreduceBenchOptions default_allreduce_bench_options();
 
 /// Runs the sweep; false (with the reason on `err`) if the options do not fit together, the link

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -46,6 +47,12 @@ void read_all(int fd, void* data, size_t bytes) {
   }
 }
 
+// A received partial sum is added in pieces of this many elements (256 KiB), while in cache, from
+// a buffer made once: one of a chunk's size allocated per all-reduce is mapped and faulted in
+// afresh every time once above glibc's largest mmap threshold (32 MiB, reached at 64 MiB on 2
+// ranks), which costs more than the transfer itself.
+constexpr size_t kPieceElements = 64 * 1024;
+
 struct Span {
   size_t offset, count;
 };
@@ -58,7 +65,10 @@ Span chunk_of(size_t elements, uint32_t ranks, uint32_t index) {
 }  // namespace
 
 TcpRingReference::TcpRingReference(uint32_t ranks)
-    : ranks_(ranks), to_right_(ranks, -1), from_left_(ranks, -1) {
+    : ranks_(ranks),
+      to_right_(ranks, -1),
+      from_left_(ranks, -1),
+      incoming_(ranks, std::vector<float>(kPieceElements)) {
   std::vector<int> listeners(ranks);
   for (uint32_t r = 0; r < ranks; ++r) {
     listeners[r] = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -91,18 +101,23 @@ TcpRingReference::~TcpRingReference() {
 
 void TcpRingReference::run_rank(uint32_t rank, std::vector<float>& data) {
   const uint32_t p = ranks_;
-  std::vector<float> incoming(data.size() / p + 1);
+  std::vector<float>& incoming = incoming_[rank];
   auto exchange = [&](uint32_t send_index, uint32_t recv_index, bool add) {
     const Span out = chunk_of(data.size(), p, send_index);
     const Span in = chunk_of(data.size(), p, recv_index);
     std::thread sender(
         [&] { write_all(to_right_[rank], data.data() + out.offset, out.count * sizeof(float)); });
     float* target = data.data() + in.offset;
-    read_all(from_left_[rank], add ? incoming.data() : target, in.count * sizeof(float));
-    sender.join();
     if (add) {
-      for (size_t i = 0; i < in.count; ++i) target[i] += incoming[i];
+      for (size_t done = 0; done < in.count; done += incoming.size()) {
+        const size_t count = std::min(incoming.size(), in.count - done);
+        read_all(from_left_[rank], incoming.data(), count * sizeof(float));
+        for (size_t i = 0; i < count; ++i) target[done + i] += incoming[i];
+      }
+    } else {
+      read_all(from_left_[rank], target, in.count * sizeof(float));
     }
+    sender.join();
   };
   for (uint32_t hop = 0; hop + 1 < p; ++hop) {
     exchange((rank + p - hop) % p, (rank + 2 * p - hop - 1) % p, true);

@@ -25,8 +25,9 @@ class TcpRingReference {
   void run_rank(uint32_t rank, std::vector<float>& data);
 
   uint32_t ranks_;
-  std::vector<int> to_right_;   // rank r sends to r + 1
-  std::vector<int> from_left_;  // rank r receives from r - 1
+  std::vector<int> to_right_;                 // rank r sends to r + 1
+  std::vector<int> from_left_;                // rank r receives from r - 1
+  std::vector<std::vector<float>> incoming_;  // per rank: a piece of the chunk it is summing
 };
 
 }  // namespace gradgate::bench

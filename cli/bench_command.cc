@@ -22,8 +22,8 @@ void add_allreduce_bench(CLI::App& bench, int& exit_code) {
       std::make_shared<bench::AllreduceBenchOptions>(bench::default_allreduce_bench_options());
   auto* allreduce = bench.add_subcommand(
       "allreduce",
-      "All-reduce through gateways: on loopback against a plain TCP ring, or on a veth pair "
-      "(root) with each transport against the first");
+      "All-reduce through gateways: on loopback against a plain TCP ring and gloo, or on a veth "
+      "pair (root) with each transport against the first");
   allreduce->add_option("--sizes", options->sizes, "Bytes per all-reduce")->capture_default_str();
   allreduce->add_option("--codecs", options->codecs, "Codec specs")->capture_default_str();
   allreduce->add_option("--gateways", options->gateways,
@@ -51,6 +51,10 @@ void add_allreduce_bench(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   allreduce->add_option("--gateway-set", options->gateway_settings,
                         "More gateway settings, section.key=value (the gateway's --set)");
+  allreduce
+      ->add_option("--python", options->python,
+                   "On loopback: the Python with torch that runs the gloo reference (\"\": none)")
+      ->capture_default_str();
   allreduce->add_option("--warmup", options->warmup, "Untimed all-reduces before timing")
       ->capture_default_str();
   allreduce->add_option("--min-seconds", options->min_seconds, "Least time per measurement")
