@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "child_process.h"
+#include "temp_dir.h"
 
 namespace gradgate::bench {
 namespace {
@@ -26,21 +27,6 @@ std::string last_line(const std::string& text) {
 
 GlooTiming unavailable(std::string why) { return {0.0, std::move(why)}; }
 
-// The script's log and result, removed when done.
-struct ScratchDir {
-  ScratchDir() : path((std::filesystem::temp_directory_path() / "gradgate-gloo-XXXXXX").string()) {
-    if (mkdtemp(path.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  std::string path;
-};
-
 }  // namespace
 
 GlooTiming time_gloo_allreduce(const GlooReferenceOptions& options, uint32_t ranks,
@@ -54,14 +40,14 @@ GlooTiming time_gloo_allreduce(const GlooReferenceOptions& options, uint32_t ran
   if (!std::filesystem::exists(options.script)) {
     return unavailable("no script at " + options.script);
   }
-  const ScratchDir dir;
-  const std::string result_path = dir.path + "/result.json";
+  const TempDir dir("gradgate-gloo");  // the script's log and result
+  const std::string result_path = dir.path() + "/result.json";
   ChildProcess script(options.python,
                       {options.script, "--ranks", std::to_string(ranks), "--bytes",
                        std::to_string(bytes), "--warmup", std::to_string(options.warmup),
                        "--min-seconds", std::to_string(options.min_seconds), "--timeout",
                        std::to_string(options.limit.count()), "--result", result_path},
-                      dir.path + "/log");
+                      dir.path() + "/log");
   const int code = script.wait_exit(options.limit);
   if (code == -1) {
     return unavailable("gloo's all-reduce did not finish within " +

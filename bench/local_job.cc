@@ -23,13 +23,11 @@ std::string per_rank(const std::vector<std::string>& values, uint32_t rank,
 
 LocalJob::LocalJob(LocalJobOptions options)
     : options_(std::move(options)),
+      dir_("gradgate-job"),
       ports_(options_.nodes, options_.transport == "dpdk" ? options_.dpdk_udp_port : 0),
       dial_ports_(options_.nodes, 0),
       admin_ports_(options_.nodes, 0),
       ranks_(options_.nodes, 0) {
-  std::string pattern = (std::filesystem::temp_directory_path() / "gradgate-job-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  dir_ = pattern;
   gateways_.resize(options_.nodes);
   const uint32_t started = std::min(options_.nodes, options_.started);
   if (options_.membership_from_controller) {
@@ -47,17 +45,14 @@ LocalJob::~LocalJob() {
   for (auto& gateway : gateways_) {
     if (gateway) gateway->wait_exit(std::chrono::seconds(10));
   }
-  gateways_.clear();
-  std::error_code ignored;
-  std::filesystem::remove_all(dir_, ignored);
 }
 
 std::string LocalJob::socket(uint32_t rank) const {
-  return dir_ + "/gateway" + std::to_string(rank) + ".sock";
+  return dir_.path() + "/gateway" + std::to_string(rank) + ".sock";
 }
 
 std::string LocalJob::write_config(uint32_t rank) const {
-  const std::string path = dir_ + "/gateway" + std::to_string(rank) + ".yaml";
+  const std::string path = dir_.path() + "/gateway" + std::to_string(rank) + ".yaml";
   std::ofstream out(path, std::ios::trunc);
   out << "job:\n  id: 77\n  local_workers: " << options_.local_workers << "\n";
   if (options_.transport != "tcp") out << "  transport: " << options_.transport << "\n";
@@ -97,7 +92,7 @@ std::string LocalJob::write_config(uint32_t rank) const {
 }
 
 std::string LocalJob::ready_file(uint32_t rank) const {
-  return dir_ + "/gateway" + std::to_string(rank) + ".ready";
+  return dir_.path() + "/gateway" + std::to_string(rank) + ".ready";
 }
 
 void LocalJob::launch_gateway(uint32_t rank) {
@@ -115,7 +110,7 @@ void LocalJob::launch_gateway(uint32_t rank) {
                            "--stats-interval", "0"});
   for (const auto& setting : options_.settings) args.insert(args.end(), {"--set", setting});
   gateways_[rank] = std::make_unique<ChildProcess>(
-      program, args, dir_ + "/gateway" + std::to_string(rank) + ".log");
+      program, args, dir_.path() + "/gateway" + std::to_string(rank) + ".log");
 }
 
 void LocalJob::await_gateway(uint32_t rank) {

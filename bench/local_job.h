@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "child_process.h"
+#include "temp_dir.h"
 
 namespace gradgate::bench {
 
@@ -60,7 +61,7 @@ class LocalJob {
   LocalJob& operator=(const LocalJob&) = delete;
 
   const LocalJobOptions& options() const { return options_; }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.path(); }
   ChildProcess& gateway(uint32_t rank) { return *gateways_[rank]; }
   uint16_t port(uint32_t rank) const { return ports_[rank]; }
   /// Where gateway `rank` serves its admin HTTP API (/metrics, /v1/status).
@@ -86,7 +87,7 @@ class LocalJob {
   std::string ready_file(uint32_t rank) const;
 
   LocalJobOptions options_;
-  std::string dir_;
+  TempDir dir_;  // removed after the gateways stopped: they are destroyed first
   std::vector<std::unique_ptr<ChildProcess>> gateways_;
   std::vector<uint16_t> ports_;
   std::vector<uint16_t> dial_ports_;  // by rank: where higher ranks dial it (0: its own port)

@@ -12,12 +12,9 @@
 
 namespace gradgate::bench {
 
-VethPair::VethPair(uint64_t rate_mbit) : ip_program_(find_program("ip")) {
+VethPair::VethPair(uint64_t rate_mbit) : ip_program_(find_program("ip")), dir_("gradgate-veth") {
   const std::string why = unavailable();
   if (!why.empty()) throw std::runtime_error(why);
-  std::string pattern = (std::filesystem::temp_directory_path() / "gradgate-veth-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  dir_ = pattern;
   const std::string tag = std::to_string(::getpid());
   for (const char* end : {"a", "b"}) {
     netns_.push_back("gg-bench-" + tag + end);
@@ -62,7 +59,7 @@ void VethPair::limit_rate(int end, uint64_t rate_mbit) const {
 }
 
 void VethPair::run(const std::string& program, const std::vector<std::string>& args) const {
-  const std::string log = dir_ + "/command.log";
+  const std::string log = dir_.path() + "/command.log";
   std::filesystem::remove(log);
   ChildProcess process(program, args, log);
   const int code = process.wait_exit(std::chrono::seconds(10));
@@ -85,8 +82,6 @@ void VethPair::remove() {
     }
   }
   created_.clear();
-  std::error_code ignored;
-  std::filesystem::remove_all(dir_, ignored);
 }
 
 }  // namespace gradgate::bench

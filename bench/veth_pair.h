@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace gradgate::bench {
 
 class VethPair {
@@ -38,7 +40,7 @@ class VethPair {
   void remove();
 
   std::string ip_program_;
-  std::string dir_;  // logs of the ip commands
+  TempDir dir_;  // logs of the ip commands
   std::vector<std::string> netns_, devices_, addresses_;
   std::vector<std::string> created_;  // namespaces to remove
 };
