@@ -77,6 +77,7 @@ class Recorder {
       std::lock_guard lock(mutex_);
       if (forbidden_) ++calls_after_forbid_;
       (up ? ups_ : downs_)[rank]++;
+      peer_events_[rank].push_back(up);
     };
     return handlers;
   }
@@ -90,6 +91,12 @@ class Recorder {
     std::lock_guard lock(mutex_);
     auto it = messages_.find(rank);
     return it == messages_.end() ? std::vector<MessageBytes>{} : it->second;
+  }
+  /// Rank `rank`'s reports in order: true up, false down.
+  std::vector<bool> peer_events(uint32_t rank) const {
+    std::lock_guard lock(mutex_);
+    auto it = peer_events_.find(rank);
+    return it == peer_events_.end() ? std::vector<bool>{} : it->second;
   }
   int ups(uint32_t rank) const { return lookup(ups_, rank); }
   int downs(uint32_t rank) const { return lookup(downs_, rank); }
@@ -115,6 +122,7 @@ class Recorder {
   std::map<uint32_t, std::vector<MessageBytes>> messages_;
   std::map<uint32_t, int> ups_;
   std::map<uint32_t, int> downs_;
+  std::map<uint32_t, std::vector<bool>> peer_events_;
   bool forbidden_ = false;
   int calls_after_forbid_ = 0;
 };
