@@ -17,7 +17,6 @@ namespace gradgate::bench {
 namespace {
 
 using kernels::Codec;
-using kernels::CodecId;
 using kernels::CodecParams;
 using Clock = std::chrono::steady_clock;
 
@@ -270,7 +269,7 @@ bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::o
 
         const std::string spec = kernels::format_codec_spec(params);
         const auto colon = spec.find(':');
-        row.codec = std::string(kernels::codec_name(params.id));
+        row.codec = std::string(codec_name(params.id));
         row.param = colon == std::string::npos ? "" : spec.substr(colon + 1);
         row.dist = dist_name(dist);
         row.n = n;

@@ -20,8 +20,8 @@
 #include <system_error>
 #include <vector>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::bench {
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::bench {
 

@@ -14,13 +14,11 @@ namespace gradgate::bench {
 /// residual, the payload it writes left out: read g (and read and write e with error feedback),
 /// and first a read-only pass for codecs that need a global scale. Both benchmarks build on it.
 inline double encode_pass_bytes(const kernels::CodecParams& params) {
-  using kernels::CodecId;
-  const bool ef = params.error_feedback && params.id != CodecId::kNone;
+  const CodecTraits& codec = codec_traits(params.id);
+  const bool ef = params.error_feedback && codec.lossy;
   const double grad_pass = ef ? 12.0 : 4.0;  // read g (+ read and write e)
   const double scale_pass = ef ? 8.0 : 4.0;  // read g (+ read e), writes nothing
-  const bool needs_scale =
-      params.id == CodecId::kQsgd || params.id == CodecId::kSign || params.id == CodecId::kPowersgd;
-  return (needs_scale ? scale_pass : 0.0) + grad_pass;
+  return (codec.scale_pass ? scale_pass : 0.0) + grad_pass;
 }
 
 /// Bytes per element of a gradient of `n` elements that an encode of `params` into a frame of

@@ -6,7 +6,7 @@
 
 #include <functional>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::bench {
 

@@ -41,7 +41,6 @@ namespace gradgate::bench {
 namespace {
 
 using kernels::Codec;
-using kernels::CodecId;
 using kernels::CodecParams;
 using kernels::FrameView;
 using kernels::cuda::device_alloc;
@@ -65,7 +64,7 @@ JsonLine row_start(const Run& run, const CodecParams& params, std::optional<size
   const std::string spec = kernels::format_codec_spec(params);
   const size_t colon = spec.find(':');
   JsonLine line;
-  line.text("codec", kernels::codec_name(params.id))
+  line.text("codec", codec_name(params.id))
       .text("param", colon == std::string::npos ? "" : spec.substr(colon + 1))
       .text("dist", run.dist);
   if (n) line.count("n", *n);

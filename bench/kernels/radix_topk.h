@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "device_memory.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::bench {
 

@@ -10,9 +10,9 @@
 
 #include <cstddef>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::bench {
 

@@ -9,6 +9,7 @@
 
 #include "client_state.h"
 #include "error.h"
+#include "gradgate/base/codec_table.h"
 #include "gradgate/ingress_protocol.h"
 #include "gradgate/ingress_socket.h"
 
@@ -105,8 +106,7 @@ std::string apply_packet(gg_client& client, const proto::ReceivedPacket& packet)
         reply->info = {m->step,           m->raw_bytes,           m->wire_bytes,
                        m->encode_seconds, m->communicate_seconds, m->decode_seconds};
         // A codec newer than this library is one it does not know, not a malformed reply.
-        reply->codec =
-            *m->codec <= GG_CODEC_POWERSGD ? static_cast<gg_codec>(*m->codec) : GG_CODEC_UNKNOWN;
+        reply->codec = is_codec_id(*m->codec) ? static_cast<gg_codec>(*m->codec) : GG_CODEC_UNKNOWN;
         complete(*reply, static_cast<gg_status>(m->status), m->message);
       }
       return "";

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/http/message.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace boost::asio {
 class io_context;

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "common/http/http_server.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::http {
 

@@ -34,7 +34,7 @@
 #include "common/http/responder.h"
 #include "common/http/router.h"
 #include "common/http/token.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::http {
 

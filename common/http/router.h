@@ -10,7 +10,7 @@
 
 #include "common/http/message.h"
 #include "common/http/responder.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::http {
 

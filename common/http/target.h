@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/http/message.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::http {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::http {
 

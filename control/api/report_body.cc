@@ -78,9 +78,7 @@ void read_tensors(const JsonObject& root, NodeReport& report) {
         shape_rows * shape_cols != static_cast<uint64_t>(*elements)) {
       tensor.reject("rows", "rows * cols must equal elements (or both be 0)");
     }
-    const TensorDtype type = dtype == "fp16"   ? TensorDtype::kFp16
-                             : dtype == "bf16" ? TensorDtype::kBf16
-                                               : TensorDtype::kFp32;
+    const Dtype type = dtype_from_name(dtype.value_or("fp32")).value_or(Dtype::kFp32);
     report.tensors.push_back(
         {*name, static_cast<uint64_t>(*elements), shape_rows, shape_cols, type});
   }
@@ -94,7 +92,7 @@ void read_codec_speeds(const JsonObject& root, NodeReport& report) {
     const auto encode = speed.number("encode_bytes_per_second", kRate);
     const auto decode = speed.number("decode_bytes_per_second", kRate);
     if (!codec || !encode || !decode) continue;
-    if (!kernels::codec_from_name(*codec).ok()) {
+    if (!codec_from_name(*codec).ok()) {
       speed.reject("codec",
                    "is not a codec name (none, fp16, bf16, qsgd, sign, topk, randomk, "
                    "powersgd)");

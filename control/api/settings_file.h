@@ -8,7 +8,7 @@
 
 #include "control/config/control_config.h"
 #include "control/policy/policy.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::control {
 

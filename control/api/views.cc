@@ -44,7 +44,7 @@ void for_jobs(const ControllerView& view, std::optional<uint64_t> job_id, Visit 
 // The top-k density of a codec spec; nullopt for other codecs.
 std::optional<double> topk_density(const std::string& spec) {
   auto codec = kernels::parse_codec_spec(spec);
-  if (!codec.ok() || codec->id != kernels::CodecId::kTopk) return std::nullopt;
+  if (!codec.ok() || codec->id != CodecId::kTopk) return std::nullopt;
   return codec->density;
 }
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "control/policy/policy.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::control {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "control/config/control_config.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::control {
 

@@ -73,7 +73,7 @@ double predicted_ratio(const Measurements& measurements, const PolicyDecision& d
   const CostModel model(measurements.nodes, 1.0, {}, 1.0);
   // Raw: codec none, which the cost model prices in the tensor's dtype, as DDP would send it
   // (and the gateways count it).
-  const kernels::CodecParams none{.id = kernels::CodecId::kNone};
+  const kernels::CodecParams none{.id = CodecId::kNone};
   double raw = 0.0;
   double wire = 0.0;
   for (std::size_t t = 0; t < decision.tensors.size() && t < measurements.tensors.size(); ++t) {

@@ -11,7 +11,7 @@
 #include "control/decider/policy_version.h"
 #include "control/policy/policy.h"
 #include "control/registry/job_registry.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::control {
 

@@ -25,10 +25,10 @@ std::optional<CostModel> CostModel::for_job(const Measurements& measurements,
 
 Result<CodecCost> CostModel::cost(const kernels::CodecParams& codec,
                                   const TensorSample& tensor) const {
-  const kernels::CodecParams sent = kernels::sent_in_precision(
-      codec, tensor.dtype == TensorDtype::kFp16   ? kernels::CodecId::kFp16
-             : tensor.dtype == TensorDtype::kBf16 ? kernels::CodecId::kBf16
-                                                  : kernels::CodecId::kNone);
+  const kernels::CodecParams sent =
+      kernels::sent_in_precision(codec, tensor.dtype == Dtype::kFp16   ? CodecId::kFp16
+                                        : tensor.dtype == Dtype::kBf16 ? CodecId::kBf16
+                                                                       : CodecId::kNone);
   auto made = kernels::make_cpu_codec(sent);
   if (!made.ok()) return made.status();
   const kernels::Codec& c = **made;
@@ -52,8 +52,8 @@ Result<CodecCost> CostModel::cost(const kernels::CodecParams& codec,
   };
 }
 
-const CodecSpeed* CostModel::speed_of(kernels::CodecId codec) const {
-  const std::string_view name = kernels::codec_name(codec);
+const CodecSpeed* CostModel::speed_of(CodecId codec) const {
+  const std::string_view name = codec_name(codec);
   const auto found = std::find_if(speeds_.begin(), speeds_.end(),
                                   [&](const CodecSpeed& s) { return s.codec == name; });
   return found == speeds_.end() ? nullptr : &*found;

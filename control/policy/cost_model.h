@@ -43,7 +43,7 @@ class CostModel {
   double bottleneck_goodput() const { return bottleneck_goodput_; }
 
  private:
-  const CodecSpeed* speed_of(kernels::CodecId codec) const;
+  const CodecSpeed* speed_of(CodecId codec) const;
 
   uint32_t nodes_;
   double bottleneck_goodput_;

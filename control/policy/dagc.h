@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::control {
 

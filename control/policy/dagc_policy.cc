@@ -21,12 +21,11 @@ std::optional<std::vector<double>> node_weights(const Measurements& measurements
 // With a traffic budget the job codec is top-k at that density, with the other parameters of the
 // ladder's last top-k entry (topk's defaults when the ladder has none).
 kernels::CodecParams budget_codec(const PolicyConfig& config, double budget) {
-  const auto last_topk = std::find_if(
-      config.ladder.rbegin(), config.ladder.rend(),
-      [](const kernels::CodecParams& codec) { return codec.id == kernels::CodecId::kTopk; });
-  kernels::CodecParams codec = last_topk != config.ladder.rend()
-                                   ? *last_topk
-                                   : kernels::CodecParams{.id = kernels::CodecId::kTopk};
+  const auto last_topk =
+      std::find_if(config.ladder.rbegin(), config.ladder.rend(),
+                   [](const kernels::CodecParams& codec) { return codec.id == CodecId::kTopk; });
+  kernels::CodecParams codec =
+      last_topk != config.ladder.rend() ? *last_topk : kernels::CodecParams{.id = CodecId::kTopk};
   codec.density = budget;
   return codec;
 }
@@ -34,8 +33,7 @@ kernels::CodecParams budget_codec(const PolicyConfig& config, double budget) {
 // Only top-k splits: random-k frames add up only when every gateway keeps the same indices, and a
 // codec a rule forces is kept as the rule says.
 bool splits(const TensorChoice& choice) {
-  return choice.codec.id == kernels::CodecId::kTopk &&
-         !(choice.rule != nullptr && choice.rule->codec);
+  return choice.codec.id == CodecId::kTopk && !(choice.rule != nullptr && choice.rule->codec);
 }
 
 // The rule's bounds, and min_keep_fraction as a floor that never exceeds the mean density (above

@@ -86,7 +86,7 @@ kernels::CodecParams apply_layer_rule(const ParsedRule& rule, const kernels::Cod
 }
 
 bool has_density(const kernels::CodecParams& codec) {
-  return codec.id == kernels::CodecId::kTopk || codec.id == kernels::CodecId::kRandomk;
+  return codec.id == CodecId::kTopk || codec.id == CodecId::kRandomk;
 }
 
 }  // namespace gradgate::control

@@ -83,7 +83,7 @@ Status check_codec_speeds(const Measurements& m) {
   std::set<std::string> seen;
   for (size_t i = 0; i < m.codec_speeds.size(); ++i) {
     const CodecSpeed& speed = m.codec_speeds[i];
-    if (!kernels::codec_from_name(speed.codec).ok()) {
+    if (!codec_from_name(speed.codec).ok()) {
       return invalid(indexed("codec_speeds", i, "codec"), "unknown codec '" + speed.codec + "'");
     }
     if (!seen.insert(speed.codec).second) {

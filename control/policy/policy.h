@@ -23,7 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/dtype.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::control {
 
@@ -43,8 +44,6 @@ struct CodecSpeed {
 };
 
 /// A tensor the job all-reduces every step.
-enum class TensorDtype : uint8_t { kFp32, kFp16, kBf16 };
-
 struct TensorSample {
   std::string name = {};
   uint64_t elements = 0;
@@ -53,7 +52,7 @@ struct TensorSample {
   uint64_t cols = 0;
   /// The workers' dtype: DDP would send 2 bytes per element of a 16-bit tensor, and the gateway
   /// sends a 16-bit tensor's codec none in that dtype.
-  TensorDtype dtype = TensorDtype::kFp32;
+  Dtype dtype = Dtype::kFp32;
 };
 
 /// How much training data a gateway's workers process (any unit, the same for every gateway).

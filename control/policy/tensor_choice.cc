@@ -25,7 +25,7 @@ Result<TensorChoice> choose_tensor_codec(const PolicyConfig& config, uint64_t st
     choice = {.codec = kDense, .reason = "warm-up"};
   } else if (tensor.elements < config.min_compress_elements) {
     choice = {.codec = kDense, .reason = "small tensor"};
-  } else if (cost != nullptr && job_codec.id != kernels::CodecId::kNone) {
+  } else if (cost != nullptr && job_codec.id != CodecId::kNone) {
     auto pays = pays_off(*cost, job_codec, tensor);
     if (!pays.ok()) return pays.status();
     if (!*pays) {

@@ -22,7 +22,7 @@
 #include <set>
 #include <string>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::control {
 

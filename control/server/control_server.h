@@ -8,7 +8,7 @@
 #include <string>
 
 #include "control/config/control_config.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::control {
 

@@ -23,7 +23,7 @@
 #include "control/registry/rank_table.h"
 #include "control/service/controller_metrics.h"
 #include "control/service/long_polls.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::control {
 

@@ -9,10 +9,6 @@
 
 namespace gradgate::gateway {
 
-bool decodes_alike_on_gpu_and_cpu(kernels::CodecId codec) {
-  return codec != kernels::CodecId::kPowersgd;
-}
-
 CollectiveEngine::CollectiveEngine(CollectiveOptions options, Transport& transport,
                                    Mailbox& mailbox)
     : options_(options),

@@ -38,11 +38,6 @@ struct DeviceFrameScratch {
   std::unique_ptr<kernels::DeviceMemory> staged;   // page-locked host memory they cross by
 };
 
-/// Whether frames of `codec` decode to the same bits on the GPU and on the CPU: every codec but
-/// powersgd, whose GEMMs round differently. Gateways may place the others differently; for
-/// powersgd every gateway of a job must decode on the same side (checked on every frame).
-bool decodes_alike_on_gpu_and_cpu(kernels::CodecId codec);
-
 /// One all-reduce: `data` holds the node's sum on entry and the job's aggregate on return.
 struct AllreduceOp {
   uint32_t tensor_id = 0;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "gradgate/base/check.h"
 #include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::gateway {
@@ -35,6 +36,7 @@ std::string_view message_kind_name(MessageKind kind) {
 }
 
 void write_envelope(const Envelope& envelope, std::span<std::byte> message) {
+  GRADGATE_DCHECK(message.size() >= kEnvelopeBytes, "an envelope needs kEnvelopeBytes");
   std::byte* out = message.data();
   store<uint32_t>(out, kEnvelopeMagic);
   store<uint8_t>(out + 4, kEnvelopeVersion);

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "gateway/transport/transport.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

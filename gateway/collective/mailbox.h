@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "gateway/collective/envelope.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

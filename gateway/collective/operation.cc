@@ -189,8 +189,8 @@ Result<kernels::FrameView> Operation::parse(std::span<const std::byte> frame, si
   if (view.header.codec != codec().id() || view.header.tensor_id != desc.tensor_id ||
       view.header.step != op_.seq || view.header.element_count != desc.elements) {
     return Status(ErrorCode::kIncompatible,
-                  "frame of codec " + std::string(kernels::codec_name(view.header.codec)) +
-                      ", tensor " + std::to_string(view.header.tensor_id) + ", step " +
+                  "frame of codec " + std::string(codec_name(view.header.codec)) + ", tensor " +
+                      std::to_string(view.header.tensor_id) + ", step " +
                       std::to_string(view.header.step) + ", " +
                       std::to_string(view.header.element_count) +
                       " elements does not belong to this all-reduce (tensor " +
@@ -282,7 +282,9 @@ Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t 
     return Status(verified.status().code(), "frame from gateway " + std::to_string(from) + ": " +
                                                 verified.status().message());
   }
-  if (!decodes_alike_on_gpu_and_cpu(codec().id())) {
+  // Gateways may place a codec whose frames decode alike on either side; for the others (powersgd,
+  // whose GEMMs round differently) every gateway must decode on the same side.
+  if (!codec_traits(codec().id()).decodes_alike_on_gpu_and_cpu) {
     const bool sender_on_gpu = mail->envelope.sender_decodes_on_gpu;
     if (sender_on_gpu != on_device()) {
       const auto side = [](bool gpu) { return gpu ? "the GPU" : "the CPU"; };

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "gateway/config/gateway_config.h"
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/codec.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::gateway {
 

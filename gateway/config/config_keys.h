@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "gateway/config/gateway_config.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

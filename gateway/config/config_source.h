@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gateway/config/config_errors.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

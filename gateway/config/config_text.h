@@ -10,7 +10,7 @@
 
 #include "gateway/config/gateway_config.h"
 #include "gateway/transport/endpoint.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

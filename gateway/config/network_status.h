@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

@@ -34,7 +34,8 @@ Result<Placement> place_codec(const std::string& spec, bool gpu_buffers, Collect
   }
   // A codec whose decoding differs between the sides must be placed alike on every gateway: not by
   // a measurement that can come out differently on each.
-  if (preference == PlacementMode::kAuto && prober && decodes_alike_on_gpu_and_cpu(params->id)) {
+  if (preference == PlacementMode::kAuto && prober &&
+      codec_traits(params->id).decodes_alike_on_gpu_and_cpu) {
     auto measured = prober(**gpu, *placement.codec);
     if (!measured.ok()) {
       placement.probe_error = measured.status().to_string();

@@ -11,7 +11,7 @@ namespace gradgate::gateway {
 namespace {
 
 AllreduceOutcome outcome_of(const Result<AllreduceReport>& report, uint64_t step, size_t raw_bytes,
-                            kernels::CodecId codec) {
+                            CodecId codec) {
   AllreduceOutcome outcome;
   outcome.step = step;
   outcome.raw_bytes = raw_bytes;
@@ -254,7 +254,7 @@ StepRunner::Finished StepRunner::finish(Tensor& tensor, const Result<AllreduceRe
   finished.record = {outcome.status,
                      step,
                      tensor.policy.version,
-                     kernels::codec_name(outcome.codec),
+                     codec_name(outcome.codec),
                      outcome.raw_bytes,
                      tensor.spec.elements * sizeof(float),
                      outcome.wire_bytes,

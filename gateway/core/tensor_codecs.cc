@@ -38,9 +38,9 @@ std::string TensorCodecs::configured(const TensorSpec& tensor) const {
 std::string TensorCodecs::for_tensor(const TensorSpec& tensor, const std::string& spec) const {
   if (tensor.dtype == Dtype::kFp32) return spec;
   const auto params = kernels::parse_codec_spec(spec);
-  if (!params.ok() || params->id != kernels::CodecId::kNone) return spec;
+  if (!params.ok() || params->id != CodecId::kNone) return spec;
   return kernels::format_codec_spec(kernels::sent_in_precision(
-      *params, tensor.dtype == Dtype::kFp16 ? kernels::CodecId::kFp16 : kernels::CodecId::kBf16));
+      *params, tensor.dtype == Dtype::kFp16 ? CodecId::kFp16 : CodecId::kBf16));
 }
 
 Result<Placement> TensorCodecs::place(const std::string& spec, const TensorSpec& tensor,
@@ -82,8 +82,8 @@ Result<PlacementProbe> TensorCodecs::probe(const kernels::Codec& gpu, const kern
       "{:.3g} on the CPU",
       gpu.spec(), device.device(), std::get<2>(key), measured->gpu_elements_per_second,
       measured->cpu_elements_per_second);
-  probes_.emplace(key, PlacementRecord{kernels::codec_name(gpu.id()), device.device(),
-                                       std::get<2>(key), *measured});
+  probes_.emplace(
+      key, PlacementRecord{codec_name(gpu.id()), device.device(), std::get<2>(key), *measured});
   return measured;
 }
 

@@ -10,15 +10,11 @@
 #include <memory>
 #include <string>
 
+#include "gradgate/base/dtype.h"
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/codec.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::gateway {
-
-enum class Dtype : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
-
-/// Bytes per element of a dtype.
-size_t dtype_bytes(Dtype dtype);
 
 /// A tensor as a worker declares it.
 struct TensorSpec {
@@ -57,7 +53,7 @@ struct AllreduceOutcome {
   double decode_seconds = 0.0;
   /// The codec the step ran with: a worker's momentum correction treats the result of a sparse
   /// one (top-k, random-k) differently.
-  kernels::CodecId codec = kernels::CodecId::kNone;
+  CodecId codec = CodecId::kNone;
 };
 
 /// What the gateway tells a worker when it connects.

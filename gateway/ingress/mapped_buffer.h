@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

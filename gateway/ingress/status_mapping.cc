@@ -36,20 +36,10 @@ gg_status hello_refusal(ErrorCode code, uint16_t client_version) {
                                                                         : GG_REJECTED;
 }
 
-// gg_codec numbers the codecs as the wire frame does.
-static_assert(GG_CODEC_NONE == static_cast<int>(kernels::CodecId::kNone) &&
-              GG_CODEC_FP16 == static_cast<int>(kernels::CodecId::kFp16) &&
-              GG_CODEC_BF16 == static_cast<int>(kernels::CodecId::kBf16) &&
-              GG_CODEC_QSGD == static_cast<int>(kernels::CodecId::kQsgd) &&
-              GG_CODEC_SIGN == static_cast<int>(kernels::CodecId::kSign) &&
-              GG_CODEC_TOPK == static_cast<int>(kernels::CodecId::kTopk) &&
-              GG_CODEC_RANDOMK == static_cast<int>(kernels::CodecId::kRandomk) &&
-              GG_CODEC_POWERSGD == static_cast<int>(kernels::CodecId::kPowersgd));
-static_assert(kernels::kCodecCount == GG_CODEC_POWERSGD + 1, "a codec that gg_codec lacks");
-
-gg_codec to_client_codec(kernels::CodecId codec) {
-  const int id = static_cast<int>(codec);
-  return id < kernels::kCodecCount ? static_cast<gg_codec>(id) : GG_CODEC_UNKNOWN;
+// gg_codec numbers the codecs as the table does (client/src/codec_name.cc checks it).
+gg_codec to_client_codec(CodecId codec) {
+  const auto id = static_cast<unsigned>(codec);
+  return is_codec_id(id) ? static_cast<gg_codec>(id) : GG_CODEC_UNKNOWN;
 }
 
 }  // namespace gradgate::gateway

@@ -21,9 +21,9 @@
 
 #include <cstdint>
 
+#include "gradgate/base/status.h"
 #include "gradgate/client.h"
 #include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::gateway {
 
@@ -35,6 +35,6 @@ gg_status to_client_status(ErrorCode code);
 gg_status hello_refusal(ErrorCode code, uint16_t client_version);
 
 /// The gg_codec a worker sees for the codec a step ran with.
-gg_codec to_client_codec(kernels::CodecId codec);
+gg_codec to_client_codec(CodecId codec);
 
 }  // namespace gradgate::gateway

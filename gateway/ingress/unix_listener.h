@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

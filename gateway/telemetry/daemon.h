@@ -5,7 +5,7 @@
 #include <string>
 
 #include "gateway/config/gateway_config.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

@@ -13,7 +13,7 @@
 #include "common/http/client.h"
 #include "gateway/config/gateway_config.h"
 #include "gateway/transport/endpoint.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

@@ -37,7 +37,7 @@ nlohmann::json NodeReport::take(const Gateway& gateway, const GatewaySnapshot& n
                        {"cols", tensor.cols}});
     // 16-bit tensors only: a controller before dtype takes the reports of fp32 jobs still.
     if (tensor.dtype != Dtype::kFp32) {
-      tensors.back()["dtype"] = tensor.dtype == Dtype::kFp16 ? "fp16" : "bf16";
+      tensors.back()["dtype"] = std::string(dtype_name(tensor.dtype));
     }
     step = std::max(step, tensor.steps);
   }

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gateway/transport/endpoint.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
 

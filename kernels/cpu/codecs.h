@@ -1,17 +1,12 @@
-// Codec factories of the CPU library; make_cpu_codec() picks one by CodecParams::id.
+// Codec factories of the CPU library, one per codec of the table; make_cpu_codec() picks one by
+// CodecParams::id.
 #pragma once
-#include <memory>
 
+#include "codec_factories.h"
 #include "cpu_codec.h"
 
 namespace gradgate::kernels::cpu {
 
-std::unique_ptr<Codec> make_none_codec(const CodecParams& params);
-std::unique_ptr<Codec> make_half_codec(const CodecParams& params);  // fp16 and bf16
-std::unique_ptr<Codec> make_qsgd_codec(const CodecParams& params);
-std::unique_ptr<Codec> make_sign_codec(const CodecParams& params);
-std::unique_ptr<Codec> make_topk_codec(const CodecParams& params);
-std::unique_ptr<Codec> make_randomk_codec(const CodecParams& params);
-std::unique_ptr<Codec> make_powersgd_codec(const CodecParams& params);
+GRADGATE_CODEC_TABLE(GRADGATE_DECLARE_CODEC_FACTORY)
 
 }  // namespace gradgate::kernels::cpu

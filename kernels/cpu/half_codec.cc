@@ -16,8 +16,6 @@ class HalfCodec final : public CpuCodec {
   explicit HalfCodec(const CodecParams& params)
       : CpuCodec(params), bf16_(params.id == CodecId::kBf16) {}
 
-  bool summable() const override { return true; }
-
   size_t max_frame_bytes(const TensorDesc& desc) const override {
     return element_frames::half_frame_bytes(desc.elements);
   }

@@ -6,21 +6,11 @@ namespace gradgate::kernels {
 Result<std::unique_ptr<Codec>> make_cpu_codec(const CodecParams& params) {
   GRADGATE_RETURN_IF_ERROR(validate_codec_params(params));
   switch (params.id) {
-    case CodecId::kNone:
-      return cpu::make_none_codec(params);
-    case CodecId::kFp16:
-    case CodecId::kBf16:
-      return cpu::make_half_codec(params);
-    case CodecId::kQsgd:
-      return cpu::make_qsgd_codec(params);
-    case CodecId::kSign:
-      return cpu::make_sign_codec(params);
-    case CodecId::kTopk:
-      return cpu::make_topk_codec(params);
-    case CodecId::kRandomk:
-      return cpu::make_randomk_codec(params);
-    case CodecId::kPowersgd:
-      return cpu::make_powersgd_codec(params);
+#define GRADGATE_CPU_CODEC_CASE(enumerator, id, name, c_suffix, factory, ...) \
+  case CodecId::enumerator:                                                   \
+    return cpu::make_##factory##_codec(params);
+    GRADGATE_CODEC_TABLE(GRADGATE_CPU_CODEC_CASE)
+#undef GRADGATE_CPU_CODEC_CASE
   }
   return Status(ErrorCode::kInvalidArgument, "unknown codec id");
 }

@@ -19,8 +19,6 @@ class NoneCodec final : public CpuCodec {
  public:
   using CpuCodec::CpuCodec;
 
-  bool summable() const override { return true; }
-
   size_t max_frame_bytes(const TensorDesc& desc) const override {
     return element_frames::none_frame_bytes(desc.elements);
   }

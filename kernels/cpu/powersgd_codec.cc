@@ -154,7 +154,6 @@ class PowersgdCodec final : public CpuCodec {
  public:
   using CpuCodec::CpuCodec;
 
-  bool summable() const override { return true; }
   int rounds() const override { return 2; }
 
   Result<std::unique_ptr<Stream>> make_stream(const TensorDesc& desc) const override {

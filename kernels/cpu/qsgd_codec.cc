@@ -28,7 +28,6 @@ class QsgdCodec final : public CpuCodec {
   explicit QsgdCodec(const CodecParams& params)
       : CpuCodec(params), layout_{params.bits, qsgd_headroom_bits(params.max_workers), 1} {}
 
-  bool summable() const override { return true; }
   uint64_t max_summands() const override { return layout_.max_summands(); }
   bool needs_agreed_scale() const override { return true; }
 

@@ -34,8 +34,6 @@ class RandomkCodec final : public CpuCodec {
  public:
   using CpuCodec::CpuCodec;
 
-  bool summable() const override { return true; }
-
   size_t max_frame_bytes(const TensorDesc& desc) const override {
     return kFrameHeaderBytes + kKeyBytes +
            topk_count(params().density, desc.elements) * sizeof(float);

@@ -20,8 +20,6 @@ class SignCodec final : public CpuCodec {
  public:
   using CpuCodec::CpuCodec;
 
-  bool summable() const override { return false; }
-
   size_t max_frame_bytes(const TensorDesc& desc) const override {
     return element_frames::sign_frame_bytes(desc.elements);
   }

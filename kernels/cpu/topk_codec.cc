@@ -105,8 +105,6 @@ class TopkCodec final : public CpuCodec {
  public:
   explicit TopkCodec(const CodecParams& params) : CpuCodec(params) {}
 
-  bool summable() const override { return false; }
-
   Result<std::unique_ptr<Stream>> make_stream(const TensorDesc& desc) const override {
     auto base = CpuCodec::make_stream(desc);
     if (!base.ok()) return base.status();

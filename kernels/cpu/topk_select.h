@@ -26,8 +26,8 @@
 #include <span>
 #include <vector>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/codec_spec.h"
-#include "gradgate/kernels/status.h"
 #include "gradgate/kernels/topk_steering.h"
 
 namespace gradgate::kernels::cpu {

@@ -1,19 +1,11 @@
-// Codec factories of the CUDA library; make_cuda_codec() picks one by CodecParams::id.
+// Codec factories of the CUDA library, one per codec of the table; make_cuda_codec() picks one by
+// CodecParams::id. cuda::make_topk_codec does not take overlap > 0 (make_cuda_codec refuses it).
 #pragma once
 
-#include <memory>
-
-#include "gradgate/kernels/codec.h"
-#include "gradgate/kernels/codec_spec.h"
+#include "codec_factories.h"
 
 namespace gradgate::kernels::cuda {
 
-std::unique_ptr<Codec> make_none_codec(const CodecParams& params);
-std::unique_ptr<Codec> make_half_codec(const CodecParams& params);  // fp16 and bf16
-std::unique_ptr<Codec> make_qsgd_codec(const CodecParams& params);
-std::unique_ptr<Codec> make_sign_codec(const CodecParams& params);
-std::unique_ptr<Codec> make_powersgd_codec(const CodecParams& params);
-std::unique_ptr<Codec> make_topk_codec(const CodecParams& params);  // not with overlap > 0
-std::unique_ptr<Codec> make_randomk_codec(const CodecParams& params);
+GRADGATE_CODEC_TABLE(GRADGATE_DECLARE_CODEC_FACTORY)
 
 }  // namespace gradgate::kernels::cuda

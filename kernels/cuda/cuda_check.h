@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::kernels::cuda {
 

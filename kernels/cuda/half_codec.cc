@@ -13,8 +13,6 @@ class HalfCodec final : public CudaCodec {
       : CudaCodec(params),
         format_(params.id == CodecId::kBf16 ? HalfFormat::kBf16 : HalfFormat::kFp16) {}
 
-  bool summable() const override { return true; }
-
   size_t max_frame_bytes(const TensorDesc& desc) const override {
     return element_frames::half_frame_bytes(desc.elements);
   }

@@ -11,10 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/crc32c_combine.h"
 #include "gradgate/kernels/element_rules.h"
 #include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::kernels::cuda {
 

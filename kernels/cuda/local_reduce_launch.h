@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/device_ops.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::kernels::cuda {
 

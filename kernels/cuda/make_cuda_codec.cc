@@ -9,7 +9,7 @@ namespace gradgate::kernels {
 
 Result<std::unique_ptr<Codec>> make_cuda_codec(const CodecParams& params) {
   GRADGATE_RETURN_IF_ERROR(validate_codec_params(params));
-  if (static_cast<int>(params.id) >= kCodecCount) {
+  if (!is_codec_id(static_cast<unsigned>(params.id))) {
     return Status(ErrorCode::kInvalidArgument, "unknown codec id");
   }
   const std::string name(codec_name(params.id));
@@ -21,23 +21,15 @@ Result<std::unique_ptr<Codec>> make_cuda_codec(const CodecParams& params) {
                   "codec " + name + " on device memory: no usable CUDA device (" +
                       (error != cudaSuccess ? cudaGetErrorString(error) : "none found") + ")");
   }
-  switch (params.id) {
-    case CodecId::kNone:
-      return cuda::make_none_codec(params);
-    case CodecId::kFp16:
-    case CodecId::kBf16:
-      return cuda::make_half_codec(params);
-    case CodecId::kQsgd:
-      return cuda::make_qsgd_codec(params);
-    case CodecId::kSign:
-      return cuda::make_sign_codec(params);
-    case CodecId::kPowersgd:
-      return cuda::make_powersgd_codec(params);
-    case CodecId::kTopk:
-      if (params.overlap == 0.0) return cuda::make_topk_codec(params);
-      break;
-    case CodecId::kRandomk:
-      return cuda::make_randomk_codec(params);
+  // The overlapping top-k (a second, shifted selection) exists on the CPU only.
+  if (params.id != CodecId::kTopk || params.overlap == 0.0) {
+    switch (params.id) {
+#define GRADGATE_CUDA_CODEC_CASE(enumerator, id, name, c_suffix, factory, ...) \
+  case CodecId::enumerator:                                                    \
+    return cuda::make_##factory##_codec(params);
+      GRADGATE_CODEC_TABLE(GRADGATE_CUDA_CODEC_CASE)
+#undef GRADGATE_CUDA_CODEC_CASE
+    }
   }
   return Status(ErrorCode::kUnsupported,
                 "codec " + name + " has no CUDA implementation yet; encode from host memory");

@@ -11,8 +11,6 @@ class NoneCodec final : public CudaCodec {
  public:
   using CudaCodec::CudaCodec;
 
-  bool summable() const override { return true; }
-
   size_t max_frame_bytes(const TensorDesc& desc) const override {
     return element_frames::none_frame_bytes(desc.elements);
   }

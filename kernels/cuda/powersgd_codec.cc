@@ -62,7 +62,6 @@ class PowersgdCodec final : public CudaCodec {
  public:
   using CudaCodec::CudaCodec;
 
-  bool summable() const override { return true; }
   int rounds() const override { return 2; }
 
   Result<std::unique_ptr<Stream>> make_stream(const TensorDesc& desc) const override {

@@ -17,9 +17,9 @@
 #include <string>
 
 #include "element_frames.h"  // malformed_frame
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/status.h"
 #include "powersgd_math.h"  // kMaxRank
 
 namespace gradgate::kernels::cuda::powersgd {

@@ -20,7 +20,6 @@ class QsgdCodec final : public CudaCodec {
   explicit QsgdCodec(const CodecParams& params)
       : CudaCodec(params), layout_{params.bits, qsgd_headroom_bits(params.max_workers), 1} {}
 
-  bool summable() const override { return true; }
   uint64_t max_summands() const override { return layout_.max_summands(); }
   bool needs_agreed_scale() const override { return true; }
 

@@ -21,8 +21,6 @@ class RandomkCodec final : public CudaCodec {
  public:
   using CudaCodec::CudaCodec;
 
-  bool summable() const override { return true; }
-
   size_t max_frame_bytes(const TensorDesc& desc) const override {
     return kFrameHeaderBytes + kKeyBytes +
            cpu::topk_count(params().density, desc.elements) * sizeof(float);

@@ -19,8 +19,6 @@ class SignCodec final : public CudaCodec {
  public:
   using CudaCodec::CudaCodec;
 
-  bool summable() const override { return false; }
-
   size_t max_frame_bytes(const TensorDesc& desc) const override {
     return element_frames::sign_frame_bytes(desc.elements);
   }

@@ -28,8 +28,6 @@ class TopkCodec final : public CudaCodec {
  public:
   using CudaCodec::CudaCodec;
 
-  bool summable() const override { return false; }
-
   size_t max_frame_bytes(const TensorDesc& desc) const override {
     const size_t n = desc.elements;
     const size_t k = max_count(n);

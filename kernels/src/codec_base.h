@@ -20,11 +20,12 @@ class CodecBase : public Codec {
   CodecBase(const CodecParams& params, bool device) : params_(params), device_(device) {}
 
   CodecId id() const final { return params_.id; }
+  bool summable() const final { return codec_traits(params_.id).summable; }
   std::string spec() const final { return format_codec_spec(params_); }
 
  protected:
   const CodecParams& params() const { return params_; }
-  bool keeps_residual() const { return params_.id != CodecId::kNone && params_.error_feedback; }
+  bool keeps_residual() const { return codec_traits(params_.id).lossy && params_.error_feedback; }
 
   /// kInvalidArgument unless the tensor has 1 to 2^32 - 1 elements and its largest frame fits the
   /// 4 GiB payload limit of the header's 32-bit payload_bytes.

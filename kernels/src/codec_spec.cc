@@ -21,8 +21,6 @@ bool parse_number(std::string_view text, T& out) {
   return ec == std::errc() && end == text.data() + text.size();
 }
 
-bool is_lossy(CodecId id) { return id != CodecId::kNone; }
-
 // The shortest text that parses back to exactly `value`.
 std::string shortest(double value) {
   char buffer[32];
@@ -36,7 +34,7 @@ Status apply_key(CodecParams& p, std::string_view spec, std::string_view key,
     return bad(spec,
                "invalid value '" + std::string(value) + "' for key '" + std::string(key) + "'");
   };
-  if (key == "ef" && is_lossy(p.id)) {
+  if (key == "ef" && codec_traits(p.id).lossy) {
     if (value != "0" && value != "1") return invalid();
     p.error_feedback = value == "1";
   } else if (key == "bits" && p.id == CodecId::kQsgd) {
@@ -174,7 +172,7 @@ std::string format_codec_spec(const CodecParams& p) {
     default:
       break;
   }
-  if (is_lossy(p.id) && !p.error_feedback) key("ef", 0);
+  if (codec_traits(p.id).lossy && !p.error_feedback) key("ef", 0);
   return out.str();
 }
 

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::kernels {
 

@@ -1,16 +1,13 @@
 #include "gradgate/kernels/frame.h"
 
-#include <array>
 #include <string>
 
+#include "gradgate/base/check.h"
 #include "gradgate/kernels/crc32c.h"
 #include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels {
 namespace {
-
-constexpr std::array<std::string_view, kCodecCount> kCodecNames = {
-    "none", "fp16", "bf16", "qsgd", "sign", "topk", "randomk", "powersgd"};
 
 constexpr size_t kCrcOffset = 44;
 
@@ -20,21 +17,8 @@ uint32_t frame_crc(std::span<const std::byte> header, std::span<const std::byte>
 
 }  // namespace
 
-std::string_view codec_name(CodecId id) {
-  const auto index = static_cast<size_t>(id);
-  return index < kCodecNames.size() ? kCodecNames[index] : "unknown";
-}
-
-Result<CodecId> codec_from_name(std::string_view name) {
-  for (size_t i = 0; i < kCodecNames.size(); ++i) {
-    if (kCodecNames[i] == name) return static_cast<CodecId>(i);
-  }
-  return Status(ErrorCode::kInvalidArgument, "unknown codec '" + std::string(name) +
-                                                 "' (expected one of none, fp16, bf16, qsgd, "
-                                                 "sign, topk, randomk, powersgd)");
-}
-
 uint32_t write_frame_header(const FrameHeader& h, std::span<std::byte> frame) {
+  GRADGATE_DCHECK(frame.size() >= kFrameHeaderBytes, "a frame header needs kFrameHeaderBytes");
   std::byte* p = frame.data();
   wire::store<uint32_t>(p + 0, kFrameMagic);
   wire::store<uint8_t>(p + 4, kFrameVersion);

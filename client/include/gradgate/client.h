@@ -83,6 +83,9 @@ typedef struct gg_allreduce_info {
 const char* gg_last_error(void);
 /* A stable name for a status ("ok", "timeout", ...). */
 const char* gg_status_name(gg_status status);
+/* The name of a codec ("none", "topk", ...; "unknown" for GG_CODEC_UNKNOWN or any other value):
+ * the codec names of the gateway's configuration. */
+const char* gg_codec_name(gg_codec codec);
 
 /* Connects as worker `local_rank` (0 .. local_workers - 1) of this node, in one attempt: never
  * blocks on a gateway that does not accept (GG_CONNECT_FAILED at once) and waits at most 30 s for

@@ -48,6 +48,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gradgate/base/dtype.h"
+
 namespace gradgate::ingress_protocol {
 
 inline constexpr uint32_t kMagic = 0x50494747;  // "GGIP" in little-endian byte order
@@ -86,19 +88,11 @@ enum class MessageType : uint16_t {
   kReleaseOk = 105,
 };
 
-/// Element types, numbered as gg_dtype.
-enum class WireDtype : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
-
-/// Bytes per element of a wire dtype; 0 for a value that names none.
+/// Bytes per element of a dtype's wire byte (gradgate::Dtype, numbered as gg_dtype); 0 for a value
+/// that names none.
 inline size_t wire_dtype_bytes(uint8_t dtype) {
-  switch (static_cast<WireDtype>(dtype)) {
-    case WireDtype::kFp32:
-      return 4;
-    case WireDtype::kFp16:
-    case WireDtype::kBf16:
-      return 2;
-  }
-  return 0;
+  const auto known = dtype_from_wire(dtype);
+  return known ? dtype_bytes(*known) : 0;
 }
 
 struct Header {

@@ -60,10 +60,6 @@ class CudaBuffer(ctypes.Structure):
 GG_OK = 0
 GG_TIMEOUT = 4
 
-# The names of the gg_codec values (the codec ids of the wire frame); GG_CODEC_UNKNOWN (255), no
-# all-reduce yet, is none of them.
-CODEC_NAMES = ("none", "fp16", "bf16", "qsgd", "sign", "topk", "randomk", "powersgd")
-
 # Opaque handles: gg_client*, gg_tensor*, gg_request*.
 ClientHandle = ctypes.c_void_p
 TensorHandle = ctypes.c_void_p
@@ -72,6 +68,7 @@ RequestHandle = ctypes.c_void_p
 _PROTOTYPES = {
     "gg_last_error": (ctypes.c_char_p, []),
     "gg_status_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "gg_codec_name": (ctypes.c_char_p, [ctypes.c_int]),
     "gg_connect": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ClientHandle)]),
     "gg_connect_wait": (
         ctypes.c_int,

@@ -430,8 +430,7 @@ class Tensor:
         self._client.handle()
         codec = ctypes.c_int()
         _check(self._client._lib.gg_tensor_codec(self._handle, ctypes.byref(codec)))
-        names = _native.CODEC_NAMES
-        return names[codec.value] if 0 <= codec.value < len(names) else "unknown"
+        return self._client._lib.gg_codec_name(codec.value).decode()
 
     def allreduce(self):
         """Starts the all-reduce of the buffer; do not touch the buffer until the wait ends."""

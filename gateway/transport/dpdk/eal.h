@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway::dpdk {
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway::dpdk {
 

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "gateway/transport/dpdk/udp_frame.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 struct rte_mbuf;
 struct rte_mempool;

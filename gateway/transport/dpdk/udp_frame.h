@@ -16,7 +16,7 @@
 #include <span>
 #include <string>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway::dpdk {
 

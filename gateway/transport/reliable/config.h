@@ -11,7 +11,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway::reliable {
 

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <span>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway::reliable {
 

@@ -16,7 +16,7 @@
 #include "gateway/transport/endpoint.h"
 #include "gateway/transport/tcp/backoff.h"
 #include "gateway/transport/tcp/wire.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway::tcp {
 

@@ -15,7 +15,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "gateway/transport/tcp/wire.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway::tcp {
 

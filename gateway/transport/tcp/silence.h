@@ -10,7 +10,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway::tcp {
 

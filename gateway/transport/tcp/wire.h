@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <span>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway::tcp {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "child_process.h"
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::gateway::testing {
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "c_caller.h"
+#include "gradgate/base/codec_table.h"
 #include "ingress_fixture.h"
 
 namespace gradgate::gateway::testing {
@@ -103,6 +104,17 @@ TEST(StatusNames, AreStable) {
   EXPECT_STREQ(gg_status_name(GG_CLOSED), "closed");
   EXPECT_STREQ(c_status_name(42), "unknown");
   EXPECT_STREQ(c_status_name(-1), "unknown");
+}
+
+TEST(CodecNames, AreTheTablesNames) {
+  EXPECT_STREQ(gg_codec_name(GG_CODEC_NONE), "none");
+  EXPECT_STREQ(gg_codec_name(GG_CODEC_TOPK), "topk");
+  EXPECT_STREQ(gg_codec_name(GG_CODEC_POWERSGD), "powersgd");
+  for (const CodecTraits& row : kCodecs) {
+    EXPECT_EQ(gg_codec_name(static_cast<gg_codec>(row.id)), row.name);
+  }
+  EXPECT_STREQ(gg_codec_name(GG_CODEC_UNKNOWN), "unknown");
+  EXPECT_STREQ(gg_codec_name(static_cast<gg_codec>(42)), "unknown");
 }
 
 }  // namespace

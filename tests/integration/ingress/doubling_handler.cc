@@ -148,11 +148,11 @@ void DoublingHandler::run() {
     outcome.encode_seconds = 0.25;
     outcome.communicate_seconds = 0.5;
     outcome.decode_seconds = 0.125;
-    outcome.codec = static_cast<kernels::CodecId>(outcome.step % kernels::kCodecCount);
+    outcome.codec = static_cast<CodecId>(outcome.step % kCodecCount);
     if (starts_with(tensor.spec.name, "fail") ||
         (starts_with(tensor.spec.name, "flaky") && outcome.step % 2 == 1)) {
       outcome.status = Status(ErrorCode::kTimeout, "node 3 did not answer within 5 s");
-      outcome.codec = kernels::CodecId::kTopk;
+      outcome.codec = CodecId::kTopk;
     } else {
       last_input[job.key].assign(tensor.buffer.data, tensor.buffer.data + tensor.buffer.bytes);
       double_in_place(tensor);

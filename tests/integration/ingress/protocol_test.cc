@@ -13,7 +13,7 @@ DeclareCuda sample() {
   DeclareCuda m;
   m.tensor.name = "ddp.bucket3";
   m.tensor.elements = 1 << 20;
-  m.tensor.dtype = static_cast<uint8_t>(WireDtype::kBf16);
+  m.tensor.dtype = static_cast<uint8_t>(Dtype::kBf16);
   m.tensor.rows = 1024;
   m.tensor.cols = 1024;
   m.tensor.data_volume = 50000.0;

@@ -131,7 +131,7 @@ class OutOfMemoryOnGatewayZero final : public kernels::Codec {
  public:
   explicit OutOfMemoryOnGatewayZero(std::unique_ptr<kernels::Codec> inner)
       : inner_(std::move(inner)) {}
-  kernels::CodecId id() const override { return inner_->id(); }
+  CodecId id() const override { return inner_->id(); }
   std::string spec() const override { return inner_->spec(); }
   bool summable() const override { return inner_->summable(); }
   Result<std::unique_ptr<kernels::Stream>> make_stream(

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "codec_test_util.h"
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/status.h"
 #include "gradient_data.h"
 #include "loops.h"
 

@@ -12,13 +12,13 @@
 #include <string_view>
 #include <vector>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/crc32c.h"
 #include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/status.h"
-#include "loops.h"
 #include "gradgate/kernels/wire_io.h"
+#include "loops.h"
 
 namespace gradgate::kernels::test_util {
 

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "codec_test_util.h"
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/frame.h"
 #include "gradgate/kernels/half.h"
-#include "gradgate/kernels/status.h"
 #include "gradgate/kernels/wire_io.h"
 #include "gradient_data.h"
 

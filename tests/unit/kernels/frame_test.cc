@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/crc32c.h"
 #include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/status.h"
 #include "gradgate/kernels/wire_io.h"
 
 namespace gradgate::kernels {

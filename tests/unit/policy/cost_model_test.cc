@@ -35,13 +35,13 @@ TEST(CostModel, SummableCodecsPayTheRingShare) {
 TEST(CostModel, NoneSendsASixteenBitTensorInItsOwnDtype) {
   const CostModel model(4, 1e9, {}, 1e9);
   TensorSample bf16 = kTensor;
-  bf16.dtype = TensorDtype::kBf16;
+  bf16.dtype = Dtype::kBf16;
   auto dense = model.cost(codec("none"), bf16);
   ASSERT_TRUE(dense.ok());
   EXPECT_DOUBLE_EQ(dense->wire_bytes, 2.0 * 3.0 / 4.0 * frame_bytes("bf16:ef=0"));
   EXPECT_DOUBLE_EQ(frame_bytes("bf16:ef=0"), kernels::kFrameHeaderBytes + kRawBytes / 2);
   TensorSample fp16 = kTensor;
-  fp16.dtype = TensorDtype::kFp16;
+  fp16.dtype = Dtype::kFp16;
   EXPECT_DOUBLE_EQ(model.cost(codec("none"), fp16)->wire_bytes, dense->wire_bytes);
   EXPECT_DOUBLE_EQ(frame_bytes("fp16:ef=0"), frame_bytes("bf16:ef=0"));
   EXPECT_DOUBLE_EQ(model.cost(codec("topk:density=0.01"), bf16)->wire_bytes,

@@ -25,8 +25,8 @@
 #include <span>
 #include <string>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::kernels {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::kernels {
 

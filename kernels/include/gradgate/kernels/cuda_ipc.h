@@ -18,7 +18,7 @@
 #include <memory>
 #include <span>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::kernels {
 

@@ -26,26 +26,10 @@
 #include <span>
 #include <string_view>
 
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/codec_table.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate::kernels {
-
-enum class CodecId : uint8_t {
-  kNone = 0,
-  kFp16 = 1,
-  kBf16 = 2,
-  kQsgd = 3,
-  kSign = 4,
-  kTopk = 5,
-  kRandomk = 6,
-  kPowersgd = 7,
-};
-inline constexpr int kCodecCount = 8;
-
-/// Lower-case codec name ("none", "fp16", ..., "powersgd"); "unknown" for ids out of range.
-std::string_view codec_name(CodecId id);
-/// The id for a codec name, or kInvalidArgument.
-Result<CodecId> codec_from_name(std::string_view name);
 
 inline constexpr uint32_t kFrameMagic = 0x31464747;  // "GGF1" read as a little-endian u32
 inline constexpr uint8_t kFrameVersion = 1;

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "gradgate/base/status.h"
 #include "gradgate/kernels/codec.h"
-#include "gradgate/kernels/status.h"
 
 namespace gradgate::kernels::cuda {
 

@@ -1,4 +1,4 @@
-#include "gradgate/kernels/status.h"
+#include "gradgate/base/status.h"
 
 namespace gradgate {
 
