@@ -192,8 +192,14 @@ CodecBenchOptions default_codec_bench_options() {
   return o;
 }
 
-bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::ostream& err) {
-  std::vector<std::pair<CodecParams, std::unique_ptr<Codec>>> codecs;
+namespace {
+
+using CodecList = std::vector<std::pair<CodecParams, std::unique_ptr<Codec>>>;
+
+// What the options name: the codecs, the data kinds and, for "real", the gradients; false after
+// saying on `err` what could not be read.
+bool read_inputs(const CodecBenchOptions& options, CodecList& codecs, std::vector<Dist>& dists,
+                 std::optional<std::vector<float>>& real, std::ostream& err) {
   for (const auto& spec : options.specs) {
     auto params = kernels::parse_codec_spec(spec);
     if (!params.ok()) {
@@ -202,7 +208,6 @@ bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::o
     }
     codecs.emplace_back(*params, std::move(kernels::make_cpu_codec(*params).value()));
   }
-  std::vector<Dist> dists;
   for (const auto& name : options.dists) {
     auto d = parse_dist(name);
     if (!d) {
@@ -211,7 +216,6 @@ bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::o
     }
     dists.push_back(*d);
   }
-  std::optional<std::vector<float>> real;
   if (std::find(dists.begin(), dists.end(), Dist::kReal) != dists.end()) {
     real = load_real_gradients(options.real_gradients_path);
     if (!real) {
@@ -219,6 +223,65 @@ bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::o
       return false;
     }
   }
+  return true;
+}
+
+// One row: the codec's encode and decode of `grad` after its warm-up steps, beside the
+// references that `measure_references` takes right before.
+template <typename References>
+Row measure_row(const CodecBenchOptions& options, const CodecParams& params, const Codec& codec,
+                const std::vector<float>& grad, Dist dist, References&& measure_references) {
+  const size_t n = grad.size();
+  kernels::TensorDesc desc;
+  desc.elements = n;
+  auto stream = std::move(codec.make_stream(desc).value());
+  std::vector<std::byte> frame(codec.max_frame_bytes(desc));
+  kernels::StepContext ctx;
+  size_t frame_bytes = 0;
+  for (int s = 0; s < options.warmup_steps; ++s) {
+    ctx.step = static_cast<uint64_t>(s);
+    frame_bytes = encode_step(codec, ctx, grad, *stream, frame);
+  }
+  Row row;
+  measure_references(row);
+  const double encode_s = median_seconds(options.min_seconds, [&] {
+    ++ctx.step;
+    frame_bytes = encode_step(codec, ctx, grad, *stream, frame);
+  });
+  const auto view = kernels::parse_frame({frame.data(), frame_bytes}).value();
+  std::vector<float> acc(n, 0.0f);
+  const double decode_s = median_seconds(
+      options.min_seconds, [&] { (void)codec.decode_accumulate(view, stream.get(), acc); });
+
+  const std::string spec = kernels::format_codec_spec(params);
+  const auto colon = spec.find(':');
+  row.codec = std::string(codec_name(params.id));
+  row.param = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  row.dist = dist_name(dist);
+  row.n = n;
+  row.encode_gbps = gbps(n * sizeof(float), encode_s);
+  row.decode_gbps = gbps(n * sizeof(float), decode_s);
+  row.traffic_bytes = encode_traffic_bytes(params);
+  row.roofline = row.encode_gbps * row.traffic_bytes / (row.memcpy_gbps * 8.0);
+  row.update_roofline = row.encode_gbps / 4.0 * row.traffic_bytes / row.update_gbps;
+  row.wire_ratio = static_cast<double>(frame_bytes) / static_cast<double>(n * sizeof(float));
+  if (params.id == CodecId::kTopk) {
+    uint32_t count;
+    std::memcpy(&count, view.payload.data(), sizeof count);
+    const double k = std::max(1.0, std::round(params.density * static_cast<double>(n)));
+    row.k_ratio = count / k;
+    measure_selection_references(grad, static_cast<size_t>(k), options.min_seconds, row);
+  }
+  return row;
+}
+
+}  // namespace
+
+bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::ostream& err) {
+  CodecList codecs;
+  std::vector<Dist> dists;
+  std::optional<std::vector<float>> real;
+  if (!read_inputs(options, codecs, dists, real, err)) return false;
   if (!options.json) print_header(out);
 
   for (size_t n : options.sizes) {
@@ -246,47 +309,8 @@ bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::o
       const std::vector<float> grad =
           dist == Dist::kReal ? tile(*real, n, 7) : make_gradient(dist, n, 42 + n);
       for (const auto& [params, codec] : codecs) {
-        kernels::TensorDesc desc;
-        desc.elements = n;
-        auto stream = std::move(codec->make_stream(desc).value());
-        std::vector<std::byte> frame(codec->max_frame_bytes(desc));
-        kernels::StepContext ctx;
-        size_t frame_bytes = 0;
-        for (int s = 0; s < options.warmup_steps; ++s) {
-          ctx.step = static_cast<uint64_t>(s);
-          frame_bytes = encode_step(*codec, ctx, grad, *stream, frame);
-        }
-        Row row;
-        measure_references(row);
-        const double encode_s = median_seconds(options.min_seconds, [&] {
-          ++ctx.step;
-          frame_bytes = encode_step(*codec, ctx, grad, *stream, frame);
-        });
-        const auto view = kernels::parse_frame({frame.data(), frame_bytes}).value();
-        std::vector<float> acc(n, 0.0f);
-        const double decode_s = median_seconds(
-            options.min_seconds, [&] { (void)codec->decode_accumulate(view, stream.get(), acc); });
-
-        const std::string spec = kernels::format_codec_spec(params);
-        const auto colon = spec.find(':');
-        row.codec = std::string(codec_name(params.id));
-        row.param = colon == std::string::npos ? "" : spec.substr(colon + 1);
-        row.dist = dist_name(dist);
-        row.n = n;
-        row.encode_gbps = gbps(n * sizeof(float), encode_s);
-        row.decode_gbps = gbps(n * sizeof(float), decode_s);
-        row.traffic_bytes = encode_traffic_bytes(params);
-        row.roofline = row.encode_gbps * row.traffic_bytes / (row.memcpy_gbps * 8.0);
-        row.update_roofline = row.encode_gbps / 4.0 * row.traffic_bytes / row.update_gbps;
-        row.wire_ratio = static_cast<double>(frame_bytes) / static_cast<double>(n * sizeof(float));
-        if (params.id == CodecId::kTopk) {
-          uint32_t count;
-          std::memcpy(&count, view.payload.data(), sizeof count);
-          const double k = std::max(1.0, std::round(params.density * static_cast<double>(n)));
-          row.k_ratio = count / k;
-          measure_selection_references(grad, static_cast<size_t>(k), options.min_seconds, row);
-        }
-        print_row(row, options.json, out);
+        print_row(measure_row(options, params, *codec, grad, dist, measure_references),
+                  options.json, out);
       }
     }
   }

@@ -31,7 +31,7 @@ Result<TopkPhaseTimes> time_topk_phases(const kernels::CodecParams& params, cons
       GRADGATE_RETURN_IF_ERROR((*scratch)->begin(cuda));
       GRADGATE_RETURN_IF_ERROR(
           kernels::cuda::launch_topk_collect(grad, e, n, t, false, state->candidates, state->listed,
-                                             (*scratch)->device_tally(), cuda));
+                                             params.first_pass, (*scratch)->device_tally(), cuda));
       return (*scratch)->finish(cuda).status();
     };
   };

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/job_limits.h"
+#include "gradgate/base/job_limits.h"
 
 namespace gradgate::control {
 namespace {

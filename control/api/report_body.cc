@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "common/job_limits.h"
+#include "gradgate/base/job_limits.h"
 #include "control/policy/measurements_check.h"
 #include "gateway/config/config_text.h"
 #include "gradgate/kernels/frame.h"

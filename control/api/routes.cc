@@ -11,7 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/http/problem.h"
-#include "common/job_limits.h"
+#include "gradgate/base/job_limits.h"
 #include "control/api/rank_body.h"
 #include "control/api/report_body.h"
 #include "control/api/settings_json.h"

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "common/http/connection_limit.h"
-#include "common/job_limits.h"
+#include "gradgate/base/job_limits.h"
 #include "gateway/config/config_text.h"
 
 namespace gradgate::gateway {

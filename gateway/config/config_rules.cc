@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/job_limits.h"
+#include "gradgate/base/job_limits.h"
 #include "gateway/transport/tcp/wire.h"
 #include "gradgate/config.h"
 #include "gradgate/kernels/codec_spec.h"

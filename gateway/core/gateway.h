@@ -17,7 +17,7 @@
 #include "gateway/config/gateway_config.h"
 #include "gateway/core/step_runner.h"
 #include "gateway/ingress/ingress.h"
-#include "gateway/transport/log_throttle.h"
+#include "gradgate/base/log_throttle.h"
 #include "gateway/transport/transport.h"
 #include "gradgate/base/mutex.h"
 

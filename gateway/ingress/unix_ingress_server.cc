@@ -24,7 +24,7 @@
 #include "gateway/ingress/session.h"
 #include "gateway/ingress/status_mapping.h"
 #include "gateway/ingress/unix_listener.h"
-#include "gateway/transport/log_throttle.h"
+#include "gradgate/base/log_throttle.h"
 #include "gradgate/ingress_protocol.h"
 #include "gradgate/ingress_socket.h"
 #include "gradgate/kernels/cuda_ipc.h"

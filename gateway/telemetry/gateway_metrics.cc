@@ -16,205 +16,163 @@ prometheus::Histogram::BucketBoundaries seconds_buckets() {
   return bounds;
 }
 
+// A metric's name and help text (docs/metrics.md lists each), in the order of registration.
+struct MetricText {
+  const char* name;
+  const char* help;
+};
+
+constexpr MetricText kRawBytes{
+    "gradgate_raw_bytes_total",
+    "Bytes of the node sums all-reduced, in their dtype (what DDP would send), by codec"};
+constexpr MetricText kWireBytes{
+    "gradgate_wire_bytes_total",
+    "Bytes this gateway sent to other gateways for its all-reduces, by codec"};
+constexpr MetricText kSteps{"gradgate_allreduces_total", "Tensor all-reduces completed, by codec"};
+constexpr MetricText kErrors{
+    "gradgate_errors_total",
+    "Errors by kind: failed all-reduces by error code, rejected and foreign transport messages, "
+    "messages the mailbox refused, malformed messages from workers, worker connections refused for "
+    "lack of file descriptors, workers refused at connect, declarations refused"};
+constexpr MetricText kControlErrors{
+    "gradgate_control_errors_total",
+    "The controller's refusals by kind: unauthorized (401, 403: the token), refused (other error "
+    "answers), unusable_policy (policies this gateway could not take)"};
+constexpr MetricText kControlRequestFailures{
+    "gradgate_control_request_failures_total",
+    "Requests to the controller that got no answer (unreachable, or past "
+    "control.request_timeout_ms), by exchange: report, policy"};
+constexpr MetricText kEncodeSeconds{
+    "gradgate_encode_seconds",
+    "Encode time of one tensor all-reduce on this gateway, by codec and device (cpu, gpu)"};
+constexpr MetricText kLocalWaitSeconds{"gradgate_local_wait_seconds",
+                                       "From the first local worker's all-reduce request of a step "
+                                       "to the last's: how long the node's stragglers lag"};
+constexpr MetricText kCommunicateSeconds{
+    "gradgate_communicate_seconds",
+    "Time one tensor all-reduce spent sending and waiting, by codec"};
+constexpr MetricText kDecodeSeconds{
+    "gradgate_decode_seconds",
+    "Decode and add time of one tensor all-reduce, by codec and device (cpu, gpu)"};
+constexpr MetricText kUnionElements{"gradgate_aggregator_union_elements_total",
+                                    "Aggregator mode: nonzero elements of the sums this gateway "
+                                    "aggregated (the union of the workers' indices)"};
+constexpr MetricText kRatio{"gradgate_compression_ratio",
+                            "Raw bytes over wire bytes of the all-reduces since the last refresh"};
+constexpr MetricText kTargetRatio{
+    "gradgate_target_ratio", "Raw over wire bytes the controller's policy aims at (0: no policy)"};
+constexpr MetricText kLinkBandwidth{"gradgate_link_bandwidth_bytes_per_second",
+                                    "Goodput estimate of the link from each peer to this gateway"};
+constexpr MetricText kLinkRtt{"gradgate_link_rtt_seconds",
+                              "Smoothed round-trip time of the connection to each peer"};
+constexpr MetricText kPeerUp{"gradgate_peer_up",
+                             "1 while the connection to the peer is up, 0 while it is down"};
+constexpr MetricText kResidualBytes{"gradgate_residual_memory_bytes",
+                                    "Memory held by error-feedback residuals and node sums"};
+constexpr MetricText kPolicyVersion{"gradgate_policy_version",
+                                    "Newest policy version a step has run under (0: the config)"};
+constexpr MetricText kPolicyVersionReceived{"gradgate_policy_version_received",
+                                            "Newest policy version received from the controller"};
+constexpr MetricText kPeersUp{"gradgate_peers_up", "Other gateways of the job connected now"};
+constexpr MetricText kFailStatic{"gradgate_fail_static",
+                                 "1 while the controller is unreachable and the last policy stays"};
+constexpr MetricText kWorkers{"gradgate_local_workers", "Local workers connected"};
+constexpr MetricText kTensors{"gradgate_tensors", "Tensors declared"};
+constexpr MetricText kTensorsOffPolicy{
+    "gradgate_tensors_off_policy",
+    "Tensors that keep a codec other than their policy's, which compression.collective cannot run"};
+constexpr MetricText kGpuTensors{"gradgate_gpu_tensors",
+                                 "Tensors whose buffers are GPU memory, by where their codec runs "
+                                 "(gpu; cpu: the node sum staged through host memory)"};
+constexpr MetricText kPlacementProbeRate{
+    "gradgate_placement_probe_elements_per_second",
+    "One step of a codec (encode, frame staging, decode) as the placement probe measured it, by "
+    "codec and device (gpu, cpu)"};
+constexpr MetricText kTransportBytesSent{
+    "gradgate_transport_sent_bytes_total",
+    "Bytes written to other gateways, framing and probes included"};
+constexpr MetricText kTransportBytesReceived{
+    "gradgate_transport_received_bytes_total",
+    "Bytes read from other gateways, framing and probes included"};
+constexpr MetricText kProbesSent{"gradgate_link_probes_total", "Probes sent to measure idle links"};
+constexpr MetricText kTransportMessagesSent{
+    "gradgate_transport_messages_sent_total",
+    "Messages delivered to other gateways (acknowledged, where the transport acknowledges)"};
+constexpr MetricText kTransportMessagesReceived{"gradgate_transport_messages_received_total",
+                                                "Whole messages received from other gateways"};
+constexpr MetricText kRetransmits{
+    "gradgate_transport_retransmits_total",
+    "Datagrams sent again after a timeout or a loss (DPDK transport)"};
+constexpr MetricText kReconnects{
+    "gradgate_transport_reconnects_total",
+    "Connections that carried a live session on after one broke (TCP)"};
+constexpr MetricText kResentBytes{"gradgate_transport_resent_bytes_total",
+                                  "Bytes of messages written again after a reconnection (TCP)"};
+constexpr MetricText kPeersDown{"gradgate_peers_down_total",
+                                "Other gateways of the job reported down, by reason"};
+constexpr MetricText kPollCpuSeconds{"gradgate_transport_poll_cpu_seconds_total",
+                                     "CPU time of the thread that polls the DPDK port"};
+constexpr MetricText kIngressCudaMappings{"gradgate_ingress_cuda_mappings",
+                                          "Workers' GPU allocations open through CUDA IPC now"};
+
+prometheus::Family<prometheus::Counter>& counters(prometheus::Registry& registry,
+                                                  const MetricText& text) {
+  return BuildCounter().Name(text.name).Help(text.help).Register(registry);
+}
+
+prometheus::Family<prometheus::Gauge>& gauges(prometheus::Registry& registry,
+                                              const MetricText& text) {
+  return BuildGauge().Name(text.name).Help(text.help).Register(registry);
+}
+
+prometheus::Family<prometheus::Histogram>& histograms(prometheus::Registry& registry,
+                                                      const MetricText& text) {
+  return BuildHistogram().Name(text.name).Help(text.help).Register(registry);
+}
+
 }  // namespace
 
 GatewayMetrics::GatewayMetrics(std::shared_ptr<prometheus::Registry> registry)
     : registry_(std::move(registry)),
-      raw_bytes_(BuildCounter()
-                     .Name("gradgate_raw_bytes_total")
-                     .Help("Bytes of the node sums all-reduced, in their dtype (what DDP would "
-                           "send), by codec")
-                     .Register(*registry_)),
-      wire_bytes_(
-          BuildCounter()
-              .Name("gradgate_wire_bytes_total")
-              .Help("Bytes this gateway sent to other gateways for its all-reduces, by codec")
-              .Register(*registry_)),
-      steps_(BuildCounter()
-                 .Name("gradgate_allreduces_total")
-                 .Help("Tensor all-reduces completed, by codec")
-                 .Register(*registry_)),
-      errors_(BuildCounter()
-                  .Name("gradgate_errors_total")
-                  .Help("Errors by kind: failed all-reduces by error code, rejected and foreign "
-                        "transport messages, messages the mailbox refused, malformed messages "
-                        "from workers, worker connections refused for lack of file descriptors, "
-                        "workers refused at connect, declarations refused")
-                  .Register(*registry_)),
-      control_errors_(BuildCounter()
-                          .Name("gradgate_control_errors_total")
-                          .Help("The controller's refusals by kind: unauthorized (401, 403: the "
-                                "token), refused (other error answers), unusable_policy "
-                                "(policies this gateway could not take)")
-                          .Register(*registry_)),
-      control_request_failures_(
-          BuildCounter()
-              .Name("gradgate_control_request_failures_total")
-              .Help("Requests to the controller that got no answer (unreachable, or past "
-                    "control.request_timeout_ms), by exchange: report, policy")
-              .Register(*registry_)),
-      encode_seconds_(
-          BuildHistogram()
-              .Name("gradgate_encode_seconds")
-              .Help("Encode time of one tensor all-reduce on this gateway, by codec and device "
-                    "(cpu, gpu)")
-              .Register(*registry_)),
-      local_wait_seconds_(BuildHistogram()
-                              .Name("gradgate_local_wait_seconds")
-                              .Help("From the first local worker's all-reduce request of a step "
-                                    "to the last's: how long the node's stragglers lag")
-                              .Register(*registry_)
-                              .Add({}, seconds_buckets())),
-      communicate_seconds_(BuildHistogram()
-                               .Name("gradgate_communicate_seconds")
-                               .Help("Time one tensor all-reduce spent sending and waiting, by "
-                                     "codec")
-                               .Register(*registry_)),
-      decode_seconds_(
-          BuildHistogram()
-              .Name("gradgate_decode_seconds")
-              .Help("Decode and add time of one tensor all-reduce, by codec and device (cpu, "
-                    "gpu)")
-              .Register(*registry_)),
-      union_elements_(BuildCounter()
-                          .Name("gradgate_aggregator_union_elements_total")
-                          .Help("Aggregator mode: nonzero elements of the sums this gateway "
-                                "aggregated (the union of the workers' indices)")
-                          .Register(*registry_)
-                          .Add({})),
-      ratio_(BuildGauge()
-                 .Name("gradgate_compression_ratio")
-                 .Help("Raw bytes over wire bytes of the all-reduces since the last refresh")
-                 .Register(*registry_)
-                 .Add({})),
-      target_ratio_(BuildGauge()
-                        .Name("gradgate_target_ratio")
-                        .Help("Raw over wire bytes the controller's policy aims at (0: no policy)")
-                        .Register(*registry_)
-                        .Add({})),
-      link_bandwidth_(BuildGauge()
-                          .Name("gradgate_link_bandwidth_bytes_per_second")
-                          .Help("Goodput estimate of the link from each peer to this gateway")
-                          .Register(*registry_)),
-      link_rtt_(BuildGauge()
-                    .Name("gradgate_link_rtt_seconds")
-                    .Help("Smoothed round-trip time of the connection to each peer")
-                    .Register(*registry_)),
-      peer_up_(BuildGauge()
-                   .Name("gradgate_peer_up")
-                   .Help("1 while the connection to the peer is up, 0 while it is down")
-                   .Register(*registry_)),
-      residual_bytes_(BuildGauge()
-                          .Name("gradgate_residual_memory_bytes")
-                          .Help("Memory held by error-feedback residuals and node sums")
-                          .Register(*registry_)
-                          .Add({})),
-      policy_version_(BuildGauge()
-                          .Name("gradgate_policy_version")
-                          .Help("Newest policy version a step has run under (0: the config)")
-                          .Register(*registry_)
-                          .Add({})),
-      policy_version_received_(BuildGauge()
-                                   .Name("gradgate_policy_version_received")
-                                   .Help("Newest policy version received from the controller")
-                                   .Register(*registry_)
-                                   .Add({})),
-      peers_up_(BuildGauge()
-                    .Name("gradgate_peers_up")
-                    .Help("Other gateways of the job connected now")
-                    .Register(*registry_)
-                    .Add({})),
-      fail_static_(BuildGauge()
-                       .Name("gradgate_fail_static")
-                       .Help("1 while the controller is unreachable and the last policy stays")
-                       .Register(*registry_)
-                       .Add({})),
-      workers_(BuildGauge()
-                   .Name("gradgate_local_workers")
-                   .Help("Local workers connected")
-                   .Register(*registry_)
-                   .Add({})),
-      tensors_(BuildGauge()
-                   .Name("gradgate_tensors")
-                   .Help("Tensors declared")
-                   .Register(*registry_)
-                   .Add({})),
-      tensors_off_policy_(BuildGauge()
-                              .Name("gradgate_tensors_off_policy")
-                              .Help("Tensors that keep a codec other than their policy's, which "
-                                    "compression.collective cannot run")
-                              .Register(*registry_)
-                              .Add({})),
-      gpu_tensors_(BuildGauge()
-                       .Name("gradgate_gpu_tensors")
-                       .Help("Tensors whose buffers are GPU memory, by where their codec runs "
-                             "(gpu; cpu: the node sum staged through host memory)")
-                       .Register(*registry_)),
+      raw_bytes_(counters(*registry_, kRawBytes)),
+      wire_bytes_(counters(*registry_, kWireBytes)),
+      steps_(counters(*registry_, kSteps)),
+      errors_(counters(*registry_, kErrors)),
+      control_errors_(counters(*registry_, kControlErrors)),
+      control_request_failures_(counters(*registry_, kControlRequestFailures)),
+      encode_seconds_(histograms(*registry_, kEncodeSeconds)),
+      local_wait_seconds_(histograms(*registry_, kLocalWaitSeconds).Add({}, seconds_buckets())),
+      communicate_seconds_(histograms(*registry_, kCommunicateSeconds)),
+      decode_seconds_(histograms(*registry_, kDecodeSeconds)),
+      union_elements_(counters(*registry_, kUnionElements).Add({})),
+      ratio_(gauges(*registry_, kRatio).Add({})),
+      target_ratio_(gauges(*registry_, kTargetRatio).Add({})),
+      link_bandwidth_(gauges(*registry_, kLinkBandwidth)),
+      link_rtt_(gauges(*registry_, kLinkRtt)),
+      peer_up_(gauges(*registry_, kPeerUp)),
+      residual_bytes_(gauges(*registry_, kResidualBytes).Add({})),
+      policy_version_(gauges(*registry_, kPolicyVersion).Add({})),
+      policy_version_received_(gauges(*registry_, kPolicyVersionReceived).Add({})),
+      peers_up_(gauges(*registry_, kPeersUp).Add({})),
+      fail_static_(gauges(*registry_, kFailStatic).Add({})),
+      workers_(gauges(*registry_, kWorkers).Add({})),
+      tensors_(gauges(*registry_, kTensors).Add({})),
+      tensors_off_policy_(gauges(*registry_, kTensorsOffPolicy).Add({})),
+      gpu_tensors_(gauges(*registry_, kGpuTensors)),
       gpu_tensors_on_gpu_(gpu_tensors_.Add({{"placement", "gpu"}})),
       gpu_tensors_on_cpu_(gpu_tensors_.Add({{"placement", "cpu"}})),
-      placement_probe_rate_(BuildGauge()
-                                .Name("gradgate_placement_probe_elements_per_second")
-                                .Help("One step of a codec (encode, frame staging, decode) as the "
-                                      "placement probe measured it, by codec and device (gpu, "
-                                      "cpu)")
-                                .Register(*registry_)),
-      transport_bytes_sent_(
-          BuildCounter()
-              .Name("gradgate_transport_sent_bytes_total")
-              .Help("Bytes written to other gateways, framing and probes included")
-              .Register(*registry_)
-              .Add({})),
-      transport_bytes_received_(BuildCounter()
-                                    .Name("gradgate_transport_received_bytes_total")
-                                    .Help("Bytes read from other gateways, framing and probes "
-                                          "included")
-                                    .Register(*registry_)
-                                    .Add({})),
-      probes_sent_(BuildCounter()
-                       .Name("gradgate_link_probes_total")
-                       .Help("Probes sent to measure idle links")
-                       .Register(*registry_)
-                       .Add({})),
-      transport_messages_sent_(BuildCounter()
-                                   .Name("gradgate_transport_messages_sent_total")
-                                   .Help("Messages delivered to other gateways (acknowledged, "
-                                         "where the transport acknowledges)")
-                                   .Register(*registry_)
-                                   .Add({})),
-      transport_messages_received_(BuildCounter()
-                                       .Name("gradgate_transport_messages_received_total")
-                                       .Help("Whole messages received from other gateways")
-                                       .Register(*registry_)
-                                       .Add({})),
-      retransmits_(BuildCounter()
-                       .Name("gradgate_transport_retransmits_total")
-                       .Help("Datagrams sent again after a timeout or a loss (DPDK transport)")
-                       .Register(*registry_)
-                       .Add({})),
-      reconnects_(BuildCounter()
-                      .Name("gradgate_transport_reconnects_total")
-                      .Help("Connections that carried a live session on after one broke (TCP)")
-                      .Register(*registry_)
-                      .Add({})),
-      resent_bytes_(BuildCounter()
-                        .Name("gradgate_transport_resent_bytes_total")
-                        .Help("Bytes of messages written again after a reconnection (TCP)")
-                        .Register(*registry_)
-                        .Add({})),
-      peers_down_(BuildCounter()
-                      .Name("gradgate_peers_down_total")
-                      .Help("Other gateways of the job reported down, by reason")
-                      .Register(*registry_)),
-      poll_cpu_seconds_(BuildCounter()
-                            .Name("gradgate_transport_poll_cpu_seconds_total")
-                            .Help("CPU time of the thread that polls the DPDK port")
-                            .Register(*registry_)
-                            .Add({})),
-      ingress_cuda_mappings_(BuildGauge()
-                                 .Name("gradgate_ingress_cuda_mappings")
-                                 .Help("Workers' GPU allocations open through CUDA IPC now")
-                                 .Register(*registry_)
-                                 .Add({})) {}
+      placement_probe_rate_(gauges(*registry_, kPlacementProbeRate)),
+      transport_bytes_sent_(counters(*registry_, kTransportBytesSent).Add({})),
+      transport_bytes_received_(counters(*registry_, kTransportBytesReceived).Add({})),
+      probes_sent_(counters(*registry_, kProbesSent).Add({})),
+      transport_messages_sent_(counters(*registry_, kTransportMessagesSent).Add({})),
+      transport_messages_received_(counters(*registry_, kTransportMessagesReceived).Add({})),
+      retransmits_(counters(*registry_, kRetransmits).Add({})),
+      reconnects_(counters(*registry_, kReconnects).Add({})),
+      resent_bytes_(counters(*registry_, kResentBytes).Add({})),
+      peers_down_(counters(*registry_, kPeersDown)),
+      poll_cpu_seconds_(counters(*registry_, kPollCpuSeconds).Add({})),
+      ingress_cuda_mappings_(gauges(*registry_, kIngressCudaMappings).Add({})) {}
 
 GatewayMetrics::PerCodec& GatewayMetrics::codec_locked(std::string_view codec,
                                                        std::string_view device) {

@@ -16,7 +16,7 @@
 
 #include "gateway/transport/counters.h"
 #include "gateway/transport/dpdk/peer_link.h"
-#include "gateway/transport/log_throttle.h"
+#include "gradgate/base/log_throttle.h"
 #include "gateway/transport/send_checks.h"
 
 namespace gradgate::gateway {

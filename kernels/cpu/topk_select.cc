@@ -146,6 +146,70 @@ size_t select_exact_full(const float* v, size_t n, size_t k, uint32_t* idx, floa
   return count;
 }
 
+// Pass 1 of select_topk: accumulates (with error feedback) and, when warm, collects the candidates
+// above t_scan in the same pass. Counts its passes in sel.
+SelectResult first_pass(const LoopTable& loops, std::span<const float> g, std::span<float> e,
+                        float t_scan, bool warm, uint32_t* idx, float* val, size_t cap,
+                        TopkSelectorState& st, Selection& sel) {
+  const size_t n = g.size();
+  SelectResult r;
+  if (!e.empty()) {
+    const PendingFixes fix{st.pending_indices.data(), st.pending_values.data(), st.pending_count};
+    r = loops.accumulate_select(g.data(), e.data(), n, t_scan, idx, val, cap, fix);
+    st.pending_count = 0;
+  } else {
+    r.stats = loops.abs_stats(g.data(), nullptr, n);
+    if (warm) {
+      r.count = loops.scan_select(g.data(), n, t_scan, idx, val, cap);
+      ++sel.passes;
+    }
+  }
+  sel.passes += 1;
+  return r;
+}
+
+// The selection when ties keep every candidate threshold outside [k, cap]: the k largest of the
+// whole array (select_exact_full), all kept; the next step starts cold.
+Selection select_whole_array(const float* v, size_t n, size_t k, uint32_t* idx, float* val,
+                             bool feedback, TopkSelectorState& st, Selection sel) {
+  const size_t count = select_exact_full(v, n, k, idx, val);
+  ++sel.passes;
+  settle(idx, val, count, 0, feedback, st, [](size_t, float) { return true; });
+  sel.indices = {idx, count};
+  sel.values = {val, count};
+  sel.threshold = std::numeric_limits<float>::max();
+  for (size_t j = 0; j < count; ++j) sel.threshold = std::min(sel.threshold, std::fabs(val[j]));
+  st.threshold = 0.0f;  // cold again next step
+  return sel;
+}
+
+// The final selection among the `count` candidates above `threshold` (the scan's): all of them
+// when they are at most k_max, else those above a refined threshold, else the k largest, ties by
+// position. Settles them and returns how many are kept; `threshold` becomes the selection's.
+size_t select_among_candidates(uint32_t* idx, float* val, size_t count, size_t cleared, size_t k,
+                               TopkSelect mode, float abs_max, bool feedback, TopkSelectorState& st,
+                               float& threshold) {
+  const size_t k_max = mode == TopkSelect::kExact ? k : topk_max_count(k);
+  const float t = count <= k_max || mode == TopkSelect::kExact
+                      ? std::numeric_limits<float>::quiet_NaN()
+                      : refine_threshold({val, count}, threshold, abs_max, k, k_max);
+  if (count <= k_max) {
+    return settle(idx, val, count, cleared, feedback, st, [](size_t, float) { return true; });
+  }
+  if (!std::isnan(t)) {
+    threshold = t;
+    return settle(idx, val, count, cleared, feedback, st, [t](size_t, float a) { return a > t; });
+  }
+  // Exact mode, or ties inside one histogram bin: the k largest, ties by position.
+  threshold = kth_largest({val, count}, k);
+  size_t ties = k - count_above({val, count}, threshold);
+  return settle(idx, val, count, cleared, feedback, st, [&](size_t, float a) {
+    const bool tie = a == threshold && ties > 0;
+    ties -= tie;
+    return a > threshold || tie;
+  });
+}
+
 }  // namespace
 
 size_t topk_count(double density, size_t n) {
@@ -172,29 +236,13 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
   uint32_t* idx = st.indices.data();
   float* val = st.values.data();
 
-  // Pass 1: accumulate (with error feedback) and, when warm, collect candidates in the same pass.
   Selection sel;
   const bool warm = st.warm();
   float t_scan = st.candidate_threshold();
-  size_t count = 0;
-  size_t cleared = 0;  // candidates [0, cleared) are zero in e until settled
-  AbsStats stats;
-  if (feedback) {
-    const PendingFixes fix{st.pending_indices.data(), st.pending_values.data(), st.pending_count};
-    const SelectResult r =
-        loops.accumulate_select(g.data(), e.data(), n, t_scan, idx, val, cap, fix);
-    st.pending_count = 0;
-    count = r.count;
-    cleared = r.cleared;
-    stats = r.stats;
-  } else {
-    stats = loops.abs_stats(g.data(), nullptr, n);
-    if (warm) {
-      count = loops.scan_select(v, n, t_scan, idx, val, cap);
-      ++sel.passes;
-    }
-  }
-  sel.passes += 1;
+  const SelectResult first = first_pass(loops, g, e, t_scan, warm, idx, val, cap, st, sel);
+  size_t count = first.count;
+  size_t cleared = first.cleared;  // candidates [0, cleared) are zero in e until settled
+  const AbsStats& stats = first.stats;
   // Puts the cleared candidates back into e: before any rescan reads e, or on error.
   const auto write_back = [&] {
     scatter(e.data(), idx, val, cleared);
@@ -227,39 +275,13 @@ Result<Selection> select_topk(std::span<const float> g, std::span<float> e, size
     ++sel.passes;
   }
   if (steering.needs_whole_array(t_scan, count)) {  // ties: no threshold separates k
-    count = select_exact_full(v, n, k, idx, val);
-    ++sel.passes;
-    settle(idx, val, count, 0, feedback, st, [](size_t, float) { return true; });
-    sel.indices = {idx, count};
-    sel.values = {val, count};
-    sel.threshold = std::numeric_limits<float>::max();
-    for (size_t j = 0; j < count; ++j) sel.threshold = std::min(sel.threshold, std::fabs(val[j]));
-    st.threshold = 0.0f;  // cold again next step
-    return sel;
+    return select_whole_array(v, n, k, idx, val, feedback, st, sel);
   }
 
-  // Final selection among the candidates.
   const size_t candidates = count;
-  const size_t k_max = mode == TopkSelect::kExact ? k : topk_max_count(k);
   float threshold = t_scan;
-  const float t = count <= k_max || mode == TopkSelect::kExact
-                      ? std::numeric_limits<float>::quiet_NaN()
-                      : refine_threshold({val, count}, t_scan, stats.abs_max, k, k_max);
-  if (count <= k_max) {
-    count = settle(idx, val, count, cleared, feedback, st, [](size_t, float) { return true; });
-  } else if (!std::isnan(t)) {
-    threshold = t;
-    count = settle(idx, val, count, cleared, feedback, st, [t](size_t, float a) { return a > t; });
-  } else {  // exact mode, or ties inside one histogram bin: the k largest, ties by position
-    threshold = kth_largest({val, count}, k);
-    size_t ties = k - count_above({val, count}, threshold);
-    count = settle(idx, val, count, cleared, feedback, st, [&](size_t, float a) {
-      const bool tie = a == threshold && ties > 0;
-      ties -= tie;
-      return a > threshold || tie;
-    });
-  }
-
+  count = select_among_candidates(idx, val, count, cleared, k, mode, stats.abs_max, feedback, st,
+                                  threshold);
   st.update(threshold, t_scan, candidates, count, b, warm);  // the next step's warm start
   sel.indices = {idx, count};
   sel.values = {val, count};

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gradgate/kernels/codec_spec.h"
 #include "launch.h"
 #include "topk_plan.h"
 
@@ -59,27 +60,17 @@ struct ListedTiles {
 /// The scratch that keep's scan of a ListedTiles of `max_tiles` tiles needs.
 Result<size_t> listed_tiles_temp_bytes(uint64_t max_tiles);
 
-/// How the first pass reads full tiles of 16-byte aligned arrays: into registers when the tile's
-/// turn comes (the default), or staged, copied into shared memory (cp.async) while the tile before
-/// is ranked and stored, so that a block has loads in flight all the time. The environment
-/// variable kFirstPassVariable chooses ("registers" or "staged") at every launch; the staged pass
-/// is a measurement candidate (kernels/cuda/PERF_NOTES.md) and gives the same results.
-enum class FirstPass { kRegisters, kStaged };
-inline constexpr const char* kFirstPassVariable = "GRADGATE_TOPK_FIRST_PASS";
-
-/// The first pass that kFirstPassVariable chooses; an error names a value that is neither.
-Result<FirstPass> first_pass_from_environment();
-
 /// The first pass of an encode (with `e`) or a read-only rescan (e == nullptr: v = g): with e,
 /// v = e + g where that is finite, else v = e. Appends (i, v) of every finite |v| > t to `out`,
 /// tile by tile (`listed` records where each tile's pairs went), for as many as fit. With e, the
 /// new e is v, or 0 at the appended i when `clear_listed` (their v is in the list;
 /// launch_topk_put of the list puts it back). Tallies the bad v in count[0], all the elements
 /// above t in count[1] (those that did not fit too), the float bits of the largest kept |v| in
-/// max[0] and the sum of the kept |v| in sum.
+/// max[0] and the sum of the kept |v| in sum. `first_pass` says how full tiles of 16-byte aligned
+/// arrays are loaded (TopkFirstPass, the spec's first_pass); the same results either way.
 Status launch_topk_collect(const float* g, float* e, uint64_t n, float t, bool clear_listed,
-                           const PairList& out, const ListedTiles& listed, Tally* tally,
-                           cudaStream_t stream);
+                           const PairList& out, const ListedTiles& listed, TopkFirstPass first_pass,
+                           Tally* tally, cudaStream_t stream);
 
 /// bins (topk::kSelectBins, zeroed here) = the histogram of the order keys of `source` in `range`.
 Status launch_topk_histogram(const PairSource& source, const topk::KeyRange& range, uint32_t* bins,

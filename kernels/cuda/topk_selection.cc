@@ -64,6 +64,79 @@ Status keep(const PairSource& source, uint64_t n, uint64_t cut, size_t expected,
   return {};
 }
 
+// The candidates whose values the first pass cleared from e: they live in the list only, until
+// restore() puts them back (by assignment: safe after keep has put back some of them).
+struct ClearedCandidates {
+  Status restore(cudaStream_t stream) {
+    if (count == 0) return {};
+    GRADGATE_RETURN_IF_ERROR(launch_topk_put(PairSource{list.index, list.value, count}, e, stream));
+    count = 0;
+    return {};
+  }
+
+  const PairList& list;
+  float* e;
+  uint64_t count;
+};
+
+// Read-only rescans until `count` (which scan(t) updates) fits the steering's window, or the
+// steering gives up; t_scan follows the last scan.
+template <typename Scan>
+Status steer(topk::ScanSteering& steering, float& t_scan, const size_t& count, Scan&& scan) {
+  while (!steering.in_window(count)) {
+    const auto next = steering.next(t_scan, count);
+    if (!next) break;
+    t_scan = *next;
+    GRADGATE_RETURN_IF_ERROR(scan(t_scan));
+  }
+  return {};
+}
+
+// One collect pass over the n values at g (with e: e += g first, and with `clear` the listed
+// candidates set to 0 in e): the candidates above t into the state's list, and the pass's tally.
+Result<Tally> collect(const float* g, float* e, uint64_t n, float t, bool clear,
+                      TopkFirstPass first_pass, TopkDeviceState& state, Scratch& scratch,
+                      cudaStream_t stream) {
+  GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
+  GRADGATE_RETURN_IF_ERROR(launch_topk_collect(g, e, n, t, clear, state.candidates, state.listed,
+                                               first_pass, scratch.device_tally(), stream));
+  return scratch.finish(stream);
+}
+
+// The k largest non-zero |v| of the whole array, kept in the state's selection; returns the cut.
+Result<RadixCut> select_whole_array(const float* v, uint64_t n, size_t k, uint64_t top_key,
+                                    TopkDeviceState& state, Scratch& scratch, cudaStream_t stream) {
+  const PairSource dense{nullptr, v, n};
+  const uint64_t nonzero = topk::first_key_above(0.0f);
+  RadixCut cut{nonzero, 0, 0};
+  if (top_key >= nonzero) {
+    auto found = radix_select(dense, nonzero, top_key, k, k, state, stream);
+    if (!found.ok()) return found.status();
+    cut = *found;
+  }
+  GRADGATE_RETURN_IF_ERROR(keep(dense, n, cut.key, cut.selected, nullptr, state, scratch, stream));
+  return cut;
+}
+
+// Cuts the `count` listed candidates above t_scan to [k, k_max] and keeps them in the state's
+// selection; returns the cut. The candidates are all listed here (count <= cap): with `restore`,
+// those the cut drops go back there.
+Result<RadixCut> select_among_candidates(size_t count, uint64_t n, size_t k, size_t k_max,
+                                         float t_scan, uint64_t top_key, float* restore,
+                                         TopkDeviceState& state, Scratch& scratch,
+                                         cudaStream_t stream) {
+  const PairSource candidates{state.candidates.index, state.candidates.value, count};
+  RadixCut cut{topk::first_key_above(t_scan), count, 0};
+  if (count > k_max) {
+    auto found = radix_select(candidates, cut.key, top_key, k, k_max, state, stream);
+    if (!found.ok()) return found.status();
+    cut = *found;
+  }
+  GRADGATE_RETURN_IF_ERROR(
+      keep(candidates, n, cut.key, cut.selected, restore, state, scratch, stream));
+  return cut;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t elements, size_t candidates,
@@ -118,7 +191,7 @@ Result<std::unique_ptr<TopkDeviceState>> TopkDeviceState::make(size_t elements, 
 SelectionInput selection_input(const CodecParams& params, const float* g, float* e, uint64_t n) {
   const size_t k = cpu::topk_count(params.density, n);
   const size_t k_max = params.select == TopkSelect::kExact ? k : cpu::topk_max_count(k);
-  return {g, e, n, k, k_max, params.values != ValueType::kFp16};
+  return {g, e, n, k, k_max, params.values != ValueType::kFp16, params.first_pass};
 }
 
 Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDeviceState& state,
@@ -132,32 +205,20 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
 
   // Pass 1: e += g and the candidates above the warm-start threshold (none when cold).
   const bool clear_in_pass = in.e && in.clear_in_pass;
-  GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
-  GRADGATE_RETURN_IF_ERROR(launch_topk_collect(in.g, in.e, n, t_scan, clear_in_pass,
-                                               state.candidates, state.listed,
-                                               scratch.device_tally(), stream));
-  auto first = scratch.finish(stream);
+  auto first = collect(in.g, in.e, n, t_scan, clear_in_pass, in.first_pass, state, scratch, stream);
   if (!first.ok()) return first.status();
   selection.passes = 1;
-  // The candidates whose values the first pass cleared from e: they live in the list only, until
-  // restore_listed puts them back (by assignment: safe after keep has put back some of them).
-  uint64_t cleared = clear_in_pass ? std::min<uint64_t>(first->count[1], cap) : 0;
-  const auto restore_listed = [&]() -> Status {
-    if (cleared == 0) return {};
-    GRADGATE_RETURN_IF_ERROR(launch_topk_put(
-        PairSource{state.candidates.index, state.candidates.value, cleared}, in.e, stream));
-    cleared = 0;
-    return {};
-  };
+  ClearedCandidates cleared{state.candidates, in.e,
+                            clear_in_pass ? std::min<uint64_t>(first->count[1], cap) : 0};
   // An error after the first pass leaves e accumulated (e + g), as it did before clearing in the
   // pass: the listed values go back.
   const auto fail = [&](const Status& error) -> Status {
-    if (restore_listed().ok()) (void)scratch.finish(stream);
+    if (cleared.restore(stream).ok()) (void)scratch.finish(stream);
     return error;
   };
   if (first->count[0] != 0) {
     if (in.e) {
-      GRADGATE_RETURN_IF_ERROR(restore_listed());
+      GRADGATE_RETURN_IF_ERROR(cleared.restore(stream));
       GRADGATE_RETURN_IF_ERROR(launch_unaccumulate(in.g, in.e, n, stream));
       GRADGATE_RETURN_IF_ERROR(scratch.finish(stream).status());
     }
@@ -170,10 +231,7 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
 
   // Read-only rescans until the candidates fit [k, cap].
   const auto scan = [&](float t) -> Status {
-    GRADGATE_RETURN_IF_ERROR(scratch.begin(stream));
-    GRADGATE_RETURN_IF_ERROR(launch_topk_collect(v, nullptr, n, t, false, state.candidates,
-                                                 state.listed, scratch.device_tally(), stream));
-    auto tally = scratch.finish(stream);
+    auto tally = collect(v, nullptr, n, t, false, in.first_pass, state, scratch, stream);
     if (!tally.ok()) return tally.status();
     count = tally->count[1];
     ++selection.passes;
@@ -181,51 +239,30 @@ Result<DeviceSelection> select_topk_on_device(const SelectionInput& in, TopkDevi
   };
   topk::ScanSteering steering(n, in.k, cap, b);
   if (!steering.in_window(count)) {
-    GRADGATE_RETURN_IF_ERROR(restore_listed());  // rescans read e
+    GRADGATE_RETURN_IF_ERROR(cleared.restore(stream));  // rescans read e
   }
   if (!was_warm) {
     t_scan = topk::laplace_threshold(b, n, topk::kCandidateFactor * static_cast<double>(in.k));
     GRADGATE_RETURN_IF_ERROR(scan(t_scan));
   }
-  while (!steering.in_window(count)) {
-    const auto next = steering.next(t_scan, count);
-    if (!next) break;
-    t_scan = *next;
-    GRADGATE_RETURN_IF_ERROR(scan(t_scan));
-  }
+  GRADGATE_RETURN_IF_ERROR(steer(steering, t_scan, count, scan));
 
   const uint64_t top_key = topk::order_key(largest, 0);
   if (steering.needs_whole_array(t_scan, count)) {
-    // Ties: no candidate threshold separates k. The k largest non-zero |v| of the whole array.
-    const PairSource dense{nullptr, v, n};
-    const uint64_t nonzero = topk::first_key_above(0.0f);
-    RadixCut cut{nonzero, 0, 0};
-    if (top_key >= nonzero) {
-      auto found = radix_select(dense, nonzero, top_key, in.k, in.k, state, stream);
-      if (!found.ok()) return found.status();
-      cut = *found;
-    }
-    GRADGATE_RETURN_IF_ERROR(
-        keep(dense, n, cut.key, cut.selected, nullptr, state, scratch, stream));
-    selection.passes += cut.levels + 1;
-    selection.count = cut.selected;
+    // Ties: no candidate threshold separates k.
+    auto cut = select_whole_array(v, n, in.k, top_key, state, scratch, stream);
+    if (!cut.ok()) return cut.status();
+    selection.passes += cut->levels + 1;
+    selection.count = cut->selected;
     state.warm.threshold = 0.0f;  // cold again next step
   } else {
-    const PairSource candidates{state.candidates.index, state.candidates.value, count};
-    RadixCut cut{topk::first_key_above(t_scan), count, 0};
-    if (count > in.k_max) {
-      auto found = radix_select(candidates, cut.key, top_key, in.k, in.k_max, state, stream);
-      if (!found.ok()) return fail(found.status());
-      cut = *found;
-    }
-    // The candidates are all listed here (count <= cap): those the cut drops go back into e.
-    const Status kept = keep(candidates, n, cut.key, cut.selected, cleared ? in.e : nullptr, state,
-                             scratch, stream);
-    if (!kept.ok()) return fail(kept);
-    selection.residual_cleared = cleared != 0;
-    selection.count = cut.selected;
-    const auto cut_bits = static_cast<uint32_t>(cut.key >> 32);
-    state.warm.update(cut_bits > 0 ? bits_float(cut_bits - 1) : 0.0f, t_scan, count, cut.selected,
+    auto cut = select_among_candidates(count, n, in.k, in.k_max, t_scan, top_key,
+                                       cleared.count ? in.e : nullptr, state, scratch, stream);
+    if (!cut.ok()) return fail(cut.status());
+    selection.residual_cleared = cleared.count != 0;
+    selection.count = cut->selected;
+    const auto cut_bits = static_cast<uint32_t>(cut->key >> 32);
+    state.warm.update(cut_bits > 0 ? bits_float(cut_bits - 1) : 0.0f, t_scan, count, cut->selected,
                       b, was_warm);
   }
 

@@ -78,10 +78,12 @@ struct SelectionInput {
   size_t k;
   size_t k_max;        // k for exact selection
   bool clear_in_pass;  // the frame carries the values exactly: e may be cleared as it is read
+  TopkFirstPass first_pass;
 };
 
 /// What a topk spec asks of the n elements at g (e: the residual, or nullptr): k and k_max as
-/// the CPU codec counts them, and clearing in the pass where the frame carries fp32 values.
+/// the CPU codec counts them, clearing in the pass where the frame carries fp32 values, and the
+/// spec's first pass.
 SelectionInput selection_input(const CodecParams& params, const float* g, float* e, uint64_t n);
 
 /// e += g, then selects; when the selection says residual_cleared, e is already 0 at the selected

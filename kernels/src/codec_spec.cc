@@ -4,6 +4,8 @@
 #include <bit>
 #include <charconv>
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +21,19 @@ template <typename T>
 bool parse_number(std::string_view text, T& out) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   return ec == std::errc() && end == text.data() + text.size();
+}
+
+// One of a key's named values.
+template <typename T>
+bool parse_choice(std::string_view value,
+                  std::initializer_list<std::pair<std::string_view, T>> choices, T& out) {
+  for (const auto& [name, choice] : choices) {
+    if (name == value) {
+      out = choice;
+      return true;
+    }
+  }
+  return false;
 }
 
 // The shortest text that parses back to exactly `value`.
@@ -46,19 +61,18 @@ Status apply_key(CodecParams& p, std::string_view spec, std::string_view key,
   } else if (key == "overlap" && p.id == CodecId::kTopk) {
     if (!parse_number(value, p.overlap)) return invalid();
   } else if (key == "select" && p.id == CodecId::kTopk) {
-    if (value == "exact") {
-      p.select = TopkSelect::kExact;
-    } else if (value == "threshold") {
-      p.select = TopkSelect::kThreshold;
-    } else {
+    if (!parse_choice(value, {{"exact", TopkSelect::kExact}, {"threshold", TopkSelect::kThreshold}},
+                      p.select)) {
       return invalid();
     }
   } else if (key == "values" && p.id == CodecId::kTopk) {
-    if (value == "fp32") {
-      p.values = ValueType::kFp32;
-    } else if (value == "fp16") {
-      p.values = ValueType::kFp16;
-    } else {
+    if (!parse_choice(value, {{"fp32", ValueType::kFp32}, {"fp16", ValueType::kFp16}}, p.values)) {
+      return invalid();
+    }
+  } else if (key == "first_pass" && p.id == CodecId::kTopk) {
+    if (!parse_choice(
+            value, {{"registers", TopkFirstPass::kRegisters}, {"staged", TopkFirstPass::kStaged}},
+            p.first_pass)) {
       return invalid();
     }
   } else if (key == "rank" && p.id == CodecId::kPowersgd) {
@@ -162,6 +176,7 @@ std::string format_codec_spec(const CodecParams& p) {
       key("select", p.select == TopkSelect::kExact ? "exact" : "threshold");
       key("values", p.values == ValueType::kFp16 ? "fp16" : "fp32");
       if (p.overlap > 0.0) key("overlap", shortest(p.overlap));
+      if (p.first_pass == TopkFirstPass::kStaged) key("first_pass", "staged");
       break;
     case CodecId::kRandomk:
       key("density", shortest(p.density));

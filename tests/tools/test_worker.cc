@@ -117,6 +117,42 @@ uint64_t fnv1a64(gg_tensor* tensor) {
   return hash;
 }
 
+std::vector<gg_tensor*> declare_all(gg_client* client, const std::vector<TensorArg>& specs) {
+  std::vector<gg_tensor*> tensors(specs.size());
+  for (size_t t = 0; t < specs.size(); ++t) {
+    const TensorArg& s = specs[t];
+    check(gg_declare(client, s.name.c_str(), s.elements, s.dtype, s.rows, s.cols, 1.0, &tensors[t]),
+          "gg_declare");
+  }
+  return tensors;
+}
+
+/// Waits for each tensor's all-reduce of `step` and appends its result to `out` when it is open:
+/// a digest line, or its values as fp32.
+void wait_and_record(const std::vector<gg_request*>& requests,
+                     const std::vector<gg_tensor*>& tensors, const std::vector<TensorArg>& specs,
+                     int64_t timeout_ms, uint64_t step, bool digest, std::ofstream& out) {
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    check(gg_wait(requests[t], timeout_ms, nullptr), "gg_wait");
+    if (out.is_open() && digest) {
+      out << step << " " << specs[t].name << " " << std::hex << fnv1a64(tensors[t]) << std::dec
+          << "\n";
+    } else if (out.is_open()) {
+      append_as_fp32(out, tensors[t], specs[t].dtype);
+    }
+  }
+}
+
+/// Appends 'unix_time step seconds_of_the_step' for a step that began at `step_start`.
+void log_step(std::ofstream& step_log, uint64_t step,
+              std::chrono::steady_clock::time_point step_start) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const double seconds_of_step =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+  step_log << std::fixed << std::setprecision(6) << std::chrono::duration<double>(now).count()
+           << " " << step << " " << seconds_of_step << std::endl;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,12 +206,7 @@ int main(int argc, char** argv) {
   gg_job_info job{};
   check(gg_job(client, &job), "gg_job");
   const uint32_t worker = job.node_rank * job.local_workers + local_rank;
-  std::vector<gg_tensor*> tensors(specs.size());
-  for (size_t t = 0; t < specs.size(); ++t) {
-    const TensorArg& s = specs[t];
-    check(gg_declare(client, s.name.c_str(), s.elements, s.dtype, s.rows, s.cols, 1.0, &tensors[t]),
-          "gg_declare");
-  }
+  const std::vector<gg_tensor*> tensors = declare_all(client, specs);
   const auto begin = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
@@ -193,22 +224,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       for (;;) pause();  // until killed
     }
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      check(gg_wait(requests[t], timeout_ms, nullptr), "gg_wait");
-      if (out.is_open() && digest) {
-        out << step << " " << specs[t].name << " " << std::hex << fnv1a64(tensors[t]) << std::dec
-            << "\n";
-      } else if (out.is_open()) {
-        append_as_fp32(out, tensors[t], specs[t].dtype);
-      }
-    }
-    if (step_log.is_open()) {
-      const auto now = std::chrono::system_clock::now().time_since_epoch();
-      const double seconds_of_step =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-      step_log << std::fixed << std::setprecision(6) << std::chrono::duration<double>(now).count()
-               << " " << step << " " << seconds_of_step << std::endl;
-    }
+    wait_and_record(requests, tensors, specs, timeout_ms, step, digest, out);
+    if (step_log.is_open()) log_step(step_log, step, step_start);
   }
   out.flush();
   check(gg_close(client), "gg_close");

@@ -7,7 +7,7 @@
 # or takes the programs from KERNELS_BIN, a bundle made by tools/gpu/bundle.sh),
 # runs both kernel test binaries, the kernel benchmark from 2^20 to 2^28 elements with torch.topk
 # on the same tensor, compute-sanitizer racecheck on the top-k tests and memcheck on the CUDA
-# tests (small sizes; each also on the staged top-k first pass, GRADGATE_TOPK_FIRST_PASS), and
+# tests (small sizes; each also on the staged top-k first pass, topk:first_pass=staged), and
 # prints a summary.
 # GoogleTest is built from its sources, because a GPU machine may have no -dev packages:
 # GTEST_SOURCE_DIR, else .gpu/googletest (a copy of /usr/src/googletest shipped with the tree),
@@ -88,8 +88,8 @@ if ((built && have_gpu)); then
   # The top-k tests at the small sizes with the staged first pass (its first tiles, the partial
   # last one, the rescans); then every test at the small sizes. Last, so that it takes whatever
   # time is left.
-  GRADGATE_TOPK_FIRST_PASS=staged run memcheck_staged 60 "$out/memcheck.log" "$sanitizer" \
-    --tool memcheck --error-exitcode 1 "$cuda_tests_bin" "--gtest_filter=*Topk*-$large"
+  run memcheck_staged 60 "$out/memcheck.log" "$sanitizer" --tool memcheck --error-exitcode 1 \
+    "$cuda_tests_bin" "--gtest_filter=*TopkStagedFirstPass*OnSmallTensors*"
   run memcheck 180 "$out/memcheck.log" "$sanitizer" --tool memcheck --error-exitcode 1 \
     "$cuda_tests_bin" "--gtest_filter=-$large:PowersgdGpuTest.ValuesMatchTheCpuCodecWithinTolerance"
 else

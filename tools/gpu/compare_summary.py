@@ -3,7 +3,9 @@
 encode roofline of every round and the medians of the roofline, the encode GB/s, the copy
 reference, the top-k selection alone and its first pass's roofline.
 
-usage: compare_summary.py OUT_DIR NAME...   (OUT_DIR/NAME.jsonl: the bench lines of a variant)
+usage: compare_summary.py OUT_DIR NAME[:KEY=VALUE,...]...   (compare_bench.sh's variants;
+       OUT_DIR/NAME.jsonl: the bench lines of a variant, whose keys are left out of its rows' param
+       so that the variants' rows of one spec meet)
 """
 import statistics
 import sys
@@ -19,16 +21,22 @@ def median(rows, field):
     return statistics.median(values) if values else None
 
 
+def without_keys(param, keys):
+    return ",".join(item for item in param.split(",") if item and item not in keys)
+
+
 def main():
-    out, names = Path(sys.argv[1]), sys.argv[2:]
+    out, variants = Path(sys.argv[1]), sys.argv[2:]
+    names = [variant.partition(":")[0] for variant in variants]
     rows_of = {}  # (codec, param, n) -> {name: [rows in round order]}
-    for name in names:
+    for variant in variants:
+        name, _, keys = variant.partition(":")
         for row in json_lines(out / (name + ".jsonl")):
             if "error" in row:
                 what = " ".join(str(row[key]) for key in ("codec", "param") if key in row)
                 print(f"{name}: {what or 'bench'}: {row['error']}")
                 continue
-            key = (row["codec"], row["param"], row["n"])
+            key = (row["codec"], without_keys(row["param"], keys.split(",")), row["n"])
             rows_of.setdefault(key, {}).setdefault(name, []).append(row)
     header = ("codec", "param", "n", "variant", "rooflines by round") + tuple(
         "median " + field for field in FIELDS)

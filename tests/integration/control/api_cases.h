@@ -55,7 +55,8 @@ inline nlohmann::json with_tensors(nlohmann::json body, size_t count) {
   return body;
 }
 
-inline std::vector<ApiCase> api_cases() {
+// POST /v1/nodes: a report, and each way one is refused.
+inline std::vector<ApiCase> report_cases() {
   const nlohmann::json node = report(kKnownJob, 1, 2, 10);
   nlohmann::json bad_link = node;
   bad_link["links"] = {
@@ -71,11 +72,7 @@ inline std::vector<ApiCase> api_cases() {
   unknown_dtype["tensors"] = {{{"name", "w"}, {"elements", 10}, {"dtype", "int8"}}};
   nlohmann::json huge_volume = node;  // two of them would sum to infinity
   huge_volume["workers"] = {{{"local_rank", 0}, {"data_volume", 1e308}}};
-  const std::string settings = R"({"policy":"bandwidth","target_communicate_seconds":0.05})";
-  const std::string budget = R"({"traffic_budget":0.02})";
-  const std::string claim = R"({"name":"node-a","nodes":3})";
-  std::vector<ApiCase> cases = {
-      // POST /v1/nodes
+  return {
       {"ReportOk", verb::post, "/v1/nodes", "/v1/nodes", node.dump(), status::ok, ""},
       {"ReportNoToken", verb::post, "/v1/nodes", "/v1/nodes", node.dump(), status::unauthorized,
        "Authorization", Auth::kNone},
@@ -120,7 +117,12 @@ inline std::vector<ApiCase> api_cases() {
        status::unsupported_media_type, "Content-Type", Auth::kBearer, "text/plain"},
       {"NodesWrongMethod", verb::delete_, "/v1/nodes", "/v1/nodes", "", status::method_not_allowed,
        ""},
-      // GET /v1/nodes, /v1/links, /v1/jobs, /v1/jobs/{id}
+  };
+}
+
+// GET /v1/nodes, /v1/links, /v1/jobs and /v1/jobs/{id}.
+inline std::vector<ApiCase> read_cases() {
+  return {
       {"NodesAll", verb::get, "/v1/nodes", "/v1/nodes", "", status::ok, ""},
       {"NodesOfJob", verb::get, "/v1/nodes", "/v1/nodes?job_id=42", "", status::ok, ""},
       {"NodesBadJobId", verb::get, "/v1/nodes", "/v1/nodes?job_id=abc", "", status::bad_request,
@@ -140,7 +142,13 @@ inline std::vector<ApiCase> api_cases() {
       {"Job", verb::get, "/v1/jobs/{id}", "/v1/jobs/42", "", status::ok, ""},
       {"JobBadId", verb::get, "/v1/jobs/{id}", "/v1/jobs/forty-two", "", status::bad_request, "id"},
       {"JobUnknown", verb::get, "/v1/jobs/{id}", "/v1/jobs/7", "", status::not_found, "id"},
-      // POST /v1/jobs/{id}/ranks (job 42's two ranks are reported by gateways without names)
+  };
+}
+
+// POST /v1/jobs/{id}/ranks (job 42's two ranks are reported by gateways without names).
+inline std::vector<ApiCase> rank_cases() {
+  const std::string claim = R"({"name":"node-a","nodes":3})";
+  return {
       {"RanksOk", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks", claim, status::ok, ""},
       {"RanksNoToken", verb::post, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks", claim,
        status::unauthorized, "Authorization", Auth::kNone},
@@ -171,7 +179,13 @@ inline std::vector<ApiCase> api_cases() {
        status::unsupported_media_type, "Content-Type", Auth::kBearer, "text/plain"},
       {"RanksWrongMethod", verb::get, "/v1/jobs/{id}/ranks", "/v1/jobs/42/ranks", "",
        status::method_not_allowed, ""},
-      // GET and PUT /v1/policy
+  };
+}
+
+// GET and PUT /v1/policy.
+inline std::vector<ApiCase> policy_cases() {
+  const std::string settings = R"({"policy":"bandwidth","target_communicate_seconds":0.05})";
+  return {
       {"PolicySettings", verb::get, "/v1/policy", "/v1/policy", "", status::ok, ""},
       {"PolicyOfJob", verb::get, "/v1/policy", "/v1/policy?job_id=42", "", status::ok, ""},
       {"PolicyBadJobId", verb::get, "/v1/policy", "/v1/policy?job_id=4x", "", status::bad_request,
@@ -215,7 +229,13 @@ inline std::vector<ApiCase> api_cases() {
        status::unsupported_media_type, "Content-Type", Auth::kBearer, "text/plain"},
       {"PolicyWrongMethod", verb::post, "/v1/policy", "/v1/policy", settings,
        status::method_not_allowed, ""},
-      // GET and PUT /v1/budget
+  };
+}
+
+// GET and PUT /v1/budget.
+inline std::vector<ApiCase> budget_cases() {
+  const std::string budget = R"({"traffic_budget":0.02})";
+  return {
       {"Budget", verb::get, "/v1/budget", "/v1/budget?job_id=42", "", status::ok, ""},
       {"BudgetNoJobId", verb::get, "/v1/budget", "/v1/budget", "", status::bad_request, "job_id"},
       {"BudgetUnknownJob", verb::get, "/v1/budget", "/v1/budget?job_id=7", "", status::not_found,
@@ -239,13 +259,27 @@ inline std::vector<ApiCase> api_cases() {
        status::payload_too_large, ""},
       {"PutBudgetNotJson", verb::put, "/v1/budget", "/v1/budget", "0.02",
        status::unsupported_media_type, "Content-Type", Auth::kBearer, "text/plain"},
-      // Probes and metrics
+  };
+}
+
+// The probes and the metrics.
+inline std::vector<ApiCase> probe_cases() {
+  return {
       {"Livez", verb::get, "/livez", "/livez", "", status::ok, ""},
       {"Readyz", verb::get, "/readyz", "/readyz", "", status::ok, ""},
       {"Metrics", verb::get, "/metrics", "/metrics", "", status::ok, ""},
       {"MetricsWrongMethod", verb::put, "/metrics", "/metrics", "{}", status::method_not_allowed,
        ""},
   };
+}
+
+/// Every case, route by route.
+inline std::vector<ApiCase> api_cases() {
+  std::vector<ApiCase> cases;
+  for (const std::vector<ApiCase>& group : {report_cases(), read_cases(), rank_cases(),
+                                            policy_cases(), budget_cases(), probe_cases()}) {
+    cases.insert(cases.end(), group.begin(), group.end());
+  }
   return cases;
 }
 

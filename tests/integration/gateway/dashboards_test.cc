@@ -108,6 +108,19 @@ std::vector<Query> rule_queries() {
   return queries;
 }
 
+// The queries of every panel and template variable of the dashboards in `files`.
+std::vector<Query> panel_queries(const std::vector<fs::path>& files) {
+  std::vector<Query> queries;
+  for (const auto& file : files) {
+    const auto dashboard = read_json(file);
+    collect_panels(dashboard["panels"], file.filename().string(), queries);
+    for (auto& query : variable_queries(dashboard, file.filename().string())) {
+      queries.push_back(std::move(query));
+    }
+  }
+  return queries;
+}
+
 // The result rows of an instant query, or the error that Prometheus gave.
 struct Answer {
   bool parsed = false;
@@ -131,6 +144,26 @@ void run_workers(bench::LocalJob& job, uint64_t seed) {
   ASSERT_EQ(w1->wait_exit(milliseconds(60000)), 0) << w1->log();
 }
 
+// Every rule's expression parses, and Prometheus loaded the file and evaluates every rule without
+// error.
+void expect_rules_evaluate(const PrometheusServer& prometheus, const std::vector<Query>& rules) {
+  for (const auto& rule : rules) {
+    const Answer answer = ask(prometheus, rule.expr);
+    EXPECT_TRUE(answer.parsed) << rule.where << ": " << rule.expr << "\n  " << answer.error;
+  }
+  const auto loaded = prometheus.api("/api/v1/rules");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  std::size_t evaluated = 0;
+  for (const auto& group : (*loaded)["data"]["groups"]) {
+    for (const auto& rule : group["rules"]) {
+      ++evaluated;
+      EXPECT_EQ(rule.value("health", ""), "ok")
+          << rule.value("name", "?") << ": " << rule.value("lastError", "");
+    }
+  }
+  EXPECT_EQ(evaluated, rules.size()) << "Prometheus must load every rule of " << kRules;
+}
+
 // Panels whose series exist only on nodes with a GPU, which this test's machine need not have:
 // their queries must parse, not return data.
 const std::map<std::string, std::string> kGpuOnlyPanels = {
@@ -140,13 +173,7 @@ const std::map<std::string, std::string> kGpuOnlyPanels = {
 // Every metric that docs/metrics.md documents is on some dashboard panel or in some alert rule.
 TEST(Dashboards, EveryDocumentedMetricIsShownOrAlertedOn) {
   std::vector<Query> queries = rule_queries();
-  for (const auto& file : dashboard_files()) {
-    const auto dashboard = read_json(file);
-    collect_panels(dashboard["panels"], file.filename().string(), queries);
-    for (auto& query : variable_queries(dashboard, file.filename().string())) {
-      queries.push_back(std::move(query));
-    }
-  }
+  for (auto& query : panel_queries(dashboard_files())) queries.push_back(std::move(query));
   std::ifstream in(fs::path(GRADGATE_SOURCE_DIR) / "docs" / "metrics.md");
   const std::string document((std::istreambuf_iterator<char>(in)), {});
   static const std::regex kDocumented(R"(\n\| `(gradgate_[a-z0-9_]+)`)");
@@ -167,16 +194,9 @@ TEST(Dashboards, EveryDocumentedMetricIsShownOrAlertedOn) {
 TEST(Dashboards, EveryPanelQueryReturnsDataAndEveryRuleEvaluates) {
   ASSERT_TRUE(fs::exists(PrometheusServer::kBinary))
       << "Debian's prometheus package is needed (./gradgate.sh installs it)";
-  std::vector<Query> panels;
   const auto files = dashboard_files();
   ASSERT_GE(files.size(), 5u) << "overview, links, compression, control plane, errors";
-  for (const auto& file : files) {
-    const auto dashboard = read_json(file);
-    collect_panels(dashboard["panels"], file.filename().string(), panels);
-    for (auto& query : variable_queries(dashboard, file.filename().string())) {
-      panels.push_back(std::move(query));
-    }
-  }
+  std::vector<Query> panels = panel_queries(files);
   const std::vector<Query> rules = rule_queries();
   ASSERT_FALSE(rules.empty());
 
@@ -238,22 +258,7 @@ TEST(Dashboards, EveryPanelQueryReturnsDataAndEveryRuleEvaluates) {
     ADD_FAILURE() << query.where << ": no data for " << with_variables(query.expr);
   }
 
-  for (const auto& rule : rules) {
-    const Answer answer = ask(prometheus, rule.expr);
-    EXPECT_TRUE(answer.parsed) << rule.where << ": " << rule.expr << "\n  " << answer.error;
-  }
-  // Prometheus loaded the file and evaluates every rule without error.
-  const auto loaded = prometheus.api("/api/v1/rules");
-  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-  std::size_t evaluated = 0;
-  for (const auto& group : (*loaded)["data"]["groups"]) {
-    for (const auto& rule : group["rules"]) {
-      ++evaluated;
-      EXPECT_EQ(rule.value("health", ""), "ok")
-          << rule.value("name", "?") << ": " << rule.value("lastError", "");
-    }
-  }
-  EXPECT_EQ(evaluated, rules.size()) << "Prometheus must load every rule of " << kRules;
+  expect_rules_evaluate(prometheus, rules);
 }
 
 }  // namespace

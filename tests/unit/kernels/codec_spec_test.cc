@@ -20,7 +20,8 @@ namespace {
 testing::AssertionResult same_params(const CodecParams& a, const CodecParams& b) {
   if (a.id == b.id && a.error_feedback == b.error_feedback && a.bits == b.bits &&
       a.max_workers == b.max_workers && a.density == b.density && a.select == b.select &&
-      a.values == b.values && a.rank == b.rank && a.overlap == b.overlap) {
+      a.values == b.values && a.rank == b.rank && a.overlap == b.overlap &&
+      a.first_pass == b.first_pass) {
     return testing::AssertionSuccess();
   }
   return testing::AssertionFailure()
@@ -48,6 +49,7 @@ const std::vector<std::string>& valid_specs() {
       "topk:density=1",
       "topk:density=1e-06",
       "topk:density=0.01,overlap=0.5",
+      "topk:density=0.01,first_pass=staged",
       "randomk",
       "randomk:density=0.25",
       "randomk:density=0.001,ef=0",
@@ -162,6 +164,8 @@ TEST(CodecSpecTest, MalformedSpecsAreInvalidArgumentsNamingTheKey) {
       {"topk:density=0.1.2", "density"},
       {"topk:select=fast", "select"},
       {"topk:values=fp8", "values"},
+      {"topk:first_pass=fastest", "first_pass"},
+      {"randomk:first_pass=staged", "first_pass"},
       {"topk:ef=2", "ef"},
       {"fp16:ef=yes", "ef"},
       {"powersgd:rank=2.5", "rank"},

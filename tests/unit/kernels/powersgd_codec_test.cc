@@ -276,27 +276,10 @@ TEST(PowersgdCodec, OneDimensionalShapeRule) {
   EXPECT_FALSE(codec->make_stream(desc_of(0)).ok());
 }
 
-TEST(PowersgdCodec, RejectsMalformedFramesWithoutTouchingAcc) {
-  auto codec = make_powersgd(4, true);
-  const TensorDesc d = desc_of(1000);
-  Group group(*codec, d, 1);
-  group.run_step({gaussian(1000, 1)});
-  const Bytes good = group.last_frame;
-  const FrameView base = view(good);
-  const Stream* stream = group.streams[0].get();
-  const std::vector<float> sentinel(1000, 7.0f);
-
-  auto expect_rejected = [&](const FrameView& f, ErrorCode code, const char* what) {
-    std::vector<float> acc = sentinel;
-    const Status st = codec->decode_accumulate(f, stream, acc);
-    EXPECT_EQ(st.code(), code) << what << ": " << st.to_string();
-    EXPECT_EQ(acc, sentinel) << what;
-  };
-
-  {  // the good frame decodes
-    std::vector<float> acc = sentinel;
-    EXPECT_TRUE(codec->decode_accumulate(base, stream, acc).ok());
-  }
+// The frame `base` with a short payload, a bad rank or flags, or a non-finite value: each must be
+// rejected as malformed (expect_rejected(frame, code, what) checks one).
+template <typename ExpectRejected>
+void expect_bad_fields_rejected(const FrameView& base, ExpectRejected&& expect_rejected) {
   {
     FrameView f = base;
     f.payload = f.payload.first(f.payload.size() - 4);
@@ -338,6 +321,12 @@ TEST(PowersgdCodec, RejectsMalformedFramesWithoutTouchingAcc) {
     f.payload = payload;
     expect_rejected(f, ErrorCode::kMalformedFrame, "infinite value");
   }
+}
+
+// The frame `base` with a shape that does not fit the stream's 1000 elements: each must be
+// rejected.
+template <typename ExpectRejected>
+void expect_bad_shapes_rejected(const FrameView& base, ExpectRejected&& expect_rejected) {
   // Shapes that do not fit 1000 elements with less than one row of padding.
   for (const auto& [rows, cols] : std::vector<std::pair<uint32_t, uint32_t>>{
            {31, 32}, {33, 32}, {0, 32}, {32, 0}, {1000, 1}, {0xFFFFFFFFu, 0xFFFFFFFFu}}) {
@@ -366,6 +355,31 @@ TEST(PowersgdCodec, RejectsMalformedFramesWithoutTouchingAcc) {
     f.payload = payload;
     expect_rejected(f, ErrorCode::kInvalidArgument, "shape of another stream");
   }
+}
+
+TEST(PowersgdCodec, RejectsMalformedFramesWithoutTouchingAcc) {
+  auto codec = make_powersgd(4, true);
+  const TensorDesc d = desc_of(1000);
+  Group group(*codec, d, 1);
+  group.run_step({gaussian(1000, 1)});
+  const Bytes good = group.last_frame;
+  const FrameView base = view(good);
+  const Stream* stream = group.streams[0].get();
+  const std::vector<float> sentinel(1000, 7.0f);
+
+  auto expect_rejected = [&](const FrameView& f, ErrorCode code, const char* what) {
+    std::vector<float> acc = sentinel;
+    const Status st = codec->decode_accumulate(f, stream, acc);
+    EXPECT_EQ(st.code(), code) << what << ": " << st.to_string();
+    EXPECT_EQ(acc, sentinel) << what;
+  };
+
+  {  // the good frame decodes
+    std::vector<float> acc = sentinel;
+    EXPECT_TRUE(codec->decode_accumulate(base, stream, acc).ok());
+  }
+  expect_bad_fields_rejected(base, expect_rejected);
+  expect_bad_shapes_rejected(base, expect_rejected);
   {  // the round-0 frame of the next step
     const Bytes round0 = group.exchange(0, {gaussian(1000, 2)});
     expect_rejected(view(round0), ErrorCode::kInvalidArgument, "round-0 frame");

@@ -1,4 +1,5 @@
-// Tests of top-k selection (kernels/cpu/topk_select.h) and of the topk codec's index encoding.
+// Tests of top-k selection (kernels/cpu/topk_select.h) on gradient-like data: counts, exact mode,
+// warm starts and both instruction sets (topk_degenerate_test.cc has the degenerate inputs).
 //
 // Gradients come from bench/gradient_data.h (Gaussian, Laplace, Student-t(3)) and from the real
 // Fashion-MNIST gradients in bench/data (about 40% of them exactly zero). Multi-step runs take
@@ -14,33 +15,37 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
-#include <limits>
 #include <map>
 #include <ostream>
-#include <random>
 #include <span>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
-#include "gradgate/kernels/codec.h"
-#include "gradgate/kernels/codec_spec.h"
-#include "gradgate/kernels/frame.h"
-#include "gradgate/kernels/half.h"
 #include "gradient_data.h"
 #include "loops.h"
+#include "topk_test_support.h"
 
 namespace gradgate::kernels::cpu {
 namespace {
 
 using bench::Dist;
+using topk_test::accumulated;
+using topk_test::cleared_at_selection;
+using topk_test::count_nonzero;
+using topk_test::describe;
+using topk_test::exact_residual;
+using topk_test::is_top_selection;
+using topk_test::isa_available;
+using topk_test::kDensities;
+using topk_test::select_and_clear;
+using topk_test::select_no_feedback;
+using topk_test::StepRecord;
 
 constexpr int kWarmSteps = 20;
 constexpr size_t kStride = 4099;  // window shift between steps (odd: no alignment with the data)
 constexpr size_t kRealGradientCount = 79744;
-constexpr double kDensities[] = {0.1, 0.01, 0.001};
 
 enum class DataKind { kGaussian, kLaplace, kStudentT3, kReal };
 constexpr DataKind kAllKinds[] = {DataKind::kGaussian, DataKind::kLaplace, DataKind::kStudentT3,
@@ -61,19 +66,6 @@ std::string kind_name(DataKind kind) {
 }
 
 void PrintTo(DataKind kind, std::ostream* os) { *os << kind_name(kind); }
-
-std::string isa_name(Isa isa) { return isa == Isa::kAvx2 ? "avx2" : "baseline"; }
-
-// Forces an instruction set for the scope; restores the best one afterwards.
-class ScopedIsa {
- public:
-  explicit ScopedIsa(Isa isa) { force_isa(isa); }
-  ~ScopedIsa() { force_isa(best_isa()); }
-  ScopedIsa(const ScopedIsa&) = delete;
-  ScopedIsa& operator=(const ScopedIsa&) = delete;
-};
-
-bool isa_available(Isa isa) { return isa == Isa::kBaseline || best_isa() == Isa::kAvx2; }
 
 // The real gradients, or an empty vector when the file cannot be read.
 const std::vector<float>& real_gradients() {
@@ -111,137 +103,6 @@ const std::vector<float>& gradient_source(DataKind kind, size_t n) {
 
 std::span<const float> window(const std::vector<float>& source, size_t n, int step) {
   return {source.data() + static_cast<size_t>(step) * kStride, n};
-}
-
-size_t count_nonzero(std::span<const float> v) {
-  return static_cast<size_t>(std::count_if(v.begin(), v.end(), [](float x) { return x != 0.0f; }));
-}
-
-// Indices strictly ascending and in range, values equal to v there, and every selected |v| at
-// least every unselected |v| (a top set: nothing left out is larger than something taken).
-testing::AssertionResult is_top_selection(const Selection& sel, std::span<const float> v) {
-  if (sel.indices.size() != sel.values.size()) {
-    return testing::AssertionFailure()
-           << sel.indices.size() << " indices but " << sel.values.size() << " values";
-  }
-  std::vector<bool> taken(v.size(), false);
-  float min_taken = std::numeric_limits<float>::infinity();
-  for (size_t j = 0; j < sel.indices.size(); ++j) {
-    const uint32_t i = sel.indices[j];
-    if (i >= v.size()) return testing::AssertionFailure() << "index " << i << " out of range";
-    if (j > 0 && i <= sel.indices[j - 1]) {
-      return testing::AssertionFailure() << "indices not strictly ascending at " << j << ": "
-                                         << sel.indices[j - 1] << ", " << i;
-    }
-    if (float_bits(sel.values[j]) != float_bits(v[i])) {
-      return testing::AssertionFailure()
-             << "value " << sel.values[j] << " at index " << i << " but e there is " << v[i];
-    }
-    taken[i] = true;
-    min_taken = std::min(min_taken, std::fabs(v[i]));
-  }
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!taken[i] && std::fabs(v[i]) > min_taken) {
-      return testing::AssertionFailure() << "unselected |e[" << i << "]| = " << std::fabs(v[i])
-                                         << " exceeds the smallest selected " << min_taken;
-    }
-  }
-  return testing::AssertionSuccess();
-}
-
-// The count rule: all non-zeros when there are fewer than k of them, else exactly k (exact) or
-// [k, floor(1.1 k)] (threshold).
-testing::AssertionResult count_in_bounds(size_t count, size_t k, size_t nonzero, TopkSelect mode) {
-  size_t lo = k, hi = mode == TopkSelect::kExact ? k : topk_max_count(k);
-  if (nonzero < k) lo = hi = nonzero;
-  if (count >= lo && count <= hi) return testing::AssertionSuccess();
-  return testing::AssertionFailure() << "count " << count << " outside [" << lo << ", " << hi
-                                     << "] (k " << k << ", non-zeros " << nonzero << ")";
-}
-
-struct StepRecord {
-  bool ok = false;
-  size_t count = 0;
-  int passes = 0;
-  float threshold = 0.0f;
-  std::vector<uint32_t> indices;
-  std::vector<float> values;
-};
-
-StepRecord record_of(const Selection& sel) {
-  StepRecord rec;
-  rec.ok = true;
-  rec.count = sel.indices.size();
-  rec.passes = sel.passes;
-  rec.threshold = sel.threshold;
-  rec.indices.assign(sel.indices.begin(), sel.indices.end());
-  rec.values.assign(sel.values.begin(), sel.values.end());
-  return rec;
-}
-
-// e + g where the sum is finite (else e): what the residual holds before the selection.
-std::vector<float> accumulated(std::span<const float> g, std::span<const float> e) {
-  std::vector<float> v(e.begin(), e.end());
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (std::isfinite(e[i] + g[i])) v[i] = e[i] + g[i];
-  }
-  return v;
-}
-
-// After a selection with error feedback, e must be the accumulated residual with exactly the
-// selected entries cleared.
-testing::AssertionResult cleared_at_selection(const Selection& sel, std::span<const float> e,
-                                              std::span<const float> accumulated_e) {
-  std::vector<float> expected(accumulated_e.begin(), accumulated_e.end());
-  for (uint32_t i : sel.indices) expected[i] = 0.0f;
-  for (size_t i = 0; i < e.size(); ++i) {
-    if (float_bits(e[i]) != float_bits(expected[i])) {
-      return testing::AssertionFailure()
-             << "e[" << i << "] = " << e[i] << ", expected " << expected[i];
-    }
-  }
-  return testing::AssertionSuccess();
-}
-
-// e with the state's pending fixes applied, leaving both as they are (the next step applies the
-// fixes itself, and that path is under test too).
-std::vector<float> exact_residual(const std::vector<float>& e, const TopkSelectorState& state) {
-  std::vector<float> exact = e;
-  TopkSelectorState copy = state;
-  apply_pending(copy, exact);
-  return exact;
-}
-
-// One step as the codec does it: e += g and select; the selection must be a top set of the
-// accumulated residual, which select_topk leaves cleared at the selected indices.
-StepRecord select_and_clear(std::span<const float> g, std::vector<float>& e, size_t k,
-                            TopkSelect mode, TopkSelectorState& state) {
-  const std::vector<float> before = accumulated(g, exact_residual(e, state));
-  auto sel = select_topk(g, e, k, mode, state);
-  EXPECT_TRUE(sel.ok()) << sel.status().to_string();
-  if (!sel.ok()) return {};
-  EXPECT_TRUE(is_top_selection(*sel, before));
-  EXPECT_TRUE(count_in_bounds(sel->indices.size(), k, count_nonzero(before), mode));
-  EXPECT_TRUE(cleared_at_selection(*sel, exact_residual(e, state), before));
-  return record_of(*sel);
-}
-
-// One step without error feedback (the codec with ef=0): selects from g itself.
-StepRecord select_no_feedback(std::span<const float> g, size_t k, TopkSelect mode,
-                              TopkSelectorState& state) {
-  auto sel = select_topk(g, {}, k, mode, state);
-  EXPECT_TRUE(sel.ok()) << sel.status().to_string();
-  if (!sel.ok()) return {};
-  EXPECT_TRUE(is_top_selection(*sel, g));
-  EXPECT_TRUE(count_in_bounds(sel->indices.size(), k, count_nonzero(g), mode));
-  return record_of(*sel);
-}
-
-std::string describe(const std::vector<StepRecord>& steps) {
-  std::ostringstream out;
-  out << "per step (count/passes):";
-  for (const auto& s : steps) out << ' ' << s.count << '/' << s.passes;
-  return out.str();
 }
 
 int median_passes(const std::vector<StepRecord>& steps) {
@@ -528,230 +389,6 @@ TEST(TopkIsaTest, StatisticsAndSelectionLoopsAgreeBitForBit) {
         const AbsStats as = avx.abs_stats(g.data(), residual, n);
         EXPECT_EQ(as.abs_sum, bs.abs_sum) << "abs_stats, difference " << as.abs_sum - bs.abs_sum;
         EXPECT_EQ(as.abs_max, bs.abs_max);
-      }
-    }
-  }
-}
-
-// ---- degenerate inputs ----------------------------------------------------------------------
-
-// Runs `steps` steps of g (the same each step, with error feedback) and two steps without
-// feedback, in both modes and on both ISAs, from fresh states; checks every selection.
-void check_degenerate(const std::vector<float>& g, size_t k, int steps) {
-  for (Isa isa : {Isa::kBaseline, Isa::kAvx2}) {
-    if (!isa_available(isa)) continue;
-    const ScopedIsa scoped(isa);
-    for (TopkSelect mode : {TopkSelect::kThreshold, TopkSelect::kExact}) {
-      SCOPED_TRACE(isa_name(isa) + (mode == TopkSelect::kExact ? " exact" : " threshold"));
-      TopkSelectorState state;
-      std::vector<float> e(g.size(), 0.0f);
-      std::vector<StepRecord> records;
-      for (int step = 0; step < steps; ++step) {
-        records.push_back(select_and_clear(g, e, k, mode, state));
-      }
-      TopkSelectorState nf_state;
-      records.push_back(select_no_feedback(g, k, mode, nf_state));
-      records.push_back(select_no_feedback(g, k, mode, nf_state));
-      EXPECT_FALSE(testing::Test::HasFailure()) << describe(records);
-    }
-  }
-}
-
-TEST(TopkDegenerateTest, AllZeroGradientSelectsNothing) {
-  for (size_t n : {size_t{1}, size_t{8}, size_t{1000}, size_t{1} << 16}) {
-    SCOPED_TRACE("n " + std::to_string(n));
-    check_degenerate(std::vector<float>(n, 0.0f), topk_count(0.01, n), 3);
-  }
-}
-
-TEST(TopkDegenerateTest, AllZeroAfterWarmStepsSelectsNothing) {
-  constexpr size_t n = 4096;
-  const size_t k = topk_count(0.01, n);
-  const auto g = bench::make_gradient(Dist::kLaplace, n, 5);
-  for (TopkSelect mode : {TopkSelect::kThreshold, TopkSelect::kExact}) {
-    TopkSelectorState state;
-    std::vector<float> e(n, 0.0f);
-    for (int step = 0; step < 3; ++step) select_and_clear(g, e, k, mode, state);
-    ASSERT_GT(state.threshold, 0.0f);
-    apply_pending(state, e);  // as Stream::residual() does before anyone writes the residual
-    std::fill(e.begin(), e.end(), 0.0f);
-    const std::vector<float> zeros(n, 0.0f);
-    const StepRecord rec = select_and_clear(zeros, e, k, mode, state);
-    EXPECT_EQ(rec.count, 0u);
-  }
-}
-
-TEST(TopkDegenerateTest, FewerNonZerosThanKSelectsAllOfThem) {
-  constexpr size_t n = 1 << 14;
-  std::vector<float> g(n, 0.0f);
-  for (size_t j = 0; j < 10; ++j) {
-    g[j * 1531 + 7] = (j % 2 ? -1.0f : 1.0f) * static_cast<float>(j + 1);
-  }
-  check_degenerate(g, 100, 3);
-}
-
-TEST(TopkDegenerateTest, AllEqualValuesStayWithinBoundsOrExactlyK) {
-  constexpr size_t n = 1 << 14;
-  for (double density : kDensities) {
-    SCOPED_TRACE("density " + std::to_string(density));
-    check_degenerate(std::vector<float>(n, 0.25f), topk_count(density, n), 3);
-    std::vector<float> signs(n, 0.25f);
-    for (size_t i = 0; i < n; i += 3) signs[i] = -0.25f;
-    check_degenerate(signs, topk_count(density, n), 3);
-  }
-}
-
-TEST(TopkDegenerateTest, FewDistinctValuesStayWithinBoundsOrExactlyK) {
-  constexpr size_t n = 1 << 14;
-  std::mt19937 rng(11);
-  std::vector<float> g(n);
-  for (float& x : g) x = static_cast<float>(static_cast<int>(rng() % 9) - 4);  // -4..4: many ties
-  for (double density : kDensities) {
-    SCOPED_TRACE("density " + std::to_string(density));
-    check_degenerate(g, topk_count(density, n), 3);
-  }
-}
-
-TEST(TopkDegenerateTest, SingleElement) {
-  check_degenerate({3.5f}, 1, 3);
-  check_degenerate({-1e-20f}, 1, 3);
-  check_degenerate({0.0f}, 1, 3);
-}
-
-TEST(TopkDegenerateTest, KEqualsNSelectsEveryNonZero) {
-  for (size_t n : {size_t{1}, size_t{7}, size_t{1000}}) {
-    SCOPED_TRACE("n " + std::to_string(n));
-    auto g = bench::make_gradient(Dist::kGaussian, n, 3);
-    ASSERT_EQ(topk_count(1.0, n), n);
-    check_degenerate(g, n, 3);
-    for (size_t i = 0; i < n; i += 2) g[i] = 0.0f;  // half zeros: fewer non-zeros than k
-    check_degenerate(g, n, 3);
-  }
-}
-
-TEST(TopkDegenerateTest, HugeDynamicRange) {
-  constexpr size_t n = 1 << 14;
-  std::mt19937 rng(17);
-  std::uniform_real_distribution<double> decade(-30.0, 30.0);
-  std::vector<float> g(n);
-  for (float& x : g) x = static_cast<float>((rng() & 1 ? 1.0 : -1.0) * std::pow(10.0, decade(rng)));
-  for (double density : kDensities) {
-    SCOPED_TRACE("density " + std::to_string(density));
-    check_degenerate(g, topk_count(density, n), 4);
-  }
-}
-
-// ---- non-finite gradients --------------------------------------------------------------------
-
-TEST(TopkNonFiniteTest, NanOrInfReturnsErrorAndRestoresResidual) {
-  constexpr size_t n = 1000;
-  constexpr size_t k = 10;
-  const auto good = bench::make_gradient(Dist::kGaussian, n, 21);
-  const auto initial_residual = bench::make_gradient(Dist::kLaplace, n, 22);
-  for (Isa isa : {Isa::kBaseline, Isa::kAvx2}) {
-    if (!isa_available(isa)) continue;
-    const ScopedIsa scoped(isa);
-    for (float bad :
-         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-          -std::numeric_limits<float>::infinity()}) {
-      for (bool warm : {false, true}) {
-        for (size_t where : {size_t{0}, size_t{517}, n - 1}) {  // in a block and in the tail
-          SCOPED_TRACE(isa_name(isa) + " bad " + std::to_string(bad) + (warm ? " warm" : " cold") +
-                       " at " + std::to_string(where));
-          TopkSelectorState state;
-          std::vector<float> e = initial_residual;
-          if (warm) {
-            for (int step = 0; step < 3; ++step) {
-              select_and_clear(good, e, k, TopkSelect::kThreshold, state);
-            }
-          }
-          const std::vector<float> e_before = exact_residual(e, state);
-          const float threshold_before = state.threshold;
-          std::vector<float> g = good;
-          g[where] = bad;
-          auto sel = select_topk(g, e, k, TopkSelect::kThreshold, state);
-          ASSERT_FALSE(sel.ok());
-          EXPECT_EQ(sel.status().code(), ErrorCode::kNonFiniteGradient);
-          for (size_t i = 0; i < n; ++i) {
-            ASSERT_NEAR(e[i], e_before[i], 1e-6f * (std::fabs(e_before[i]) + std::fabs(good[i])))
-                << "residual not restored at " << i;
-          }
-          EXPECT_EQ(state.threshold, threshold_before);
-          EXPECT_EQ(state.pending_count, 0u) << "the failed pass applied the pending fixes";
-          // Without error feedback too.
-          auto no_feedback = select_topk(g, {}, k, TopkSelect::kThreshold, state);
-          EXPECT_FALSE(no_feedback.ok());
-          // The stream is still usable.
-          select_and_clear(good, e, k, TopkSelect::kThreshold, state);
-        }
-      }
-    }
-  }
-}
-
-// ---- the codec's index encoding --------------------------------------------------------------
-
-std::vector<float> decode_dense(const Codec& codec, std::span<const std::byte> frame,
-                                const Stream& stream, size_t n) {
-  std::vector<float> out(n, 0.0f);
-  auto view = parse_frame(frame);
-  EXPECT_TRUE(view.ok()) << view.status().to_string();
-  if (!view.ok()) return out;
-  const Status st = codec.decode_accumulate(*view, &stream, out);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  return out;
-}
-
-TEST(TopkCodecTest, BitmapAtHighDensityVarintsAtLowDensity) {
-  constexpr size_t n = 20000 + 3;  // not a multiple of 8: the bitmap has a partial last byte
-  for (const auto& [density, bitmap] : {std::pair{0.5, true}, std::pair{0.01, false}}) {
-    for (const char* select : {"threshold", "exact"}) {
-      for (const char* values : {"fp32", "fp16"}) {
-        const std::string spec =
-            "topk:density=" + std::to_string(density) + ",select=" + select + ",values=" + values;
-        SCOPED_TRACE(spec);
-        auto codec = make_cpu_codec(parse_codec_spec(spec).value());
-        ASSERT_TRUE(codec.ok()) << codec.status().to_string();
-        const TensorDesc desc{.job_id = 3, .tensor_id = 9, .elements = n};
-        auto stream = (*codec)->make_stream(desc);
-        ASSERT_TRUE(stream.ok());
-        const bool fp16 = std::string(values) == "fp16";
-        const TopkSelect mode =
-            std::string(select) == "exact" ? TopkSelect::kExact : TopkSelect::kThreshold;
-        const size_t k = topk_count(density, n);
-        // A mirror of the codec's state, driven by select_topk directly.
-        TopkSelectorState mirror_state;
-        std::vector<float> mirror_e(n, 0.0f);
-        std::vector<std::byte> buf((*codec)->max_frame_bytes(desc));
-        for (int step = 0; step < 3; ++step) {
-          const auto g = bench::make_gradient(Dist::kLaplace, n, 40 + static_cast<uint64_t>(step));
-          StepContext ctx;
-          ctx.step = static_cast<uint64_t>(step);
-          auto size = (*codec)->encode(0, ctx, g, **stream, buf);
-          ASSERT_TRUE(size.ok()) << size.status().to_string();
-          ASSERT_LE(*size, buf.size());
-          auto view = parse_frame({buf.data(), *size});
-          ASSERT_TRUE(view.ok()) << view.status().to_string();
-          EXPECT_EQ((view->header.flags & 1) != 0, bitmap) << "flags " << int{view->header.flags};
-          EXPECT_EQ((view->header.flags & 2) != 0, fp16);
-
-          auto sel = select_topk(g, mirror_e, k, mode, mirror_state);
-          ASSERT_TRUE(sel.ok());
-          apply_pending(mirror_state, mirror_e);
-          std::vector<float> expected(n, 0.0f);
-          for (size_t j = 0; j < sel->indices.size(); ++j) {
-            const float v = sel->values[j];
-            const float sent = fp16 ? fp16_to_float(float_to_fp16(v)) : v;
-            expected[sel->indices[j]] = sent;
-            mirror_e[sel->indices[j]] = v - sent;
-          }
-          const auto decoded = decode_dense(**codec, {buf.data(), *size}, **stream, n);
-          ASSERT_EQ(decoded, expected) << "step " << step;
-        }
-        // Read only now: until then the codec's residual carried its pending fixes from step to
-        // step, while the mirror applied them at once.
-        const auto residual = (*stream)->residual();
-        ASSERT_TRUE(std::equal(residual.begin(), residual.end(), mirror_e.begin()));
       }
     }
   }

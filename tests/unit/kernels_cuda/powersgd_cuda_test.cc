@@ -442,6 +442,30 @@ TEST_F(PowersgdGpuTest, NonFiniteGradientsFailLikeTheCpuAndKeepTheResidual) {
   expect_same_failure(huge, 1, 0, big);
 }
 
+// The frame `base` with a shape that does not fit the stream's 1000 elements, each checked with
+// expect_alike(frame, what); with_payload(bytes) is `base` with another payload.
+template <typename ExpectAlike, typename WithPayload>
+void expect_bad_shapes_alike(const FrameView& base, ExpectAlike&& expect_alike,
+                             WithPayload&& with_payload) {
+  for (const auto& [rows, cols] : std::vector<std::pair<uint32_t, uint32_t>>{
+           {31, 32}, {33, 32}, {0, 32}, {32, 0}, {1000, 1}, {0xFFFFFFFFu, 0xFFFFFFFFu}}) {
+    Bytes payload(base.payload.begin(), base.payload.end());
+    std::memcpy(payload.data(), &rows, 4);
+    std::memcpy(payload.data() + 4, &cols, 4);
+    expect_alike(with_payload(payload), "shape");
+  }
+  {
+    Bytes narrow(8 + 4 * 1 * 4);  // 1000 x 1: the rank exceeds the smaller side
+    const uint32_t shape[2] = {1000, 1};
+    std::memcpy(narrow.data(), shape, sizeof shape);
+    expect_alike(with_payload(narrow), "rank above the shape");
+    Bytes other(8 + 4 * 40 * 4);  // 25 x 40: well formed, another stream's shape
+    const uint32_t other_shape[2] = {25, 40};
+    std::memcpy(other.data(), other_shape, sizeof other_shape);
+    expect_alike(with_payload(other), "another stream's shape");
+  }
+}
+
 TEST_F(PowersgdGpuTest, MalformedFramesFailLikeTheCpu) {
   const TensorDesc d = desc_of(1000);
   Pair pair("powersgd:rank=4", d);
@@ -489,23 +513,7 @@ TEST_F(PowersgdGpuTest, MalformedFramesFailLikeTheCpu) {
     std::memcpy(payload.data() + 8 + 4 * 17, &bad, 4);
     expect_alike(with_payload(payload), "bad value");
   }
-  for (const auto& [rows, cols] : std::vector<std::pair<uint32_t, uint32_t>>{
-           {31, 32}, {33, 32}, {0, 32}, {32, 0}, {1000, 1}, {0xFFFFFFFFu, 0xFFFFFFFFu}}) {
-    Bytes payload(base.payload.begin(), base.payload.end());
-    std::memcpy(payload.data(), &rows, 4);
-    std::memcpy(payload.data() + 4, &cols, 4);
-    expect_alike(with_payload(payload), "shape");
-  }
-  {
-    Bytes narrow(8 + 4 * 1 * 4);  // 1000 x 1: the rank exceeds the smaller side
-    const uint32_t shape[2] = {1000, 1};
-    std::memcpy(narrow.data(), shape, sizeof shape);
-    expect_alike(with_payload(narrow), "rank above the shape");
-    Bytes other(8 + 4 * 40 * 4);  // 25 x 40: well formed, another stream's shape
-    const uint32_t other_shape[2] = {25, 40};
-    std::memcpy(other.data(), other_shape, sizeof other_shape);
-    expect_alike(with_payload(other), "another stream's shape");
-  }
+  expect_bad_shapes_alike(base, expect_alike, with_payload);
   expect_alike(view(cpu.sums[0]), "a round-0 frame");
   {
     std::vector<float> acc = sentinel;

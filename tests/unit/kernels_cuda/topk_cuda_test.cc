@@ -9,10 +9,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -169,31 +167,9 @@ TEST_F(TopkCudaTest, ThresholdSelectionsThatRescanSelectWhatTheCpuCodecSelects) 
   }
 }
 
-// Chooses topk's first pass through GRADGATE_TOPK_FIRST_PASS (docs/codecs.md) while it lives,
-// then restores the choice the whole run may have made.
-class FirstPassChoice {
- public:
-  explicit FirstPassChoice(const char* value) {
-    if (const char* before = std::getenv(kVariable)) before_ = before;
-    setenv(kVariable, value, 1);
-  }
-  ~FirstPassChoice() {
-    if (before_) {
-      setenv(kVariable, before_->c_str(), 1);
-    } else {
-      unsetenv(kVariable);
-    }
-  }
-  FirstPassChoice(const FirstPassChoice&) = delete;
-  FirstPassChoice& operator=(const FirstPassChoice&) = delete;
-
- private:
-  static constexpr const char* kVariable = "GRADGATE_TOPK_FIRST_PASS";
-  std::optional<std::string> before_;
-};
-
-// The staged first pass against the CPU codec, for a spec that clears the residual in the pass
-// (fp32 values), one without a residual and one that does not clear it (fp16 values).
+// The staged first pass (first_pass=staged) against the CPU codec, for a spec that clears the
+// residual in the pass (fp32 values), one without a residual and one that does not clear it (fp16
+// values).
 class TopkStagedFirstPassTest : public cuda_test::GpuParamTest<const char*> {};
 
 TEST_P(TopkStagedFirstPassTest, MatchesTheCpuCodecOverSeveralTilesPerBlock) {
@@ -201,7 +177,6 @@ TEST_P(TopkStagedFirstPassTest, MatchesTheCpuCodecOverSeveralTilesPerBlock) {
   // up to 600 resident blocks, so that a block copies its next tile while it works on one; the
   // short last tile takes the plain loads. A cold step, then warm ones. The codecs' device
   // buffers come from cudaMalloc (256-byte aligned), so full tiles take the staged loads.
-  const FirstPassChoice staged("staged");
   const size_t n = (size_t{1} << 23) + 5;
   CodecPair codecs(GetParam(), n);
   for (uint64_t step = 0; step < 4; ++step) {
@@ -210,23 +185,26 @@ TEST_P(TopkStagedFirstPassTest, MatchesTheCpuCodecOverSeveralTilesPerBlock) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Specs, TopkStagedFirstPassTest,
-                         ::testing::Values("topk:density=0.01,select=exact",
-                                           "topk:density=0.001,select=exact,ef=0",
-                                           "topk:density=0.01,select=exact,values=fp16"),
-                         [](const ::testing::TestParamInfo<const char*>& test) {
-                           return test_util::spec_test_name(test.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Specs, TopkStagedFirstPassTest,
+    ::testing::Values("topk:density=0.01,select=exact,first_pass=staged",
+                      "topk:density=0.001,select=exact,ef=0,first_pass=staged",
+                      "topk:density=0.01,select=exact,values=fp16,first_pass=staged"),
+    [](const ::testing::TestParamInfo<const char*>& test) {
+      return test_util::spec_test_name(test.param);
+    });
 
-TEST_F(TopkCudaTest, AnUnknownFirstPassFailsTheEncodeByName) {
-  const FirstPassChoice unknown("fastest");
-  const size_t n = 5000;
-  CodecPair codecs("topk:density=0.01", n);
-  const auto frame = codecs.encode_gpu(gradient(false, n, 7), context(MemoryKind::kDevice, 0));
-  ASSERT_FALSE(frame.ok());
-  EXPECT_EQ(frame.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(frame.status().message().find("GRADGATE_TOPK_FIRST_PASS=fastest"), std::string::npos)
-      << frame.status().message();
+TEST_P(TopkStagedFirstPassTest, MatchesTheCpuCodecOnSmallTensors) {
+  // One element, a tile less one, a tile and one, and 17 tiles and a bit: the staged pass's first
+  // tiles, its partial last one and the rescans, at sizes a memory checker runs through quickly.
+  for (const size_t n : {size_t{1}, size_t{4095}, size_t{4097}, size_t{70001}}) {
+    CodecPair codecs(GetParam(), n);
+    for (uint64_t step = 0; step < 3; ++step) {
+      const auto grad = gradient(step == 1, n, 700 + step);
+      ASSERT_NO_FATAL_FAILURE(codecs.expect_same_step(grad, context(MemoryKind::kHost, step)))
+          << "n " << n << ", step " << step;
+    }
+  }
 }
 
 TEST_F(TopkCudaTest, CpuFramesDecodeOnTheGpuToTheSameValues) {

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "gateway/transport/log_throttle.h"
+#include "gradgate/base/log_throttle.h"
 #include "gateway/transport/tcp/backoff.h"
 
 namespace gradgate::gateway::tcp {

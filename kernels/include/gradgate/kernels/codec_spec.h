@@ -23,6 +23,11 @@ enum class TopkSelect : uint8_t {
 };
 
 enum class ValueType : uint8_t { kFp32, kFp16 };
+/// topk on the GPU: how the selection's first pass loads full tiles of the gradient and residual:
+/// into registers when the tile's turn comes, or staged, copied into shared memory while the tile
+/// before is ranked, so that a block always has loads in flight. The same selection either way,
+/// a choice of speed (kernels/cuda/PERF_NOTES.md); the CPU codec has no such pass and ignores it.
+enum class TopkFirstPass : uint8_t { kRegisters, kStaged };
 
 struct CodecParams {
   CodecId id = CodecId::kNone;
@@ -42,6 +47,8 @@ struct CodecParams {
   /// |values| among those indices fill it; plain top-k the rest. Workers that pick the same
   /// indices shrink the union an aggregator re-sends.
   double overlap = 0.0;
+  /// topk: the GPU selection's first pass (first_pass=registers|staged).
+  TopkFirstPass first_pass = TopkFirstPass::kRegisters;
   /// powersgd: rank of the approximation, 1..64.
   int rank = 4;
 };

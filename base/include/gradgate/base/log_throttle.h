@@ -8,7 +8,7 @@
 #include <optional>
 #include <unordered_map>
 
-namespace gradgate::gateway {
+namespace gradgate {
 
 class LogThrottle {
  public:
@@ -29,4 +29,4 @@ class LogThrottle {
   std::unordered_map<uint64_t, Entry> entries_;
 };
 
-}  // namespace gradgate::gateway
+}  // namespace gradgate

@@ -1,6 +1,6 @@
-#include "gateway/transport/log_throttle.h"
+#include "gradgate/base/log_throttle.h"
 
-namespace gradgate::gateway {
+namespace gradgate {
 
 std::optional<uint64_t> LogThrottle::admit(uint64_t key, Clock::time_point now) {
   auto [it, inserted] = entries_.try_emplace(key, Entry{now, 0});
@@ -15,4 +15,4 @@ std::optional<uint64_t> LogThrottle::admit(uint64_t key, Clock::time_point now) 
   return suppressed;
 }
 
-}  // namespace gradgate::gateway
+}  // namespace gradgate
