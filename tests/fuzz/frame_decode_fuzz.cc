@@ -16,6 +16,8 @@
 namespace {
 
 using namespace gradgate::kernels;
+using gradgate::CodecId;
+using gradgate::kCodecCount;
 
 constexpr size_t kFieldBytes = 9;
 
