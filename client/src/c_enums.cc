@@ -22,7 +22,7 @@ static_assert(GG_FP32 == static_cast<int>(gradgate::Dtype::kFp32) &&
 
 extern "C" const char* gg_codec_name(gg_codec codec) {
   const int value = gradgate::client_impl::c_enum_value(codec);
-  if (value < 0 || !gradgate::is_codec_id(static_cast<unsigned>(value))) return "unknown";
+  if (!gradgate::is_codec_id(static_cast<unsigned>(value))) return "unknown";  // < 0 wraps
   // The table's names are string literals: each view ends in a NUL.
   return gradgate::codec_name(static_cast<gradgate::CodecId>(value)).data();
 }

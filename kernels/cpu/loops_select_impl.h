@@ -24,6 +24,21 @@ using rules::finite;
 // order every implementation of the sum follows, see element_rules.h).
 constexpr size_t kBlock = rules::kSumBlock;
 
+// scan_select's element-by-element part from element `i` on, `count` selected so far: the whole
+// array on the baseline, the tail after the vectors on AVX2.
+size_t scan_select_from(const float* e, size_t i, size_t n, float t, uint32_t* idx, float* val,
+                        size_t count, size_t cap) {
+  for (; i < n; ++i) {
+    if (std::fabs(e[i]) > t) {
+      const size_t pos = std::min(count, cap);
+      idx[pos] = static_cast<uint32_t>(i);
+      val[pos] = e[i];
+      ++count;
+    }
+  }
+  return count;
+}
+
 #if defined(__AVX2__)
 // Permutation that moves the lanes selected by an 8-bit mask to the front, for every mask.
 struct CompactTable {
@@ -255,15 +270,7 @@ size_t scan_select(const float* e, size_t n, float t, uint32_t* idx, float* val,
     compact_store(hit, index, v, idx, val, count, cap);
     index = _mm256_add_epi32(index, eight);
   }
-  for (; i < n; ++i) {
-    if (std::fabs(e[i]) > t) {
-      const size_t pos = std::min(count, cap);
-      idx[pos] = static_cast<uint32_t>(i);
-      val[pos] = e[i];
-      ++count;
-    }
-  }
-  return count;
+  return scan_select_from(e, i, n, t, idx, val, count, cap);
 }
 #else
 // The same summation order as the AVX2 loops (8 float lanes per 4096-element block, lanes added
@@ -336,16 +343,7 @@ SelectResult accumulate_select(const float* g, float* e, size_t n, float t, uint
 }
 
 size_t scan_select(const float* e, size_t n, float t, uint32_t* idx, float* val, size_t cap) {
-  size_t count = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (std::fabs(e[i]) > t) {
-      const size_t pos = std::min(count, cap);
-      idx[pos] = static_cast<uint32_t>(i);
-      val[pos] = e[i];
-      ++count;
-    }
-  }
-  return count;
+  return scan_select_from(e, 0, n, t, idx, val, 0, cap);
 }
 #endif
 
