@@ -32,6 +32,7 @@
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/cuda/device_stream.h"
+#include "gradgate/kernels/cuda_codecs.h"
 #include "gradgate/kernels/frame.h"
 #include "json_line.h"
 #include "radix_topk.h"

@@ -5,6 +5,7 @@
 #include "gateway/collective/collective_engine.h"
 #include "gateway/collective/tensor_streams.h"
 #include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/make_codec_for.h"
 
 namespace gradgate::gateway {
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "codecs.h"
-#include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/cuda_codecs.h"
 
 namespace gradgate::kernels {
 

@@ -1,6 +1,7 @@
 // Tests of codec specs (gradgate/kernels/codec_spec.h): parse/format round trips for every codec
 // and key, the errors of malformed specs, and make_cpu_codec for every codec id.
 #include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/make_codec_for.h"
 
 #include <gtest/gtest.h>
 

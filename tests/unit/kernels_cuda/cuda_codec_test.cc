@@ -19,6 +19,7 @@
 #include "cuda_test_util.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/cuda_codecs.h"
 #include "gradgate/kernels/frame.h"
 #include "gradgate/kernels/wire_io.h"
 

@@ -24,6 +24,7 @@
 #include "gradgate/kernels/codec_spec.h"
 #include "gradgate/kernels/cuda/device_stream.h"
 #include "gradgate/kernels/frame.h"
+#include "gradgate/kernels/make_codec_for.h"
 
 namespace gradgate::kernels::cuda_test {
 

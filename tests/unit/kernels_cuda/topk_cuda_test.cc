@@ -20,6 +20,7 @@
 #include "codec_test_util.h"
 #include "cuda_test_util.h"
 #include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/cuda_codecs.h"
 #include "gradgate/kernels/frame.h"
 #include "topk_select.h"
 

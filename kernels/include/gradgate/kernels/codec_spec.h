@@ -75,13 +75,4 @@ CodecParams sent_in_precision(const CodecParams& codec, CodecId precision);
 /// Makes the CPU implementation of the codec: it encodes and decodes host (or pinned) memory.
 Result<std::unique_ptr<Codec>> make_cpu_codec(const CodecParams& params);
 
-/// Makes the CUDA implementation of the codec: it encodes and decodes device memory, on the
-/// device current when its streams are made. kUnsupported when this build has no CUDA, when no
-/// CUDA device is usable, and for topk with overlap > 0 (no CUDA implementation yet).
-Result<std::unique_ptr<Codec>> make_cuda_codec(const CodecParams& params);
-
-/// The implementation for buffers in `memory`: the CPU codec for kHost and kPinned, the CUDA codec
-/// for kDevice (with make_cuda_codec's errors).
-Result<std::unique_ptr<Codec>> make_codec_for(const CodecParams& params, MemoryKind memory);
-
 }  // namespace gradgate::kernels

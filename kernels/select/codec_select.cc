@@ -1,4 +1,6 @@
-#include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/make_codec_for.h"
+
+#include "gradgate/kernels/cuda_codecs.h"
 
 namespace gradgate::kernels {
 

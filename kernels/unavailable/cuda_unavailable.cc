@@ -2,7 +2,7 @@
 // that pick a codec by memory kind link and fail politely.
 #include <string>
 
-#include "gradgate/kernels/codec_spec.h"
+#include "gradgate/kernels/cuda_codecs.h"
 
 namespace gradgate::kernels {
 
