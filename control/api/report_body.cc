@@ -5,9 +5,9 @@
 #include <set>
 #include <string>
 
-#include "gradgate/base/job_limits.h"
+#include "common/config/value_text.h"
 #include "control/policy/measurements_check.h"
-#include "gateway/config/config_text.h"
+#include "gradgate/base/job_limits.h"
 #include "gradgate/kernels/frame.h"
 
 namespace gradgate::control {
@@ -140,7 +140,7 @@ std::optional<http::BodyError> read_report(std::string_view body, NodeReport& re
     if (report.node >= report.nodes) root.reject("node", "must be below /nodes");
     report.address = *address;
     // The other gateways dial it (membership by the controller): refused here, not skipped there.
-    if (auto endpoint = gateway::parse_endpoint(*address); !endpoint.ok()) {
+    if (auto endpoint = config::parse_endpoint(*address); !endpoint.ok()) {
       root.reject("address", endpoint.status().message());
     }
     report.admin = admin.value_or("");

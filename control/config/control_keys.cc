@@ -5,8 +5,9 @@
 #include <limits>
 #include <string>
 
+#include "common/config/value_text.h"
 #include "common/http/connection_limit.h"
-#include "gateway/config/config_text.h"
+#include "common/net/endpoint.h"
 
 namespace gradgate::control {
 namespace {
@@ -28,7 +29,7 @@ Result<std::string> scalar(const YAML::Node& value) {
 Result<uint64_t> unsigned_value(const YAML::Node& value, uint64_t max) {
   auto text = scalar(value);
   if (!text.ok()) return text.status();
-  return gateway::parse_unsigned(*text, max);
+  return config::parse_unsigned(*text, max);
 }
 
 Result<double> number_value(const YAML::Node& value) {
@@ -102,7 +103,7 @@ Status store_string(ControlConfig& config, const YAML::Node& value) {
 Status store_listen(ControlConfig& config, const YAML::Node& value) {
   auto text = scalar(value);
   if (!text.ok()) return text.status();
-  auto endpoint = gateway::parse_endpoint(*text);
+  auto endpoint = config::parse_endpoint(*text);
   if (!endpoint.ok()) return endpoint.status();
   config.listen_host = endpoint->host;
   config.listen_port = endpoint->port;
@@ -268,19 +269,5 @@ constexpr ControlKey kKeys[] = {
 }  // namespace
 
 std::span<const ControlKey> control_keys() { return kKeys; }
-
-const ControlKey* find_control_key(std::string_view path) {
-  for (const auto& key : kKeys) {
-    if (key.path == path) return &key;
-  }
-  return nullptr;
-}
-
-bool is_control_section(std::string_view section) {
-  for (const auto& key : kKeys) {
-    if (key.path.substr(0, key.path.find('.')) == section) return true;
-  }
-  return false;
-}
 
 }  // namespace gradgate::control

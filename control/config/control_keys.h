@@ -6,28 +6,18 @@
 #include <yaml-cpp/yaml.h>
 
 #include <span>
-#include <string_view>
 
+#include "common/config/key_table.h"
 #include "control/config/control_config.h"
 #include "gradgate/base/status.h"
 
 namespace gradgate::control {
 
-struct ControlKey {
-  std::string_view path;  // "section.key"
-  /// Whether the value is a YAML list (an override then reads its text as YAML flow text).
-  bool is_list;
-  /// Parses `value` and assigns it; kInvalidArgument says what was expected.
-  Status (*store)(ControlConfig& config, const YAML::Node& value);
-};
+/// A key of the controller's configuration: `store` parses the whole YAML value (a list key takes
+/// its list at once).
+using ControlKey = config::Key<ControlConfig, const YAML::Node&>;
 
 /// Every key, section by section, in the order of config/control.yaml.
 std::span<const ControlKey> control_keys();
-
-/// The key named `path`, or nullptr.
-const ControlKey* find_control_key(std::string_view path);
-
-/// Whether some key lives in `section` ("server", "policy", ...).
-bool is_control_section(std::string_view section);
 
 }  // namespace gradgate::control

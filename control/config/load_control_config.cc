@@ -1,17 +1,17 @@
 // load_control_config and parse_control_config: the file, then the environment, then --set, then
 // the rules between keys and the policy settings; every problem of every stage in one Status.
+#include "common/config/config_errors.h"
+#include "common/config/config_source.h"
+#include "common/config/key_table.h"
+#include "common/config/yaml_sections.h"
 #include "control/config/control_config.h"
 #include "control/config/control_keys.h"
-#include "gateway/config/config_errors.h"
-#include "gateway/config/config_keys.h"
-#include "gateway/config/config_source.h"
 
 namespace gradgate::control {
 namespace {
 
-using gateway::ConfigErrors;
-using gateway::invalid_yaml;
-using gateway::yaml_location;
+using config::ConfigErrors;
+using config::yaml_location;
 
 void store(const ControlKey& key, const YAML::Node& value, std::string_view origin,
            ControlConfig& config, ConfigErrors& errors) {
@@ -30,45 +30,16 @@ void store(const ControlKey& key, const YAML::Node& value, std::string_view orig
 
 void read_file_text(const std::string& text, std::string_view origin, ControlConfig& config,
                     ConfigErrors& errors) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    errors.add_unreadable(origin, invalid_yaml(e));
-    return;
-  }
-  if (root.IsNull()) return;
-  if (!root.IsMap()) {
-    errors.add_unreadable(origin,
-                          "the top level must be a mapping of sections (server, auth, "
-                          "nodes, policy, log)" +
-                              yaml_location(root.Mark()));
-    return;
-  }
-  std::set<std::string, std::less<>> seen;
-  for (const auto& section : root) {
-    const std::string name = section.first.Scalar();
-    if (!is_control_section(name)) {
-      errors.add(origin, name, "unknown section" + yaml_location(section.first.Mark()));
-      continue;
-    }
-    if (section.second.IsNull()) continue;
-    if (!section.second.IsMap()) {
-      errors.add(origin, name, "must be a mapping of keys" + yaml_location(section.second.Mark()));
-      continue;
-    }
-    for (const auto& entry : section.second) {
-      const std::string path = name + "." + entry.first.Scalar();
-      const ControlKey* key = find_control_key(path);
-      if (key == nullptr) {
-        errors.add(origin, path, "unknown key" + yaml_location(entry.first.Mark()));
-      } else if (!seen.insert(path).second) {
-        errors.add(origin, path, "appears twice" + yaml_location(entry.first.Mark()));
-      } else {
-        store(*key, entry.second, origin, config, errors);
-      }
-    }
-  }
+  const auto sections = config::sections_of(control_keys());
+  const config::SectionReader reader{
+      .sections = sections,
+      .is_key = [](const std::string& path) { return config::find_key(control_keys(), path); },
+      .read_value =
+          [&](const std::string& path, const YAML::Node& value) {
+            store(*config::find_key(control_keys(), path), value, origin, config, errors);
+          },
+  };
+  config::read_yaml_sections(text, origin, reader, errors);
 }
 
 // An override's text as the YAML value of `key`: flow text for list keys, the text itself for
@@ -83,31 +54,30 @@ void store_override(const ControlKey& key, const std::string& text, std::string_
   }
 }
 
+// GRADGATE_<SECTION>_<KEY>; a variable of a known section that names no key is an error (a typo
+// must not be ignored), other GRADGATE_ variables are not configuration.
 void apply_env(const std::map<std::string, std::string>& env, ControlConfig& config,
                ConfigErrors& errors) {
+  const auto sections = config::sections_of(control_keys());
   for (const auto& [name, value] : env) {
-    const ControlKey* match = nullptr;
-    bool in_known_section = false;
-    for (const auto& key : control_keys()) {
-      const std::string_view section = key.path.substr(0, key.path.find('.'));
-      in_known_section |= name.starts_with(gateway::config_env_name(section) + "_");
-      if (gateway::config_env_name(key.path) == name) match = &key;
-    }
+    const std::string path = config::env_key_path(name, sections);
+    if (path.empty()) continue;
     const std::string origin = "environment " + name;
-    if (match != nullptr) {
-      store_override(*match, value, origin, config, errors);
-    } else if (in_known_section) {
+    const ControlKey* key = config::find_key(control_keys(), path);
+    if (key == nullptr || config::env_name(key->path) != name) {
       errors.add_general(origin, "names no configuration key");
+    } else {
+      store_override(*key, value, origin, config, errors);
     }
   }
 }
 
 void apply_set(const std::vector<std::string>& overrides, ControlConfig& config,
                ConfigErrors& errors) {
-  gateway::for_each_set_override(
+  config::for_each_set_override(
       overrides, errors,
       [&](const std::string& origin, const std::string& path, std::string_view value) {
-        const ControlKey* key = find_control_key(path);
+        const ControlKey* key = config::find_key(control_keys(), path);
         if (key == nullptr) return errors.add(origin, path, "unknown key");
         store_override(*key, std::string(value), origin, config, errors);
       });
@@ -156,9 +126,9 @@ Result<ControlConfig> parse_control_config(const std::string& yaml, const std::s
 
 Result<ControlConfig> load_control_config(const std::string& path,
                                           const std::vector<std::string>& overrides) {
-  auto text = gateway::read_config_file(path);
+  auto text = config::read_config_file(path);
   if (!text.ok()) return text.status();
-  return parse_control_config(*text, path, gateway::process_environment(), overrides);
+  return parse_control_config(*text, path, config::process_environment(), overrides);
 }
 
 }  // namespace gradgate::control

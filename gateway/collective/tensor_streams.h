@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gateway/config/gateway_config.h"
+#include "gradgate/base/collective_mode.h"
 #include "gradgate/base/status.h"
 #include "gradgate/kernels/codec.h"
 

@@ -5,9 +5,10 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/config/value_text.h"
 #include "common/http/connection_limit.h"
-#include "gradgate/base/job_limits.h"
 #include "gateway/config/config_text.h"
+#include "gradgate/base/job_limits.h"
 
 namespace gradgate::gateway {
 namespace {
@@ -20,7 +21,7 @@ constexpr uint64_t kMaxIdleSleepUs = 10000;  // beyond 10 ms a polling thread is
 // Stores an unsigned key: `config.*Field = parsed` with the given bound.
 template <auto Field, uint64_t Max>
 Status store_unsigned(GatewayConfig& config, std::string_view text) {
-  auto value = parse_unsigned(text, Max);
+  auto value = config::parse_unsigned(text, Max);
   if (!value.ok()) return value.status();
   config.*Field = static_cast<std::remove_reference_t<decltype(config.*Field)>>(*value);
   return {};
@@ -37,7 +38,7 @@ Status store_parsed(GatewayConfig& config, std::string_view text) {
 
 template <auto Field>
 Status store_milliseconds(GatewayConfig& config, std::string_view text) {
-  auto value = parse_unsigned(text, kMaxMilliseconds);
+  auto value = config::parse_unsigned(text, kMaxMilliseconds);
   if (!value.ok()) return value.status();
   config.*Field = std::chrono::milliseconds(static_cast<int64_t>(*value));
   return {};
@@ -50,7 +51,7 @@ Status store_string(GatewayConfig& config, std::string_view text) {
 }
 
 Status store_node(GatewayConfig& config, std::string_view text) {
-  auto node = parse_endpoint(text);
+  auto node = config::parse_endpoint(text);
   if (!node.ok()) return node.status();
   config.nodes.push_back(*std::move(node));
   return {};
@@ -62,10 +63,10 @@ void clear_nodes(GatewayConfig& config) { config.nodes.clear(); }
 template <auto Field>
 Status store_optional_endpoint(GatewayConfig& config, std::string_view text) {
   if (text.empty()) {
-    config.*Field = Endpoint{};
+    config.*Field = net::Endpoint{};
     return {};
   }
-  return store_parsed<Field, parse_endpoint>(config, text);
+  return store_parsed<Field, config::parse_endpoint>(config, text);
 }
 
 // An unsigned rank, or "auto": the controller assigns it (node_rank_auto).
@@ -75,7 +76,7 @@ Status store_node_rank(GatewayConfig& config, std::string_view text) {
     config.node_rank = 0;
     return {};
   }
-  auto rank = parse_unsigned(text, kU32Max);
+  auto rank = config::parse_unsigned(text, kU32Max);
   if (!rank.ok()) {
     return Status(rank.status().code(),
                   rank.status().message() + " (or auto: from the controller)");
@@ -107,7 +108,7 @@ constexpr ConfigKey kKeys[] = {
     {"compression.placement", false, store_parsed<&C::placement, parse_placement_mode>, nullptr},
     {"compression.min_compress_elements", false, store_unsigned<&C::min_compress_elements, kU64Max>,
      nullptr},
-    {"transport.listen", false, store_parsed<&C::listen, parse_endpoint>, nullptr},
+    {"transport.listen", false, store_parsed<&C::listen, config::parse_endpoint>, nullptr},
     {"transport.connect_timeout_ms", false, store_milliseconds<&C::connect_timeout>, nullptr},
     {"transport.reconnect_min_ms", false, store_milliseconds<&C::reconnect_min>, nullptr},
     {"transport.reconnect_max_ms", false, store_milliseconds<&C::reconnect_max>, nullptr},
@@ -117,7 +118,7 @@ constexpr ConfigKey kKeys[] = {
     {"transport.peer_timeout_ms", false, store_milliseconds<&C::peer_timeout>, nullptr},
     {"dpdk.cores", false, store_string<&C::dpdk_cores>, nullptr},
     {"dpdk.memory_mb", false, store_unsigned<&C::dpdk_memory_mb, kU32Max>, nullptr},
-    {"dpdk.no_huge", false, store_parsed<&C::dpdk_no_huge, parse_bool>, nullptr},
+    {"dpdk.no_huge", false, store_parsed<&C::dpdk_no_huge, config::parse_bool>, nullptr},
     {"dpdk.port", false, store_string<&C::dpdk_port>, nullptr},
     {"dpdk.mtu", false, store_unsigned<&C::dpdk_mtu, kU32Max>, nullptr},
     {"dpdk.mbufs", false, store_unsigned<&C::dpdk_mbufs, kU32Max>, nullptr},
@@ -127,12 +128,14 @@ constexpr ConfigKey kKeys[] = {
     {"dpdk.network_status_file", false, store_string<&C::dpdk_network_status_file>, nullptr},
     {"dpdk.network", false, store_string<&C::dpdk_network>, nullptr},
     {"dpdk.network_wait_ms", false, store_milliseconds<&C::dpdk_network_wait>, nullptr},
-    {"dpdk.inject_drop", false, store_parsed<&C::dpdk_inject_drop, parse_fraction>, nullptr},
-    {"dpdk.inject_duplicate", false, store_parsed<&C::dpdk_inject_duplicate, parse_fraction>,
+    {"dpdk.inject_drop", false, store_parsed<&C::dpdk_inject_drop, config::parse_fraction>,
      nullptr},
-    {"dpdk.inject_reorder", false, store_parsed<&C::dpdk_inject_reorder, parse_fraction>, nullptr},
+    {"dpdk.inject_duplicate", false,
+     store_parsed<&C::dpdk_inject_duplicate, config::parse_fraction>, nullptr},
+    {"dpdk.inject_reorder", false, store_parsed<&C::dpdk_inject_reorder, config::parse_fraction>,
+     nullptr},
     {"dpdk.inject_seed", false, store_unsigned<&C::dpdk_inject_seed, kU64Max>, nullptr},
-    {"admin.listen", false, store_parsed<&C::admin_listen, parse_endpoint>, nullptr},
+    {"admin.listen", false, store_parsed<&C::admin_listen, config::parse_endpoint>, nullptr},
     {"admin.max_connections", false,
      store_unsigned<&C::admin_max_connections, http::kMaxConnectionsLimit>, nullptr},
     {"control.url", false, store_optional_endpoint<&C::controller>, nullptr},
@@ -153,27 +156,5 @@ constexpr ConfigKey kKeys[] = {
 }  // namespace
 
 std::span<const ConfigKey> config_keys() { return kKeys; }
-
-const ConfigKey* find_config_key(std::string_view path) {
-  for (const auto& key : kKeys) {
-    if (key.path == path) return &key;
-  }
-  return nullptr;
-}
-
-bool is_config_section(std::string_view section) {
-  for (const auto& key : kKeys) {
-    if (key.path.substr(0, key.path.find('.')) == section) return true;
-  }
-  return false;
-}
-
-std::string config_env_name(std::string_view path) {
-  std::string name = "GRADGATE_";
-  for (const char c : path) {
-    name += c == '.' ? '_' : (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
-  }
-  return name;
-}
 
 }  // namespace gradgate::gateway

@@ -9,7 +9,6 @@
 #include <string>
 
 #include "gradgate/base/job_limits.h"
-#include "gateway/transport/tcp/wire.h"
 #include "gradgate/config.h"
 #include "gradgate/kernels/codec_spec.h"
 
@@ -246,9 +245,9 @@ class Checker {
             {"transport.send_queue_bytes"});
     }
     check_positive("transport.max_message_bytes", config.max_message_bytes);
-    if (config.max_message_bytes > tcp::kMaxLength) {
+    if (config.max_message_bytes > kMaxPeerMessageBytes) {
       issue("transport.max_message_bytes",
-            "must be <= " + std::to_string(tcp::kMaxLength) + " (2^31 - 1)",
+            "must be <= " + std::to_string(kMaxPeerMessageBytes) + " (2^31 - 1)",
             {"transport.max_message_bytes"});
     }
   }
@@ -256,9 +255,9 @@ class Checker {
   // Every segment travels as one message: the largest message and the send queue must hold it
   // (frames denser than none's, top-k near density 1, need more than this floor).
   void check_segment_messages(const GatewayConfig& config) {
-    if (config.segment_bytes > tcp::kMaxLength - kSegmentMessageOverhead) {
+    if (config.segment_bytes > kMaxPeerMessageBytes - kSegmentMessageOverhead) {
       issue("collective.segment_bytes",
-            "must be at most " + std::to_string(tcp::kMaxLength - kSegmentMessageOverhead) +
+            "must be at most " + std::to_string(kMaxPeerMessageBytes - kSegmentMessageOverhead) +
                 ": a segment travels as one message (at most 2^31 - 1 bytes)",
             {"collective.segment_bytes"});
       return;
@@ -287,7 +286,7 @@ class Checker {
     check_network_status(config);
     const bool from_network_status = config.dpdk_from_network_status();
     if (config.size > 0) {  // it registers its DPDK address and dpdk.udp_port
-      if (!from_network_status && !is_ipv4_address(config.listen.host)) {
+      if (!from_network_status && !net::is_ipv4_address(config.listen.host)) {
         issue("transport.listen",
               "with dpdk and job.size, give this gateway's IPv4 address on its DPDK port, got \"" +
                   config.listen.host + "\"",
@@ -300,7 +299,7 @@ class Checker {
     }
     for (std::size_t i = 0; i < config.nodes.size(); ++i) {
       const std::string& host = config.nodes[i].host;
-      if (!is_ipv4_address(host)) {
+      if (!net::is_ipv4_address(host)) {
         issue("job.nodes[" + std::to_string(i) + "]",
               "dpdk needs every gateway's IPv4 address, got \"" + host + "\"",
               {"job.transport", "job.nodes"});

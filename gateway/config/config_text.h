@@ -1,5 +1,7 @@
-// Text forms of configuration values, shared by the YAML file, GRADGATE_* environment variables
-// and --set overrides so that a value means the same wherever it is written.
+// Text forms of the gateway's own configuration values (the modes and kinds of gateway_config.h),
+// shared by the YAML file, GRADGATE_* environment variables and --set overrides so that a value
+// means the same wherever it is written; those the controller shares are in common/config/
+// (numbers, booleans) and common/net/ (host:port).
 //
 // Every parser takes the text exactly as written and returns the value, or kInvalidArgument with
 // a message that quotes the text and says what was expected (the caller prefixes the key path).
@@ -9,23 +11,9 @@
 #include <string_view>
 
 #include "gateway/config/gateway_config.h"
-#include "gateway/transport/endpoint.h"
 #include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
-
-/// A decimal integer in [0, max]: no sign, no spaces, no hex.
-Result<uint64_t> parse_unsigned(std::string_view text, uint64_t max);
-
-/// A decimal number in [0, 1): "0", "0.05", "1e-3".
-Result<double> parse_fraction(std::string_view text);
-
-/// true | false | 1 | 0.
-Result<bool> parse_bool(std::string_view text);
-
-/// "host:port": an IPv4 address or host name (letters, digits, '.', '-', '_') and a port in
-/// 0..65535 (0 = any free port, meaningful for listeners only).
-Result<Endpoint> parse_endpoint(std::string_view text);
 
 /// auto | ring | allgather | aggregator.
 Result<CollectiveMode> parse_collective_mode(std::string_view text);

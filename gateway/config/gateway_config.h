@@ -10,18 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "gateway/transport/endpoint.h"
+#include "common/net/endpoint.h"
+#include "gradgate/base/collective_mode.h"
 #include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
-
-enum class CollectiveMode {
-  kAuto,        // ring for summable codecs, all-gather for the others
-  kRing,        // ring reduce-scatter + all-gather (summable codecs only)
-  kAllGather,   // every gateway gets every frame and sums them itself
-  kAggregator,  // non-summable codecs at scale: shard owners sum, re-compress with their own
-                // error feedback, and send the aggregate back (parameter-server style)
-};
 
 /// Where the codec of a tensor in GPU memory runs (compression.placement).
 enum class PlacementMode {
@@ -39,8 +32,8 @@ enum class TransportKind {
 struct GatewayConfig {
   // job: who takes part. Static membership; the control plane makes it dynamic later.
   uint64_t job_id = 1;
-  std::vector<Endpoint> nodes;  // every gateway's peer address, by rank
-  uint32_t node_rank = 0;       // this gateway's index in `nodes`
+  std::vector<net::Endpoint> nodes;  // every gateway's peer address, by rank
+  uint32_t node_rank = 0;            // this gateway's index in `nodes`
   /// `job.node_rank: auto` (with `size`): the controller hands out the rank by `node_name`,
   /// so that identical gateways (a Kubernetes DaemonSet) need no per-node setting.
   bool node_rank_auto = false;
@@ -61,7 +54,7 @@ struct GatewayConfig {
   uint64_t min_compress_elements = 1024;  // smaller tensors travel uncompressed (codec none)
 
   // transport
-  Endpoint listen;  // where peers connect; default: nodes[node_rank] with its port
+  net::Endpoint listen;  // where peers connect; default: nodes[node_rank] with its port
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds reconnect_min{50};      // first reconnection delay
   std::chrono::milliseconds reconnect_max{2000};    // backoff doubles up to this
@@ -108,11 +101,11 @@ struct GatewayConfig {
   uint64_t residual_memory_cap_bytes = uint64_t{8} << 30;
 
   // admin: the gateway's own HTTP API (/livez, /readyz, /metrics, /v1/status)
-  Endpoint admin_listen{"127.0.0.1", 0};  // port 0: any free port (the ready file tells which)
-  uint32_t admin_max_connections = 64;    // served at once; more are answered 503 and closed
+  net::Endpoint admin_listen{"127.0.0.1", 0};  // port 0: any free port (the ready file tells which)
+  uint32_t admin_max_connections = 64;         // served at once; more are answered 503 and closed
 
   // control: the controller this gateway reports to and takes policies from ("" url: none)
-  Endpoint controller;             // host:port; an empty host: none
+  net::Endpoint controller;        // host:port; an empty host: none
   std::string control_token_file;  // bearer token; wins over the variable
   std::string control_token_env = "GRADGATE_API_TOKEN";
   std::chrono::milliseconds control_report_interval{1000};  // reports and metric refreshes

@@ -2,9 +2,9 @@
 // default of transport.listen, then the rules; every problem of every stage in one Status.
 #include <algorithm>
 
-#include "gateway/config/config_errors.h"
+#include "common/config/config_errors.h"
+#include "common/config/config_source.h"
 #include "gateway/config/config_rules.h"
-#include "gateway/config/config_source.h"
 #include "gateway/config/gateway_config.h"
 #include "gateway/config/overrides.h"
 #include "gateway/config/yaml_reader.h"
@@ -12,7 +12,7 @@
 namespace gradgate::gateway {
 namespace {
 
-bool reads_failed_key(const ConfigIssue& issue, const ConfigErrors& errors) {
+bool reads_failed_key(const ConfigIssue& issue, const config::ConfigErrors& errors) {
   return std::any_of(issue.inputs.begin(), issue.inputs.end(),
                      [&](std::string_view key) { return errors.failed(key); });
 }
@@ -23,7 +23,7 @@ Result<GatewayConfig> parse_gateway_config(const std::string& yaml, const std::s
                                            const std::map<std::string, std::string>& env,
                                            const std::vector<std::string>& overrides) {
   GatewayConfig config;
-  ConfigErrors errors;
+  config::ConfigErrors errors;
   read_yaml_config(yaml, origin, config, errors);
   apply_env_overrides(env, config, errors);
   apply_set_overrides(overrides, config, errors);
@@ -40,9 +40,9 @@ Result<GatewayConfig> parse_gateway_config(const std::string& yaml, const std::s
 
 Result<GatewayConfig> load_gateway_config(const std::string& path,
                                           const std::vector<std::string>& overrides) {
-  auto text = read_config_file(path);
+  auto text = config::read_config_file(path);
   if (!text.ok()) return text.status();
-  return parse_gateway_config(*text, path, process_environment(), overrides);
+  return parse_gateway_config(*text, path, config::process_environment(), overrides);
 }
 
 }  // namespace gradgate::gateway

@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "gateway/transport/endpoint.h"
+#include "common/net/endpoint.h"
 
 namespace gradgate::gateway {
 namespace {
@@ -168,7 +168,7 @@ Result<NetworkAttachment> attachment_of(const nlohmann::json& entry, std::size_t
     if (!ips->is_array()) return malformed(where + ": \"ips\" is not a list");
     for (const auto& ip : *ips) {
       if (!ip.is_string()) return malformed(where + ": an entry of \"ips\" is not a string");
-      if (attachment.ipv4.empty() && is_ipv4_address(ip.get<std::string>())) {
+      if (attachment.ipv4.empty() && net::is_ipv4_address(ip.get<std::string>())) {
         attachment.ipv4 = ip.get<std::string>();
       }
     }

@@ -4,13 +4,12 @@
 #include <cstddef>
 #include <string_view>
 
+#include "common/config/config_source.h"
+#include "common/config/key_table.h"
 #include "gateway/config/config_keys.h"
-#include "gateway/config/config_source.h"
 
 namespace gradgate::gateway {
 namespace {
-
-constexpr std::string_view kEnvPrefix = "GRADGATE_";
 
 std::string_view trimmed(std::string_view text) {
   const auto first = text.find_first_not_of(" \t");
@@ -20,7 +19,7 @@ std::string_view trimmed(std::string_view text) {
 
 // Stores `value` into `key`: one text for a scalar key, a comma-separated list for a list key.
 void store_override(const ConfigKey& key, std::string_view value, std::string_view origin,
-                    GatewayConfig& config, ConfigErrors& errors) {
+                    GatewayConfig& config, config::ConfigErrors& errors) {
   if (!key.is_list) {
     const Status status = key.store(config, value);
     if (!status.ok()) errors.add(origin, key.path, status.message());
@@ -40,39 +39,22 @@ void store_override(const ConfigKey& key, std::string_view value, std::string_vi
   }
 }
 
-// "job.node_rank" for "GRADGATE_JOB_NODE_RANK" when it names a key of a known section; the empty
-// string when the variable is not configuration.
-std::string key_path_of_env(std::string_view name) {
-  if (!name.starts_with(kEnvPrefix)) return "";
-  const std::string_view rest = name.substr(kEnvPrefix.size());
-  for (const auto& key : config_keys()) {
-    const std::string_view section = key.path.substr(0, key.path.find('.'));
-    std::string section_env = config_env_name(section).substr(kEnvPrefix.size()) + "_";
-    if (!rest.starts_with(section_env)) continue;
-    std::string path = std::string(section) + ".";
-    for (const char c : rest.substr(section_env.size())) {
-      path += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-    }
-    return path;
-  }
-  return "";
-}
-
 }  // namespace
 
 void apply_env_overrides(const std::map<std::string, std::string>& env, GatewayConfig& config,
-                         ConfigErrors& errors) {
+                         config::ConfigErrors& errors) {
+  const auto sections = config::sections_of(config_keys());
   for (const auto& [name, value] : env) {
-    const std::string path = key_path_of_env(name);
+    const std::string path = config::env_key_path(name, sections);
     if (path.empty()) continue;
     const std::string origin = "environment " + name;
-    const ConfigKey* key = find_config_key(path);
+    const ConfigKey* key = config::find_key(config_keys(), path);
     if (key == nullptr) {
       errors.add(origin, path, "unknown key");
       continue;
     }
-    if (config_env_name(key->path) != name) {
-      errors.add(origin, path, "unknown key (the variable is " + config_env_name(key->path) + ")");
+    if (config::env_name(key->path) != name) {
+      errors.add(origin, path, "unknown key (the variable is " + config::env_name(key->path) + ")");
       continue;
     }
     store_override(*key, value, origin, config, errors);
@@ -80,11 +62,11 @@ void apply_env_overrides(const std::map<std::string, std::string>& env, GatewayC
 }
 
 void apply_set_overrides(const std::vector<std::string>& overrides, GatewayConfig& config,
-                         ConfigErrors& errors) {
-  for_each_set_override(
+                         config::ConfigErrors& errors) {
+  config::for_each_set_override(
       overrides, errors,
       [&](const std::string& origin, const std::string& path, std::string_view value) {
-        const ConfigKey* key = find_config_key(path);
+        const ConfigKey* key = config::find_key(config_keys(), path);
         if (key == nullptr) return errors.add(origin, path, "unknown key");
         store_override(*key, value, origin, config, errors);
       });

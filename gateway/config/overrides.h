@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "gateway/config/config_errors.h"
+#include "common/config/config_errors.h"
 #include "gateway/config/gateway_config.h"
 
 namespace gradgate::gateway {
 
 void apply_env_overrides(const std::map<std::string, std::string>& env, GatewayConfig& config,
-                         ConfigErrors& errors);
+                         config::ConfigErrors& errors);
 
 void apply_set_overrides(const std::vector<std::string>& overrides, GatewayConfig& config,
-                         ConfigErrors& errors);
+                         config::ConfigErrors& errors);
 
 }  // namespace gradgate::gateway

@@ -7,12 +7,12 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/config/config_errors.h"
+#include "common/config/config_errors.h"
 #include "gateway/config/gateway_config.h"
 
 namespace gradgate::gateway {
 
 void read_yaml_config(const std::string& text, std::string_view origin, GatewayConfig& config,
-                      ConfigErrors& errors);
+                      config::ConfigErrors& errors);
 
 }  // namespace gradgate::gateway

@@ -16,7 +16,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "gateway/config/config_source.h"
+#include "common/config/config_source.h"
 #include "gateway/config/network_status.h"
 #include "gateway/core/gateway.h"
 #include "gateway/ingress/ingress.h"
@@ -67,7 +67,7 @@ TcpTransportOptions transport_options(const GatewayConfig& config) {
   options.probe_interval = config.probe_interval;
   options.peer_timeout = config.peer_timeout;
   if (config.size > 0) {  // addresses from the controller: registered once the listener is bound
-    options.resolve_peers = [&config](uint16_t port) -> Result<std::vector<Endpoint>> {
+    options.resolve_peers = [&config](uint16_t port) -> Result<std::vector<net::Endpoint>> {
       auto controller = controller_options(config);
       if (!controller.ok()) return controller.status();
       return join_through_controller(config, port, *controller, pause_unless_stopped);
@@ -83,7 +83,8 @@ DpdkTransportOptions dpdk_options(const GatewayConfig& config) {
   options.rank = config.node_rank;
   options.peers = config.nodes;
   if (config.dpdk_udp_port != 0) {
-    for (Endpoint& peer : options.peers) peer.port = static_cast<uint16_t>(config.dpdk_udp_port);
+    for (net::Endpoint& peer : options.peers)
+      peer.port = static_cast<uint16_t>(config.dpdk_udp_port);
   }
   options.eal.cores = config.dpdk_cores;
   options.eal.memory_mb = config.dpdk_memory_mb;
@@ -194,7 +195,7 @@ Status take_dpdk_attachment(GatewayConfig& config) {
   const auto deadline = std::chrono::steady_clock::now() + config.dpdk_network_wait;
   for (bool waiting = false;; waiting = true) {
     // A file that is missing or unreadable is a mistake of the pod's spec: no use waiting.
-    auto text = read_config_file(path, "dpdk.network_status_file");
+    auto text = config::read_config_file(path, "dpdk.network_status_file");
     if (!text.ok()) return Status(ErrorCode::kInvalidArgument, text.status().message());
     auto attachment = find_dpdk_attachment(*text, config.dpdk_network);
     if (attachment.ok()) {
@@ -266,7 +267,7 @@ Status join_and_serve(const GatewayConfig& config, const DaemonOptions& options,
   if (job.nodes.empty() && job.transport == TransportKind::kDpdk) {
     GRADGATE_RETURN_IF_ERROR(join_for_dpdk(job));
   }
-  if (job.nodes.empty()) job.nodes.assign(job.size, Endpoint{});
+  if (job.nodes.empty()) job.nodes.assign(job.size, net::Endpoint{});
   ChosenTransport chosen = make_transport(job);
   Transport& transport = *chosen.transport;
   Gateway gateway(job, transport);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/config/value_text.h"
 #include "common/http/client.h"
 #include "gateway/config/config_text.h"
 #include "gateway/telemetry/node_report.h"
@@ -24,8 +25,8 @@ std::optional<uint64_t> unsigned_member(const nlohmann::json& object, const char
 }
 
 // The addresses by rank of the job's registered, live gateways (an empty host where none is).
-std::vector<Endpoint> live_members(const nlohmann::json& job, uint32_t size) {
-  std::vector<Endpoint> members(size);
+std::vector<net::Endpoint> live_members(const nlohmann::json& job, uint32_t size) {
+  std::vector<net::Endpoint> members(size);
   if (!job.is_object() || !job.contains("nodes") || !job["nodes"].is_array()) return members;
   for (const auto& node : job["nodes"]) {
     const auto rank = unsigned_member(node, "node").value_or(size);
@@ -33,7 +34,7 @@ std::vector<Endpoint> live_members(const nlohmann::json& job, uint32_t size) {
     if (rank >= size || stale == node.end() || *stale != false) continue;
     const auto address = node.find("address");
     if (address == node.end() || !address->is_string()) continue;
-    auto endpoint = parse_endpoint(address->get<std::string>());
+    auto endpoint = config::parse_endpoint(address->get<std::string>());
     if (!endpoint.ok() || endpoint->port == 0 || !members[rank].host.empty()) continue;
     members[rank] = *endpoint;
   }
@@ -58,9 +59,9 @@ std::string job_target(const GatewayConfig& config) {
 
 // Registers `registration` and lists the job `job` (a GET target): its members once all `size`
 // are there, kUnavailable (saying why not) otherwise.
-Result<std::vector<Endpoint>> register_and_list(const http::ClientOptions& controller,
-                                                const std::string& registration,
-                                                const std::string& job, uint32_t size) {
+Result<std::vector<net::Endpoint>> register_and_list(const http::ClientOptions& controller,
+                                                     const std::string& registration,
+                                                     const std::string& job, uint32_t size) {
   auto registered = http::send_request(controller, http::verb::post, "/v1/nodes", registration);
   if (!registered.ok()) return registered.status();
   GRADGATE_RETURN_IF_ERROR(http::expect_ok(*registered, "registering with the controller"));
@@ -68,7 +69,7 @@ Result<std::vector<Endpoint>> register_and_list(const http::ClientOptions& contr
   if (!listed.ok()) return listed.status();
   auto members = live_members(*listed, size);
   if (std::none_of(members.begin(), members.end(),
-                   [](const Endpoint& member) { return member.host.empty(); })) {
+                   [](const net::Endpoint& member) { return member.host.empty(); })) {
     return members;
   }
   return Status(ErrorCode::kUnavailable, "not every gateway has registered yet");
@@ -130,10 +131,10 @@ Result<uint32_t> claim_rank_through_controller(const GatewayConfig& config,
   return rank;
 }
 
-Result<std::vector<Endpoint>> join_through_controller(const GatewayConfig& config,
-                                                      uint16_t listen_port,
-                                                      const http::ClientOptions& controller,
-                                                      const Pause& pause) {
+Result<std::vector<net::Endpoint>> join_through_controller(const GatewayConfig& config,
+                                                           uint16_t listen_port,
+                                                           const http::ClientOptions& controller,
+                                                           const Pause& pause) {
   const NodeIdentity self{config.job_id, config.node_rank, config.size,
                           config.listen.host + ":" + std::to_string(listen_port), ""};
   const std::string body = NodeReport::registration(self).dump();
@@ -141,14 +142,14 @@ Result<std::vector<Endpoint>> join_through_controller(const GatewayConfig& confi
   spdlog::info("joining job {} through the controller at {}: waiting for {} gateways",
                config.job_id, config.controller.to_string(), config.size);
   // Registering again on every round keeps this gateway live while it waits for the others.
-  return retry_until_join_timeout<std::vector<Endpoint>>(
+  return retry_until_join_timeout<std::vector<net::Endpoint>>(
       config, pause,
       "waiting for every gateway of job " + std::to_string(config.job_id) +
           " to register with the controller",
       [&] { return register_and_list(controller, body, job, config.size); });
 }
 
-Result<std::vector<Endpoint>> live_members_through_controller(
+Result<std::vector<net::Endpoint>> live_members_through_controller(
     const GatewayConfig& config, const http::ClientOptions& controller) {
   auto listed = list_job(controller, job_target(config));
   if (!listed.ok()) return listed.status();

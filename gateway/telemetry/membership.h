@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/http/client.h"
+#include "common/net/endpoint.h"
 #include "gateway/config/gateway_config.h"
-#include "gateway/transport/endpoint.h"
 #include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
@@ -35,14 +35,14 @@ Result<uint32_t> claim_rank_through_controller(const GatewayConfig& config,
 /// `listen_port` is this gateway's bound transport port; `pause(d)` waits between attempts and
 /// returns false when the daemon is asked to stop. kTimeout after control.join_timeout_ms,
 /// kAborted when stopped.
-Result<std::vector<Endpoint>> join_through_controller(const GatewayConfig& config,
-                                                      uint16_t listen_port,
-                                                      const http::ClientOptions& controller,
-                                                      const Pause& pause);
+Result<std::vector<net::Endpoint>> join_through_controller(const GatewayConfig& config,
+                                                           uint16_t listen_port,
+                                                           const http::ClientOptions& controller,
+                                                           const Pause& pause);
 
 /// The addresses by rank of the job's gateways that are registered and live now (an empty host
 /// for the others): one GET /v1/jobs/{id}.
-Result<std::vector<Endpoint>> live_members_through_controller(
+Result<std::vector<net::Endpoint>> live_members_through_controller(
     const GatewayConfig& config, const http::ClientOptions& controller);
 
 }  // namespace gradgate::gateway

@@ -16,8 +16,8 @@
 
 #include "gateway/transport/counters.h"
 #include "gateway/transport/dpdk/peer_link.h"
-#include "gradgate/base/log_throttle.h"
 #include "gateway/transport/send_checks.h"
+#include "gradgate/base/log_throttle.h"
 
 namespace gradgate::gateway {
 
@@ -53,7 +53,7 @@ class DpdkTransport::Poller final : public dpdk::DatagramSink {
   bool peer_up(uint32_t rank) const {
     return rank < links_.size() && links_[rank] && links_[rank]->up();
   }
-  void update_peers(const std::vector<Endpoint>& peers);
+  void update_peers(const std::vector<net::Endpoint>& peers);
   uint32_t rank() const { return options_.rank; }
   TransportStats stats() const { return counters_.snapshot(); }
   std::vector<LinkEstimate> links() const;
@@ -91,7 +91,7 @@ class DpdkTransport::Poller final : public dpdk::DatagramSink {
   std::size_t outgoing_count_ = 0;
 
   std::mutex moves_mutex_;
-  std::vector<Endpoint> moves_;  // guarded by moves_mutex_: the latest update_peers() list
+  std::vector<net::Endpoint> moves_;  // guarded by moves_mutex_: the latest update_peers() list
   std::atomic<bool> moves_pending_{false};
   LogThrottle unusable_listing_log_{std::chrono::minutes(1)};  // polling thread; by rank
 
@@ -109,7 +109,7 @@ Status DpdkTransport::Poller::check_options() const {
                                                    " peers");
   }
   for (uint32_t rank = 0; rank < world; ++rank) {
-    const Endpoint& peer = options_.peers[rank];
+    const net::Endpoint& peer = options_.peers[rank];
     if (!dpdk::parse_ipv4(peer.host).ok() || peer.port == 0) {
       return Status(ErrorCode::kInvalidArgument, "transport: rank " + std::to_string(rank) +
                                                      " needs an IPv4 address and a UDP "
@@ -205,21 +205,21 @@ Status DpdkTransport::Poller::send(uint32_t to_rank, Message message) {
   return links_[to_rank]->send(std::move(message));
 }
 
-void DpdkTransport::Poller::update_peers(const std::vector<Endpoint>& peers) {
+void DpdkTransport::Poller::update_peers(const std::vector<net::Endpoint>& peers) {
   std::lock_guard lock(moves_mutex_);
   moves_ = peers;
   moves_pending_ = true;
 }
 
 void DpdkTransport::Poller::apply_moves() {
-  std::vector<Endpoint> peers;
+  std::vector<net::Endpoint> peers;
   {
     std::lock_guard lock(moves_mutex_);
     peers.swap(moves_);
     moves_pending_ = false;
   }
   for (uint32_t rank = 0; rank < links_.size() && rank < peers.size(); ++rank) {
-    const Endpoint& listed = peers[rank];
+    const net::Endpoint& listed = peers[rank];
     if (!links_[rank] || listed.host.empty() || listed == options_.peers[rank]) continue;
     const Result<uint32_t> ip = dpdk::parse_ipv4(listed.host);
     if (!ip.ok() || listed.port == 0) {
@@ -427,7 +427,7 @@ Status DpdkTransport::send(uint32_t to_rank, Message message) {
   return poller_->send(to_rank, std::move(message));
 }
 bool DpdkTransport::peer_up(uint32_t rank) const { return poller_->peer_up(rank); }
-void DpdkTransport::update_peers(const std::vector<Endpoint>& peers) {
+void DpdkTransport::update_peers(const std::vector<net::Endpoint>& peers) {
   poller_->update_peers(peers);
 }
 bool DpdkTransport::dials(uint32_t rank) const { return rank != poller_->rank(); }

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "common/net/endpoint.h"
 #include "gateway/transport/dpdk/eal.h"
 #include "gateway/transport/dpdk/impairment.h"
 #include "gateway/transport/dpdk/port.h"
-#include "gateway/transport/endpoint.h"
 #include "gateway/transport/transport.h"
 
 namespace gradgate::gateway {
@@ -34,7 +34,7 @@ struct DpdkTransportOptions {
   uint64_t job_id = 0;
   uint32_t rank = 0;
   /// Every gateway's IPv4 address and UDP port by rank (this gateway's own included).
-  std::vector<Endpoint> peers;
+  std::vector<net::Endpoint> peers;
   dpdk::EalOptions eal;
   dpdk::PortOptions port;
   uint64_t send_queue_bytes = 512ull << 20;   // per peer, message bytes not yet acknowledged
@@ -70,7 +70,7 @@ class DpdkTransport final : public Transport {
   /// A peer listed at another address (a gateway restarted elsewhere: a recreated pod's new
   /// virtual function) is sent to there from the polling thread's next round; a link that was
   /// up at the old address goes down. Hosts that are not IPv4 addresses are logged and ignored.
-  void update_peers(const std::vector<Endpoint>& peers) override;
+  void update_peers(const std::vector<net::Endpoint>& peers) override;
   /// Every peer: each gets datagrams at its listed address.
   bool dials(uint32_t rank) const override;
   TransportStats stats() const override;

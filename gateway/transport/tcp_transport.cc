@@ -60,7 +60,7 @@ Status TcpTransport::Mesh::check_options() const {
         "reconnect_max at least reconnect_min and peer_timeout not negative");
   }
   for (uint32_t rank = 0; rank < options_.rank; ++rank) {
-    const Endpoint& peer = options_.peers[rank];
+    const net::Endpoint& peer = options_.peers[rank];
     if (peer.host.empty() || peer.port == 0) {
       return Status(ErrorCode::kInvalidArgument, "transport: peer " + std::to_string(rank) +
                                                      " has no usable address ('" +
@@ -152,12 +152,12 @@ Status TcpTransport::Mesh::send(uint32_t to_rank, Message message) {
   return {};
 }
 
-void TcpTransport::Mesh::update_peers(const std::vector<Endpoint>& peers) {
+void TcpTransport::Mesh::update_peers(const std::vector<net::Endpoint>& peers) {
   std::lock_guard lock(lifecycle_mutex_);
   if (state_ != State::kRunning) return;
   asio::post(*io_, [this, peers] {
     for (uint32_t rank = 0; rank < options_.rank && rank < peers.size(); ++rank) {
-      const Endpoint& now = peers[rank];
+      const net::Endpoint& now = peers[rank];
       if (now.host.empty() || now.port == 0 || now == options_.peers[rank]) continue;
       spdlog::info("transport: rank {} moved from {} to {}", rank, options_.peers[rank].to_string(),
                    now.to_string());
@@ -281,7 +281,9 @@ Status TcpTransport::send(uint32_t to_rank, Message message) {
   return mesh_->send(to_rank, std::move(message));
 }
 bool TcpTransport::peer_up(uint32_t rank) const { return mesh_->peer_up(rank); }
-void TcpTransport::update_peers(const std::vector<Endpoint>& peers) { mesh_->update_peers(peers); }
+void TcpTransport::update_peers(const std::vector<net::Endpoint>& peers) {
+  mesh_->update_peers(peers);
+}
 bool TcpTransport::dials(uint32_t rank) const { return rank < rank_; }
 TransportStats TcpTransport::stats() const { return mesh_->stats(); }
 std::vector<LinkEstimate> TcpTransport::links() const { return mesh_->links(); }

@@ -23,16 +23,16 @@
 #include <memory>
 #include <vector>
 
-#include "gateway/transport/endpoint.h"
+#include "common/net/endpoint.h"
 #include "gateway/transport/transport.h"
 
 namespace gradgate::gateway {
 
 struct TcpTransportOptions {
   uint64_t job_id = 0;
-  uint32_t rank = 0;            // this gateway
-  std::vector<Endpoint> peers;  // every gateway's address by rank (own entry ignored)
-  Endpoint listen;              // where to accept; port 0 = any free port, host "" = any
+  uint32_t rank = 0;                 // this gateway
+  std::vector<net::Endpoint> peers;  // every gateway's address by rank (own entry ignored)
+  net::Endpoint listen;              // where to accept; port 0 = any free port, host "" = any
   std::chrono::milliseconds connect_timeout{2000};  // per dial attempt and per handshake
   std::chrono::milliseconds reconnect_min{50}, reconnect_max{2000};  // backoff doubles
   /// Per peer: framed bytes held until the peer acknowledges them (written or not).
@@ -50,7 +50,7 @@ struct TcpTransportOptions {
   /// When set, `peers` only gives the job's size: start() calls it once the listener is bound
   /// (with the bound port) and before dialing, and dials the addresses it returns (by rank). For
   /// membership that comes from elsewhere (the controller). Its error fails start().
-  std::function<Result<std::vector<Endpoint>>(uint16_t listen_port)> resolve_peers;
+  std::function<Result<std::vector<net::Endpoint>>(uint16_t listen_port)> resolve_peers;
 };
 
 class TcpTransport final : public Transport {
@@ -71,7 +71,7 @@ class TcpTransport final : public Transport {
   Status send(uint32_t to_rank, Message message) override;
   bool peer_up(uint32_t rank) const override;
   /// Lower ranks whose address changed are dialed at the new one from their next attempt on.
-  void update_peers(const std::vector<Endpoint>& peers) override;
+  void update_peers(const std::vector<net::Endpoint>& peers) override;
   /// The lower ranks: the higher rank of a pair dials.
   bool dials(uint32_t rank) const override;
   TransportStats stats() const override;

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "gateway/transport/endpoint.h"
+#include "common/net/endpoint.h"
 #include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
@@ -123,7 +123,7 @@ class Transport {
   /// The peers' addresses as the job's membership lists them now, by rank (an empty host where
   /// it knows none): a transport that dials its peers dials a moved one at its new address (a
   /// gateway restarted elsewhere). One whose addresses are fixed ignores them.
-  virtual void update_peers(const std::vector<Endpoint>& peers) { (void)peers; }
+  virtual void update_peers(const std::vector<net::Endpoint>& peers) { (void)peers; }
   /// Whether this gateway reaches `rank` at the address the membership lists (TCP: the lower
   /// ranks, which it dials; DPDK: every peer, which it sends datagrams to): a peer that is down
   /// and moved can only come back through update_peers. False where addresses are fixed.

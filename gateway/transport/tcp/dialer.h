@@ -13,7 +13,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "gateway/transport/endpoint.h"
+#include "common/net/endpoint.h"
 #include "gateway/transport/tcp/backoff.h"
 #include "gateway/transport/tcp/wire.h"
 #include "gradgate/base/status.h"
@@ -26,7 +26,7 @@ class Dialer {
     std::function<Hello()> hello;  // what to send in the handshake, asked at every attempt
     uint64_t job_id = 0;           // the job expected to answer
     uint32_t target_rank = 0;      // the rank expected to answer
-    Endpoint target;
+    net::Endpoint target;
     std::chrono::milliseconds connect_timeout{2000};
     std::chrono::milliseconds reconnect_min{50};
     std::chrono::milliseconds reconnect_max{2000};
@@ -36,7 +36,7 @@ class Dialer {
       std::function<void(boost::asio::ip::tcp::socket, const Hello& theirs, const Hello& ours)>;
   /// An attempt to `dialed` failed (kIncompatible when a stranger answered; `refused` when the
   /// address refused the connection: nothing listens there); another one is scheduled.
-  using Failed = std::function<void(const Status&, const Endpoint& dialed, bool refused)>;
+  using Failed = std::function<void(const Status&, const net::Endpoint& dialed, bool refused)>;
 
   Dialer(boost::asio::io_context& io, Options options, Connected connected, Failed failed);
   Dialer(const Dialer&) = delete;
@@ -47,7 +47,7 @@ class Dialer {
   /// Dials again after the backoff delay (after a lost connection).
   void redial();
   /// Dials `target` from the next attempt on (an attempt under way goes on to the old one).
-  void retarget(const Endpoint& target) { options_.target = target; }
+  void retarget(const net::Endpoint& target) { options_.target = target; }
 
  private:
   void connect(const boost::asio::ip::tcp::resolver::results_type& addresses);
@@ -64,7 +64,7 @@ class Dialer {
   boost::asio::ip::tcp::socket socket_;
   boost::asio::steady_timer timer_;  // the connect deadline, then the backoff wait
   bool timed_out_ = false;
-  Endpoint dialing_;  // the target of the attempt under way
+  net::Endpoint dialing_;  // the target of the attempt under way
 };
 
 }  // namespace gradgate::gateway::tcp

@@ -53,7 +53,7 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   void stop();
   Status send(uint32_t to_rank, Message message);
   bool peer_up(uint32_t rank) const;
-  void update_peers(const std::vector<Endpoint>& peers);
+  void update_peers(const std::vector<net::Endpoint>& peers);
   TransportStats stats() const;
   std::vector<LinkEstimate> links() const;
   uint16_t listen_port() const { return listen_port_; }

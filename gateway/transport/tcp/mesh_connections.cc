@@ -123,7 +123,7 @@ void TcpTransport::Mesh::add_dialer(uint32_t rank) {
       [this, rank](asio::ip::tcp::socket socket, const tcp::Hello& theirs, const tcp::Hello& ours) {
         install(std::move(socket), rank, theirs, ours, /*dialed=*/true);
       },
-      [this, rank](const Status& status, const Endpoint& dialed, bool refused) {
+      [this, rank](const Status& status, const net::Endpoint& dialed, bool refused) {
         if (status.code() == ErrorCode::kIncompatible) ++counters_.foreign;
         const std::string what = "transport: dialing rank " + std::to_string(rank) + " at " +
                                  dialed.to_string() + " failed: " + status.message();

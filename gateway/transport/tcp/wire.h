@@ -20,13 +20,14 @@
 #include <cstdint>
 #include <span>
 
+#include "gradgate/base/job_limits.h"
 #include "gradgate/base/status.h"
 
 namespace gradgate::gateway::tcp {
 
 inline constexpr uint8_t kProtocolVersion = 3;
 /// The largest length the prefix can carry next to the control flag.
-inline constexpr uint32_t kMaxLength = (uint32_t{1} << 31) - 1;
+inline constexpr uint32_t kMaxLength = kMaxPeerMessageBytes;
 inline constexpr std::size_t kHandshakeBytes = 52;
 inline constexpr std::size_t kLengthPrefixBytes = 4;
 

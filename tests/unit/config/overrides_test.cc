@@ -52,23 +52,23 @@ TEST(Overrides, NodesTakeACommaList) {
       parse(kMinimalYaml, {{"GRADGATE_JOB_NODES", "127.0.0.1:1,127.0.0.1:2, 127.0.0.1:3"}});
   ASSERT_TRUE(from_env.ok()) << from_env.status().message();
   EXPECT_EQ(from_env->nodes,
-            (std::vector<Endpoint>{{"127.0.0.1", 1}, {"127.0.0.1", 2}, {"127.0.0.1", 3}}));
+            (std::vector<net::Endpoint>{{"127.0.0.1", 1}, {"127.0.0.1", 2}, {"127.0.0.1", 3}}));
   const auto from_set = parse(kMinimalYaml, {{"GRADGATE_JOB_NODES", "127.0.0.1:1,127.0.0.1:2"}},
                               {"job.nodes=10.0.0.9:7"});
   ASSERT_TRUE(from_set.ok()) << from_set.status().message();
-  EXPECT_EQ(from_set->nodes, (std::vector<Endpoint>{{"10.0.0.9", 7}}));
+  EXPECT_EQ(from_set->nodes, (std::vector<net::Endpoint>{{"10.0.0.9", 7}}));
 }
 
 TEST(Overrides, NodesMayComeOnlyFromTheEnvironment) {
   const auto config = parse("", {{"GRADGATE_JOB_NODES", "127.0.0.1:5"}});
   ASSERT_TRUE(config.ok()) << config.status().message();
-  EXPECT_EQ(config->listen, (Endpoint{"127.0.0.1", 5}));
+  EXPECT_EQ(config->listen, (net::Endpoint{"127.0.0.1", 5}));
 }
 
 TEST(Overrides, ListenDefaultFollowsAnOverriddenRank) {
   const auto config = parse(kTwoNodes, {}, {"job.node_rank=1"});
   ASSERT_TRUE(config.ok()) << config.status().message();
-  EXPECT_EQ(config->listen, (Endpoint{"127.0.0.1", 29501}));
+  EXPECT_EQ(config->listen, (net::Endpoint{"127.0.0.1", 29501}));
 }
 
 TEST(Overrides, OtherGradgateVariablesAreIgnored) {

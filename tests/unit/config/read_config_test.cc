@@ -16,7 +16,7 @@ TEST(ReadConfig, AbsentKeysKeepTheStructDefaults) {
   ASSERT_TRUE(config.ok()) << config.status().message();
   const GatewayConfig defaults;
   EXPECT_EQ(config->job_id, defaults.job_id);
-  EXPECT_EQ(config->nodes, (std::vector<Endpoint>{{"127.0.0.1", 29500}}));
+  EXPECT_EQ(config->nodes, (std::vector<net::Endpoint>{{"127.0.0.1", 29500}}));
   EXPECT_EQ(config->node_rank, 0u);
   EXPECT_EQ(config->local_workers, defaults.local_workers);
   EXPECT_EQ(config->socket_path, defaults.socket_path);
@@ -39,7 +39,7 @@ TEST(ReadConfig, ListenDefaultsToThisRanksNode) {
   const auto config =
       parse("job:\n  nodes: [\"127.0.0.1:29500\", \"0.0.0.0:0\"]\n  node_rank: 1\n");
   ASSERT_TRUE(config.ok()) << config.status().message();
-  EXPECT_EQ(config->listen, (Endpoint{"0.0.0.0", 0}));
+  EXPECT_EQ(config->listen, (net::Endpoint{"0.0.0.0", 0}));
 }
 
 TEST(ReadConfig, ReadsEveryKey) {
@@ -83,14 +83,14 @@ logging:
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->job_id, 42u);
   EXPECT_EQ(config->nodes,
-            (std::vector<Endpoint>{{"10.0.0.1", 1000}, {"10.0.0.2", 1001}, {"node-c", 0}}));
+            (std::vector<net::Endpoint>{{"10.0.0.1", 1000}, {"10.0.0.2", 1001}, {"node-c", 0}}));
   EXPECT_EQ(config->node_rank, 2u);
   EXPECT_EQ(config->local_workers, 8u);
   EXPECT_EQ(config->socket_path, "/run/gg.sock");
   EXPECT_EQ(config->codec, "qsgd:bits=4,workers=8");
   EXPECT_EQ(config->collective, CollectiveMode::kRing);
   EXPECT_EQ(config->min_compress_elements, 0u);
-  EXPECT_EQ(config->listen, (Endpoint{"0.0.0.0", 4000}));
+  EXPECT_EQ(config->listen, (net::Endpoint{"0.0.0.0", 4000}));
   EXPECT_EQ(config->connect_timeout, std::chrono::milliseconds(111));
   EXPECT_EQ(config->reconnect_min, std::chrono::milliseconds(5));
   EXPECT_EQ(config->reconnect_max, std::chrono::milliseconds(500));
@@ -133,10 +133,11 @@ TEST(ReadConfig, ShippedExampleParsesAndValidatesClean) {
   const auto config = parse(example_yaml());
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_TRUE(validate_gateway_config(*config).empty());
-  EXPECT_EQ(config->nodes, (std::vector<Endpoint>{{"127.0.0.1", 29500}, {"127.0.0.1", 29501}}));
+  EXPECT_EQ(config->nodes,
+            (std::vector<net::Endpoint>{{"127.0.0.1", 29500}, {"127.0.0.1", 29501}}));
   EXPECT_EQ(config->node_rank, 0u);
   EXPECT_EQ(config->socket_path, "/tmp/gradgate-0.sock");
-  EXPECT_EQ(config->listen, (Endpoint{"127.0.0.1", 29500}));
+  EXPECT_EQ(config->listen, (net::Endpoint{"127.0.0.1", 29500}));
 }
 
 TEST(ReadConfig, ShippedExampleServesRankOneWithTheDocumentedOverrides) {
@@ -145,7 +146,7 @@ TEST(ReadConfig, ShippedExampleServesRankOneWithTheDocumentedOverrides) {
                              "ingress.socket=/tmp/gradgate-1.sock"});
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->node_rank, 1u);
-  EXPECT_EQ(config->listen, (Endpoint{"127.0.0.1", 29501}));
+  EXPECT_EQ(config->listen, (net::Endpoint{"127.0.0.1", 29501}));
 }
 
 }  // namespace

@@ -13,4 +13,8 @@ inline constexpr uint32_t kMaxJobNodes = 65536;
 /// control.poll_wait_ms, the API's wait_ms).
 inline constexpr int64_t kMaxPolicyWaitMs = 60000;
 
+/// The longest message between two gateways: what the TCP transport's length prefix carries next
+/// to its control flag (31 bits), and so the most a gateway's transport.max_message_bytes allows.
+inline constexpr uint32_t kMaxPeerMessageBytes = (uint32_t{1} << 31) - 1;
+
 }  // namespace gradgate

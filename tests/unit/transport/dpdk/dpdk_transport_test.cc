@@ -188,7 +188,7 @@ TEST(DpdkTransportTest, ALostPeerIsReportedWithinThePeerTimeout) {
 TEST(DpdkTransportTest, APeerListedAtANewAddressIsReachedThere) {
   RingPair pair;
   ASSERT_TRUE(pair.ok);
-  const Endpoint moved{"10.0.0.3", 4792};
+  const net::Endpoint moved{"10.0.0.3", 4792};
   pair.options[1].peers[1] = moved;  // rank 0 still lists rank 1 at 10.0.0.2
   Started nodes;
   for (int rank = 0; rank < 2; ++rank) {

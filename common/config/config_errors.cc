@@ -1,8 +1,8 @@
-#include "gateway/config/config_errors.h"
+#include "common/config/config_errors.h"
 
 #include <utility>
 
-namespace gradgate::gateway {
+namespace gradgate::config {
 
 void ConfigErrors::add(std::string_view origin, std::string_view key_path,
                        std::string_view message) {
@@ -34,4 +34,4 @@ std::string ConfigErrors::joined() const {
   return text;
 }
 
-}  // namespace gradgate::gateway
+}  // namespace gradgate::config

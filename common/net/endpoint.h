@@ -1,4 +1,5 @@
-// A peer or listen address as written in configs and logs: "host:port".
+// A peer or listen address as written in configs and logs: "host:port". The transport dials and
+// listens on them; the gateway's and the controller's configurations read them.
 #pragma once
 
 #include <arpa/inet.h>
@@ -6,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace gradgate::gateway {
+namespace gradgate::net {
 
 /// A host and port (IPv4 address or host name; port 0 = any free port, for listeners only).
 struct Endpoint {
@@ -23,4 +24,4 @@ inline bool is_ipv4_address(const std::string& host) {
   return inet_pton(AF_INET, host.c_str(), &address) == 1 && address.s_addr != 0;
 }
 
-}  // namespace gradgate::gateway
+}  // namespace gradgate::net

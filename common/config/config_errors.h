@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace gradgate::gateway {
+namespace gradgate::config {
 
 class ConfigErrors {
  public:
@@ -34,4 +34,4 @@ class ConfigErrors {
   bool nothing_read_ = false;
 };
 
-}  // namespace gradgate::gateway
+}  // namespace gradgate::config

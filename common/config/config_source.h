@@ -11,10 +11,10 @@
 #include <string_view>
 #include <vector>
 
-#include "gateway/config/config_errors.h"
+#include "common/config/config_errors.h"
 #include "gradgate/base/status.h"
 
-namespace gradgate::gateway {
+namespace gradgate::config {
 
 /// The text of the config file at `path`: kNotFound when it does not exist, kInvalidArgument
 /// when it is not a regular file or cannot be read (naming it as `what`, the path and the reason).
@@ -38,4 +38,4 @@ void for_each_set_override(
     const std::function<void(const std::string& origin, const std::string& path,
                              std::string_view value)>& apply);
 
-}  // namespace gradgate::gateway
+}  // namespace gradgate::config

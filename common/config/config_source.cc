@@ -1,4 +1,4 @@
-#include "gateway/config/config_source.h"
+#include "common/config/config_source.h"
 
 #include <yaml-cpp/depthguard.h>
 
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace gradgate::gateway {
+namespace gradgate::config {
 
 Result<std::string> read_config_file(const std::string& path, std::string_view what) {
   const std::string named = std::string(what) + " \"" + path + "\"";
@@ -70,4 +70,4 @@ void for_each_set_override(
   }
 }
 
-}  // namespace gradgate::gateway
+}  // namespace gradgate::config
