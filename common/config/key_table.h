@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -59,5 +60,31 @@ std::string env_name(std::string_view path);
 /// ("job.node_rank" for GRADGATE_JOB_NODE_RANK, "job.typo" for GRADGATE_JOB_TYPO); "" when the
 /// variable is not configuration (GRADGATE_LIBRARY).
 std::string env_key_path(std::string_view name, std::span<const std::string_view> sections);
+
+/// One GRADGATE_* variable that is configuration (starts with a section of the table).
+template <typename K>
+struct EnvOverride {
+  std::string origin;      // "environment GRADGATE_JOB_NODE_RANK", for messages
+  std::string path;        // the key path the variable means: "job.node_rank"
+  std::string_view value;  // the variable's text
+  const K* key;            // the key of `path`; nullptr when the table has none
+  bool spelled_as_key;     // the variable is exactly env_name(key->path), not a variant of it
+};
+
+/// The variables of `env` that are configuration of `keys`, in the order of their names.
+template <typename K>
+std::vector<EnvOverride<K>> env_overrides(std::span<const K> keys,
+                                          const std::map<std::string, std::string>& env) {
+  const std::vector<std::string_view> sections = sections_of(keys);
+  std::vector<EnvOverride<K>> overrides;
+  for (const auto& [name, value] : env) {
+    std::string path = env_key_path(name, sections);
+    if (path.empty()) continue;
+    const K* key = find_key(keys, path);
+    overrides.push_back({"environment " + name, std::move(path), value, key,
+                         key != nullptr && env_name(key->path) == name});
+  }
+  return overrides;
+}
 
 }  // namespace gradgate::config

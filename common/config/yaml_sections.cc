@@ -56,10 +56,13 @@ class Walk {
       const std::string path = section + "." + entry.first.Scalar();
       if (!entry.first.IsScalar()) {
         error(section, "a key must be a plain name, not " + shape_name(entry.first), entry.first);
-      } else if (!reader_.is_key(path)) {
+        continue;
+      }
+      const void* key = reader_.find(path);
+      if (key == nullptr) {
         error(path, "unknown key", entry.first);
       } else if (first_occurrence(path, entry.first)) {
-        reader_.read_value(path, entry.second);
+        reader_.read_value(key, entry.second);
       }
     }
   }

@@ -30,16 +30,12 @@ void store(const ControlKey& key, const YAML::Node& value, std::string_view orig
 
 void read_file_text(const std::string& text, std::string_view origin, ControlConfig& config,
                     ConfigErrors& errors) {
-  const auto sections = config::sections_of(control_keys());
-  const config::SectionReader reader{
-      .sections = sections,
-      .is_key = [](const std::string& path) { return config::find_key(control_keys(), path); },
-      .read_value =
-          [&](const std::string& path, const YAML::Node& value) {
-            store(*config::find_key(control_keys(), path), value, origin, config, errors);
-          },
-  };
-  config::read_yaml_sections(text, origin, reader, errors);
+  config::read_yaml_sections(
+      text, origin, control_keys(),
+      [&](const ControlKey& key, const YAML::Node& value) {
+        store(key, value, origin, config, errors);
+      },
+      errors);
 }
 
 // An override's text as the YAML value of `key`: flow text for list keys, the text itself for
@@ -58,16 +54,11 @@ void store_override(const ControlKey& key, const std::string& text, std::string_
 // must not be ignored), other GRADGATE_ variables are not configuration.
 void apply_env(const std::map<std::string, std::string>& env, ControlConfig& config,
                ConfigErrors& errors) {
-  const auto sections = config::sections_of(control_keys());
-  for (const auto& [name, value] : env) {
-    const std::string path = config::env_key_path(name, sections);
-    if (path.empty()) continue;
-    const std::string origin = "environment " + name;
-    const ControlKey* key = config::find_key(control_keys(), path);
-    if (key == nullptr || config::env_name(key->path) != name) {
-      errors.add_general(origin, "names no configuration key");
+  for (const auto& variable : config::env_overrides(control_keys(), env)) {
+    if (!variable.spelled_as_key) {
+      errors.add_general(variable.origin, "names no configuration key");
     } else {
-      store_override(*key, value, origin, config, errors);
+      store_override(*variable.key, std::string(variable.value), variable.origin, config, errors);
     }
   }
 }

@@ -43,21 +43,15 @@ void store_override(const ConfigKey& key, std::string_view value, std::string_vi
 
 void apply_env_overrides(const std::map<std::string, std::string>& env, GatewayConfig& config,
                          config::ConfigErrors& errors) {
-  const auto sections = config::sections_of(config_keys());
-  for (const auto& [name, value] : env) {
-    const std::string path = config::env_key_path(name, sections);
-    if (path.empty()) continue;
-    const std::string origin = "environment " + name;
-    const ConfigKey* key = config::find_key(config_keys(), path);
-    if (key == nullptr) {
-      errors.add(origin, path, "unknown key");
-      continue;
+  for (const auto& variable : config::env_overrides(config_keys(), env)) {
+    if (variable.key == nullptr) {
+      errors.add(variable.origin, variable.path, "unknown key");
+    } else if (!variable.spelled_as_key) {
+      errors.add(variable.origin, variable.path,
+                 "unknown key (the variable is " + config::env_name(variable.key->path) + ")");
+    } else {
+      store_override(*variable.key, variable.value, variable.origin, config, errors);
     }
-    if (config::env_name(key->path) != name) {
-      errors.add(origin, path, "unknown key (the variable is " + config::env_name(key->path) + ")");
-      continue;
-    }
-    store_override(*key, value, origin, config, errors);
   }
 }
 

@@ -21,14 +21,13 @@ class Store {
   Store(std::string_view origin, GatewayConfig& config, config::ConfigErrors& errors)
       : origin_(origin), config_(config), errors_(errors) {}
 
-  void operator()(const std::string& path, const YAML::Node& value) {
-    const ConfigKey& key = *config::find_key(config_keys(), path);
+  void operator()(const ConfigKey& key, const YAML::Node& value) {
     if (key.is_list) {
       read_list(key, value);
     } else if (value.IsScalar()) {
-      store(key, path, value);
+      store(key, std::string(key.path), value);
     } else {
-      error(path, "must be a single value, not " + shape_name(value), value);
+      error(std::string(key.path), "must be a single value, not " + shape_name(value), value);
     }
   }
 
@@ -68,13 +67,7 @@ class Store {
 
 void read_yaml_config(const std::string& text, std::string_view origin, GatewayConfig& config,
                       config::ConfigErrors& errors) {
-  const auto sections = config::sections_of(config_keys());
-  const config::SectionReader reader{
-      .sections = sections,
-      .is_key = [](const std::string& path) { return config::find_key(config_keys(), path); },
-      .read_value = Store(origin, config, errors),
-  };
-  config::read_yaml_sections(text, origin, reader, errors);
+  config::read_yaml_sections(text, origin, config_keys(), Store(origin, config, errors), errors);
 }
 
 }  // namespace gradgate::gateway
