@@ -4,7 +4,8 @@
 #include "commands.h"
 #include "config_options.h"
 #include "gateway/config/gateway_config.h"
-#include "gateway/telemetry/daemon.h"
+#include "gateway/startup/daemon.h"
+#include "gateway/startup/logging.h"
 
 namespace gradgate::cli {
 

@@ -12,16 +12,10 @@
 
 #include "common/net/endpoint.h"
 #include "gradgate/base/collective_mode.h"
+#include "gradgate/base/placement_mode.h"
 #include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
-
-/// Where the codec of a tensor in GPU memory runs (compression.placement).
-enum class PlacementMode {
-  kAuto,  // where a probe of the codec measures it faster (GPU when the CPU is not faster)
-  kGpu,   // on the GPU whenever it can
-  kCpu,   // on the CPU: the node sum is staged through host memory
-};
 
 /// How gateways reach each other (job.transport).
 enum class TransportKind {

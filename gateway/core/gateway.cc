@@ -8,19 +8,19 @@
 
 namespace gradgate::gateway {
 
-Gateway::Gateway(GatewayConfig config, Transport& transport)
-    : config_(std::move(config)),
+Gateway::Gateway(Options options, Transport& transport)
+    : options_(std::move(options)),
       transport_(transport),
       // Every peer may have up to a send queue's worth of messages on their way to us.
-      mailbox_(static_cast<uint32_t>(config_.nodes.size()),
-               config_.send_queue_bytes * std::max<size_t>(1, config_.nodes.size() - 1),
-               config_.timeout * 2),
-      engine_({config_.node_rank, static_cast<uint32_t>(config_.nodes.size()), config_.job_id,
-               config_.timeout},
+      mailbox_(options_.codecs.nodes,
+               options_.send_queue_bytes * std::max<size_t>(1, options_.codecs.nodes - 1),
+               options_.timeout * 2),
+      engine_({options_.codecs.node_rank, options_.codecs.nodes, options_.codecs.job_id,
+               options_.timeout},
               transport_, mailbox_),
-      runner_(TensorCodecs::Settings::of(config_), mailbox_, engine_),
-      connected_(config_.local_workers, false),
-      data_volumes_(config_.local_workers, 0.0) {}
+      runner_(options_.codecs, mailbox_, engine_),
+      connected_(options_.codecs.local_workers, false),
+      data_volumes_(options_.codecs.local_workers, 0.0) {}
 
 Gateway::~Gateway() { stop(); }
 
@@ -54,7 +54,7 @@ void Gateway::watch_local_waits() {
   MutexLock lock(runner_.mutex());
   while (!runner_.stopping()) {
     stopping_changed_.wait_for(lock, std::chrono::milliseconds(100));
-    runner_.fail_overdue(config_.timeout, calls);
+    runner_.fail_overdue(options_.timeout, calls);
     lock.unlock();
     for (auto& call : calls) call();
     calls.clear();
@@ -90,9 +90,9 @@ Result<JobInfo> Gateway::on_worker_joined(uint32_t local_rank) {
   }
   connected_[local_rank] = true;
   spdlog::info("local worker {} joined", local_rank);
-  const auto nodes = static_cast<uint32_t>(config_.nodes.size());
-  const auto timeout_ms = std::min<int64_t>(config_.timeout.count(), UINT32_MAX);
-  return JobInfo{config_.node_rank, nodes, config_.local_workers, nodes * config_.local_workers,
+  const TensorCodecs::Settings& job = options_.codecs;
+  const auto timeout_ms = std::min<int64_t>(options_.timeout.count(), UINT32_MAX);
+  return JobInfo{job.node_rank, job.nodes, job.local_workers, job.nodes * job.local_workers,
                  static_cast<uint32_t>(timeout_ms)};
 }
 

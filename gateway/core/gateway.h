@@ -7,6 +7,7 @@
 // codec at the same step, its old residuals folded into that step's data.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -14,11 +15,10 @@
 
 #include "gateway/collective/collective_engine.h"
 #include "gateway/collective/mailbox.h"
-#include "gateway/config/gateway_config.h"
 #include "gateway/core/step_runner.h"
 #include "gateway/ingress/ingress.h"
-#include "gradgate/base/log_throttle.h"
 #include "gateway/transport/transport.h"
+#include "gradgate/base/log_throttle.h"
 #include "gradgate/base/mutex.h"
 
 namespace gradgate::gateway {
@@ -38,8 +38,16 @@ struct GatewayStats : StepCounters {
 
 class Gateway final : public IngressHandler {
  public:
+  /// The part of the configuration the core runs by (gateway/startup makes it from the file).
+  struct Options {
+    TensorCodecs::Settings codecs;      // and the job: its id, nodes, this rank, local workers
+    std::chrono::milliseconds timeout;  // job.timeout_ms: a step not done by then fails
+    uint64_t send_queue_bytes;          // transport.send_queue_bytes: what each peer may have
+                                        // on its way to this gateway
+  };
+
   /// `transport` must outlive the gateway; the gateway installs its handlers on start().
-  Gateway(GatewayConfig config, Transport& transport);
+  Gateway(Options options, Transport& transport);
   ~Gateway() override;
 
   /// Checks the configured codec and starts the transport. kInvalidArgument for a codec the
@@ -75,7 +83,7 @@ class Gateway final : public IngressHandler {
   /// Fails the requests of tensors whose other local workers did not ask within the timeout.
   void watch_local_waits();
 
-  const GatewayConfig config_;
+  const Options options_;
   Transport& transport_;
   Mailbox mailbox_;
   CollectiveEngine engine_;

@@ -10,8 +10,9 @@
 #include <optional>
 #include <string>
 
-#include "gateway/config/gateway_config.h"
 #include "gateway/core/placement_probe.h"
+#include "gradgate/base/collective_mode.h"
+#include "gradgate/base/placement_mode.h"
 #include "gradgate/kernels/codec.h"
 
 namespace gradgate::gateway {

@@ -14,14 +14,6 @@ bool reduces_in_place(uint32_t local_workers, Dtype dtype) {
 
 }  // namespace
 
-TensorCodecs::Settings TensorCodecs::Settings::of(const GatewayConfig& config) {
-  return {config.codec,         config.min_compress_elements,
-          config.collective,    config.placement,
-          config.job_id,        static_cast<uint32_t>(config.nodes.size()),
-          config.node_rank,     config.local_workers,
-          config.segment_bytes, config.residual_memory_cap_bytes};
-}
-
 Status TensorCodecs::check_configured() const {
   auto codec = place_codec(settings_.codec, false, settings_.collective, settings_.nodes, 0);
   if (codec.ok()) return {};

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "gateway/collective/tensor_streams.h"
-#include "gateway/config/gateway_config.h"
 #include "gateway/core/device_tensor.h"
 #include "gateway/core/placement.h"
 #include "gateway/ingress/ingress.h"
@@ -39,8 +38,6 @@ class TensorCodecs {
     uint32_t nodes = 1, node_rank = 0, local_workers = 1;
     uint64_t segment_bytes = 0;
     uint64_t memory_cap_bytes = 0;  // streams.residual_memory_cap_bytes
-
-    static Settings of(const GatewayConfig& config);
   };
 
   explicit TensorCodecs(Settings settings) : settings_(std::move(settings)) {}

@@ -1,5 +1,8 @@
-// The gateway daemon: a Gateway with its TCP transport and its Unix-socket ingress, run until
-// SIGINT or SIGTERM. What `gradgate gateway -c FILE` runs.
+// The gateway daemon: a Gateway with its transport, its Unix-socket ingress and its telemetry, run
+// until SIGINT or SIGTERM. What `gradgate gateway -c FILE` runs (after logging.h's
+// configure_logging). Start-up in order: the workers' socket (answering "joining" meanwhile), the
+// job's rank, addresses and DPDK attachment (job_joining.h), each component from its part of the
+// configuration (component_options.h), then serving until a stop signal (stop_signals.h).
 #pragma once
 
 #include <string>
@@ -17,9 +20,6 @@ struct DaemonOptions {
   /// Seconds between the summary lines in the log; 0 turns them off.
   double stats_interval_seconds = 10.0;
 };
-
-/// Sets spdlog's level and format (text or one JSON object per line) from the config.
-void configure_logging(const GatewayConfig& config);
 
 /// Runs the daemon until SIGINT or SIGTERM; an error if it cannot start.
 Status run_daemon(const GatewayConfig& config, const DaemonOptions& options);

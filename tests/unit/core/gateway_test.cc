@@ -1,5 +1,6 @@
 // The gateway core driven as the ingress drives it, in process: which worker gets which step.
 #include "gateway/core/gateway.h"
+#include "gateway/startup/component_options.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -50,7 +51,7 @@ struct OneNodeJob {
   explicit OneNodeJob(uint32_t local_workers)
       : config(config_of(local_workers)),
         transport(options_of(config)),
-        gateway(config, transport) {}
+        gateway(core_options(config), transport) {}
 
   GatewayConfig config;
   TcpTransport transport;
@@ -64,7 +65,7 @@ TEST(GatewayCore, WorkerThatRejoinsMidStepIsNotGivenThatStepsResult) {
   options.peers = config.nodes;
   options.listen = {"127.0.0.1", 0};
   TcpTransport transport(options);
-  Gateway gateway(config, transport);
+  Gateway gateway(core_options(config), transport);
   ASSERT_TRUE(gateway.start().ok());
 
   std::vector<float> buffer0(2048, 1.0f), buffer1(2048, 2.0f), rejoined(2048, 5.0f);

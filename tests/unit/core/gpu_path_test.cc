@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "gateway/core/gateway.h"
+#include "gateway/startup/component_options.h"
 #include "gateway/transport/tcp_transport.h"
 #include "gradgate/kernels/device_ops.h"
 #include "gradgate/kernels/half.h"
@@ -84,7 +85,7 @@ class Job {
       config.placement = placement;
       transports_.push_back(
           std::make_unique<TcpTransport>(testing::loopback_options(rank, kGateways, ports)));
-      gateways_.push_back(std::make_unique<Gateway>(config, *transports_.back()));
+      gateways_.push_back(std::make_unique<Gateway>(core_options(config), *transports_.back()));
       if (!gateways_.back()->start().ok()) throw std::runtime_error("gateway start");
       ports.push_back(transports_.back()->listen_port());
     }

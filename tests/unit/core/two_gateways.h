@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gateway/core/gateway.h"
+#include "gateway/startup/component_options.h"
 #include "gateway/transport/memory/memory_transport.h"
 #include "outcome.h"
 
@@ -58,7 +59,8 @@ class TwoGateways {
     for (uint32_t rank = 0; rank < 2; ++rank) {
       config.node_rank = rank;
       nodes_[rank].transport = std::make_unique<MemoryTransport>(fabric_, rank);
-      nodes_[rank].gateway = std::make_unique<Gateway>(config, *nodes_[rank].transport);
+      nodes_[rank].gateway =
+          std::make_unique<Gateway>(core_options(config), *nodes_[rank].transport);
       EXPECT_TRUE(nodes_[rank].gateway->start().ok());
     }
     for (uint32_t rank = 0; rank < 2; ++rank) {
