@@ -1,5 +1,7 @@
 #include "gateway/collective/collective_engine.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <exception>
 #include <string>
@@ -21,9 +23,9 @@ Result<AllreduceReport> CollectiveEngine::allreduce(const AllreduceOp& op) {
     return Status(ErrorCode::kInternal, "all-reduce without a codec or streams");
   }
   if (op.memory == kernels::MemoryKind::kDevice) {
-    if (op.queue == nullptr || op.host_codec == nullptr || op.frame_scratch == nullptr) {
+    if (op.queue == nullptr || op.host_codec == nullptr || op.staging == nullptr) {
       return Status(ErrorCode::kInternal,
-                    "all-reduce in GPU memory without a queue, host codec or frame scratch");
+                    "all-reduce in GPU memory without a queue, host codec or frame staging");
     }
     if (op.streams->algorithm == Algorithm::kAggregator) {
       return Status(ErrorCode::kUnsupported, "the aggregator collective runs on the CPU only");
@@ -85,6 +87,25 @@ void CollectiveEngine::abort(const AllreduceOp& op, const Status& why) {
 
 void CollectiveEngine::tell_abort(const AllreduceOp& op, const Status& why) {
   broadcast_abort(Operation(options_, transport_, mailbox_, op).abort_message(why));
+}
+
+Transport::Handlers CollectiveEngine::transport_handlers() {
+  Transport::Handlers handlers;
+  handlers.on_message = [this](uint32_t from, MessageBytes&& message) {
+    Status filed = mailbox_.deliver(from, std::move(message));
+    if (filed.ok()) return true;
+    if (auto suppressed = refused_log_.admit(from)) {
+      spdlog::warn("message from gateway {} refused: {} ({} more refused since the last line)",
+                   from, filed.to_string(), *suppressed);
+    }
+    // Over the mailbox's cap, only the message's operation fails; anything else resets the link.
+    return filed.code() == ErrorCode::kResourceExhausted;
+  };
+  handlers.on_peer = [this](uint32_t rank, bool up) {
+    peer_changed(rank, up);
+    spdlog::info("gateway {} {}", rank, up ? "connected" : "disconnected");
+  };
+  return handlers;
 }
 
 void CollectiveEngine::peer_changed(uint32_t rank, bool up) {

@@ -14,10 +14,12 @@
 #include <span>
 #include <vector>
 
+#include "gateway/collective/frame_staging.h"
 #include "gateway/collective/mailbox.h"
 #include "gateway/collective/recent_aborts.h"
 #include "gateway/collective/tensor_streams.h"
 #include "gateway/transport/transport.h"
+#include "gradgate/base/log_throttle.h"
 #include "gradgate/kernels/codec.h"
 #include "gradgate/kernels/device_ops.h"
 
@@ -30,19 +32,11 @@ struct CollectiveOptions {
   std::chrono::milliseconds timeout{30000};
 };
 
-/// Memory in which an all-reduce in GPU memory stages its frames, kept by the tensor so that its
-/// steps do not allocate it anew.
-struct DeviceFrameScratch {
-  std::unique_ptr<kernels::DeviceMemory> encoded;  // frames encoded on the GPU
-  std::unique_ptr<kernels::DeviceMemory> decoded;  // frames copied to the GPU to be decoded
-  std::unique_ptr<kernels::DeviceMemory> staged;   // page-locked host memory they cross by
-};
-
 /// One all-reduce: `data` holds the node's sum on entry and the job's aggregate on return.
 struct AllreduceOp {
   uint32_t tensor_id = 0;
   uint64_t seq = 0;
-  uint32_t policy_version = 0;
+  SwitchStamp stamp{};  // the agreement's, as the operation starts (switch_stamp.h)
   std::span<float> data;
   const kernels::Codec* codec = nullptr;
   TensorStreams* streams = nullptr;
@@ -53,9 +47,7 @@ struct AllreduceOp {
   kernels::MemoryKind memory = kernels::MemoryKind::kHost;
   kernels::DeviceQueue* queue = nullptr;
   const kernels::Codec* host_codec = nullptr;
-  DeviceFrameScratch* frame_scratch = nullptr;
-  /// The policy versions this gateway holds as the operation starts.
-  HeldPolicies held_policies{};
+  FrameStaging* staging = nullptr;  // how its frames cross between the GPU and the host
 };
 
 struct AllreduceReport {
@@ -66,9 +58,9 @@ struct AllreduceReport {
   /// Aggregator mode: nonzero elements of the sums this gateway aggregated (the union of the
   /// workers' selected indices for sparse codecs); 0 otherwise.
   uint64_t union_elements = 0;
-  /// The policy versions held by this gateway and by every gateway it heard from, directly or
-  /// through the messages it received: once the operation succeeded, by all gateways of the job.
-  HeldPolicies held_by_all{};
+  /// The operation's stamp after hearing every message this gateway took (directly or through
+  /// what they carried): once the operation succeeded, the same on every gateway of the job.
+  SwitchStamp stamp{};
 };
 
 class CollectiveEngine {
@@ -85,8 +77,13 @@ class CollectiveEngine {
   /// drops that of every earlier step too.
   void tell_abort(const AllreduceOp& op, const Status& why);
 
-  /// The transport's on_peer handler: the mailbox learns that `rank` went up or down, and a peer
-  /// that is back is sent the recent aborts again (some may not have reached it).
+  /// What the transport calls, to start it with: receiving mirrors sending, both the
+  /// collective's. Messages go to the mailbox (a refused one is logged, throttled per peer, and
+  /// resets the link unless only the mailbox's cap refused it); peers going up or down go to
+  /// peer_changed().
+  Transport::Handlers transport_handlers();
+  /// The mailbox learns that `rank` went up or down, and a peer that is back is sent the recent
+  /// aborts again (some may not have reached it).
   void peer_changed(uint32_t rank, bool up);
 
  private:
@@ -98,6 +95,7 @@ class CollectiveEngine {
   Transport& transport_;
   Mailbox& mailbox_;
   RecentAborts recent_aborts_;
+  LogThrottle refused_log_;  // used on the transport's thread only
 };
 
 }  // namespace gradgate::gateway

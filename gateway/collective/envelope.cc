@@ -45,10 +45,8 @@ void write_envelope(const Envelope& envelope, std::span<std::byte> message) {
   store<uint32_t>(out + 8, envelope.tensor_id);
   store<uint32_t>(out + 12, envelope.phase);
   store<uint64_t>(out + 16, envelope.seq);
-  store<uint32_t>(out + 24, envelope.policy_version);
-  store<uint32_t>(out + 28, envelope.sender_decodes_on_gpu ? kFlagDecodesOnGpu : 0u);
-  store<uint32_t>(out + 32, envelope.held.oldest);
-  store<uint32_t>(out + 36, envelope.held.newest);
+  store<uint32_t>(out + 24, envelope.sender_decodes_on_gpu ? kFlagDecodesOnGpu : 0u);
+  envelope.stamp.write(message.subspan(28).first<SwitchStamp::kBytes>());
 }
 
 MessageBytes make_message(const Envelope& envelope, std::span<const std::byte> payload) {
@@ -83,9 +81,8 @@ Result<Envelope> parse_envelope(std::span<const std::byte> message) {
   envelope.tensor_id = load<uint32_t>(message.data() + 8);
   envelope.phase = load<uint32_t>(message.data() + 12);
   envelope.seq = load<uint64_t>(message.data() + 16);
-  envelope.policy_version = load<uint32_t>(message.data() + 24);
-  envelope.sender_decodes_on_gpu = (load<uint32_t>(message.data() + 28) & kFlagDecodesOnGpu) != 0;
-  envelope.held = {load<uint32_t>(message.data() + 32), load<uint32_t>(message.data() + 36)};
+  envelope.stamp = SwitchStamp::read(message.subspan(28).first<SwitchStamp::kBytes>());
+  envelope.sender_decodes_on_gpu = (load<uint32_t>(message.data() + 24) & kFlagDecodesOnGpu) != 0;
   return envelope;
 }
 

@@ -6,10 +6,8 @@
 // Layout (little-endian, 40 bytes):
 //   0  u32 magic "GGE1"   4 u8 version   5 u8 kind   6 u16 chunk
 //   8  u32 tensor id      12 u32 phase (an abort: the sender's ErrorCode)   16 u64 sequence number
-//   24 u32 policy version (the sender runs the operation under it; an abort: the newest known)
-//   28 u32 flags: bit 0 the sender decodes on the GPU; the other bits 0
-//   32 u32 oldest, 36 u32 newest policy version that the sender and the gateways it heard from in
-//      this operation all hold (HeldPolicies)
+//   24 u32 flags: bit 0 the sender decodes on the GPU; the other bits 0
+//   28 12 bytes: the codec-switch agreement's stamp, carried unread (agreement/switch_stamp.h)
 #pragma once
 
 #include <cstddef>
@@ -18,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/agreement/switch_stamp.h"
 #include "gateway/transport/transport.h"
 #include "gradgate/base/status.h"
 
@@ -37,24 +36,8 @@ inline constexpr uint8_t kMaxMessageKind = 7;
 std::string_view message_kind_name(MessageKind kind);
 
 inline constexpr uint32_t kEnvelopeMagic = 0x31454747;  // "GGE1" read as a little-endian u32
-inline constexpr uint8_t kEnvelopeVersion = 3;
+inline constexpr uint8_t kEnvelopeVersion = 4;
 inline constexpr size_t kEnvelopeBytes = 40;
-
-/// The control plane's policy versions that a gateway holds: every version in [oldest, newest]
-/// (its newest and those just before it, without a gap; {0, 0} before the first). Carried in
-/// every message of an operation and combined with common_with() along the way, so that at the
-/// end of a step every gateway knows which versions all of them hold, and they switch policies
-/// only to one of those, at the same step (policy_table.h).
-struct HeldPolicies {
-  uint32_t oldest = 0;
-  uint32_t newest = 0;
-  /// The versions both hold (empty when oldest > newest).
-  HeldPolicies common_with(const HeldPolicies& other) const {
-    return {oldest > other.oldest ? oldest : other.oldest,
-            newest < other.newest ? newest : other.newest};
-  }
-  bool operator==(const HeldPolicies&) const = default;
-};
 
 struct Envelope {
   MessageKind kind = MessageKind::kGather;
@@ -62,14 +45,11 @@ struct Envelope {
   uint32_t tensor_id = 0;
   uint32_t phase = 0;
   uint64_t seq = 0;
-  /// The version the sender runs the operation under; in an abort, the newest one it knows a
-  /// gateway of the job runs this tensor under.
-  uint32_t policy_version = 0;
+  /// The codec-switch agreement's stamp of the sender.
+  SwitchStamp stamp{};
   /// The sender decodes this operation's frames on the GPU (for codecs whose GPU decoding is not
   /// the CPU's bits: every gateway of the job must decode alike).
   bool sender_decodes_on_gpu = false;
-  /// The versions the sender and every gateway it heard from in this operation hold.
-  HeldPolicies held{};
 };
 
 /// Writes `envelope` into message[0, kEnvelopeBytes) (the message must be at least that long).

@@ -115,11 +115,11 @@ bool Mailbox::peer_up(uint32_t rank) const {
 }
 
 const Mailbox::Stored* Mailbox::other_policy_locked(const MailKey& key,
-                                                    uint32_t policy_version) const {
+                                                    const SwitchStamp& stamp) const {
   for (auto it = filed_.lower_bound({key.tensor_id, key.seq, MessageKind{}, 0, 0, 0});
        it != filed_.end() && it->first.tensor_id == key.tensor_id && it->first.seq == key.seq;
        ++it) {
-    if (it->first.from == key.from && it->second.mail.envelope.policy_version != policy_version) {
+    if (it->first.from == key.from && !it->second.mail.envelope.stamp.runs_alike(stamp)) {
       return &it->second;
     }
   }
@@ -127,17 +127,17 @@ const Mailbox::Stored* Mailbox::other_policy_locked(const MailKey& key,
 }
 
 Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
-                           uint64_t sender_down_count, uint32_t policy_version) {
+                           uint64_t sender_down_count, const SwitchStamp& stamp) {
   std::unique_lock lock(mutex_);
   for (;;) {
     if (auto over = operation_ended_locked(key.tensor_id, key.seq)) return *over;
-    if (const Stored* other = other_policy_locked(key, policy_version)) {
+    if (const Stored* other = other_policy_locked(key, stamp)) {
       return Status(
           ErrorCode::kIncompatible,
           "gateway " + std::to_string(key.from) + " runs step " + std::to_string(key.seq) +
               " of tensor " + std::to_string(key.tensor_id) + " under policy version " +
-              std::to_string(other->mail.envelope.policy_version) +
-              ", this gateway under policy version " + std::to_string(policy_version) +
+              std::to_string(other->mail.envelope.stamp.version) +
+              ", this gateway under policy version " + std::to_string(stamp.version) +
               " (the gateways switched policy at different steps; the one behind catches up "
               "with the newer version)");
     }
@@ -215,14 +215,12 @@ void Mailbox::finish(uint32_t tensor_id, uint64_t seq) {
 
 void Mailbox::note_policy_locked(const Envelope& envelope) {
   if (!finished_up_to_.contains(envelope.tensor_id)) return;  // bounded by this gateway's tensors
-  uint32_t& newest = newest_peer_policy_[envelope.tensor_id];
-  newest = std::max(newest, envelope.policy_version);
+  peer_versions_.note(envelope.tensor_id, envelope.stamp);
 }
 
 uint32_t Mailbox::newest_peer_policy(uint32_t tensor_id) const {
   std::lock_guard lock(mutex_);
-  const auto found = newest_peer_policy_.find(tensor_id);
-  return found == newest_peer_policy_.end() ? 0 : found->second;
+  return peer_versions_.newest(tensor_id);
 }
 
 Status Mailbox::status_of(const Abort& abort) { return Status(abort.code, abort.reason); }
@@ -237,7 +235,7 @@ std::optional<Status> Mailbox::peer_abort(uint32_t tensor_id, uint64_t seq) cons
 void Mailbox::forget_tensor(uint32_t tensor_id) {
   std::lock_guard lock(mutex_);
   finished_up_to_.erase(tensor_id);
-  newest_peer_policy_.erase(tensor_id);
+  peer_versions_.forget(tensor_id);
   for (auto it = filed_.lower_bound(MailKey{tensor_id, 0, {}, 0, 0, 0});
        it != filed_.end() && it->first.tensor_id == tensor_id;) {
     erase_locked(it++);

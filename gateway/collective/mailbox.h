@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/agreement/peer_versions.h"
 #include "gateway/collective/envelope.h"
 #include "gradgate/base/status.h"
 
@@ -72,15 +73,13 @@ class Mailbox {
   /// peer aborted the operation, or shutdown), kNonFiniteGradient (a peer aborted it because its
   /// node's gradient held NaN or infinite values), kUnavailable (the sender went down after
   /// `sender_down_count` was read), kIncompatible (a message of the same operation from the same
-  /// sender runs under another policy version than `policy_version`: it switched codecs at
-  /// another step, and its messages will never match ours).
+  /// sender's stamp does not run alike with `stamp`: it switched codecs at another step, and its
+  /// messages will never match ours).
   Result<Mail> take(const MailKey& key, Clock::time_point deadline, uint64_t sender_down_count,
-                    uint32_t policy_version);
-  /// The newest policy version a peer ran an operation of the tensor under, as the messages
-  /// filed since the tensor's first finished operation say (0: none seen); an abort says the
-  /// newest its sender knows of. After a step that succeeded on a peer but failed here, right
-  /// where they switched policy, the peer runs a newer version than this gateway: this tells the
-  /// gateway to catch up.
+                    const SwitchStamp& stamp);
+  /// The newest policy version a peer ran an operation of the tensor under, as the stamps of
+  /// the messages filed since the tensor's first finished operation say (0: none seen;
+  /// peer_versions.h).
   uint32_t newest_peer_policy(uint32_t tensor_id) const;
   /// What take() answers for the operation (tensor, seq) if a peer's abort of it is on file
   /// (kAborted or kNonFiniteGradient with the peer's reason); nothing otherwise (nor for a
@@ -110,15 +109,15 @@ class Mailbox {
     Mail mail;
     Clock::time_point arrived;
   };
-  /// The first message of `key`'s operation from `key.from` under another policy version.
-  const Stored* other_policy_locked(const MailKey& key, uint32_t policy_version) const;
+  /// The first message of `key`'s operation from `key.from` whose stamp does not run alike.
+  const Stored* other_policy_locked(const MailKey& key, const SwitchStamp& stamp) const;
   struct OpId {
     uint32_t tensor_id;
     uint64_t seq;
     auto operator<=>(const OpId&) const = default;
   };
   void drop_expired_locked(Clock::time_point now);
-  /// Keeps the policy version of an accepted message for newest_peer_policy().
+  /// Notes the stamp of an accepted message for newest_peer_policy().
   void note_policy_locked(const Envelope& envelope);
   void erase_locked(std::map<MailKey, Stored>::iterator it);
 
@@ -139,9 +138,9 @@ class Mailbox {
   /// Why the operation (tensor, seq) cannot go on whatever arrives: shutdown, or a peer's abort
   /// of it (caller holds mutex_).
   std::optional<Status> operation_ended_locked(uint32_t tensor_id, uint64_t seq) const;
-  std::map<OpId, Abort> aborts_;                     // by operation
-  std::map<uint32_t, uint64_t> finished_up_to_;      // per tensor: highest finished seq + 1
-  std::map<uint32_t, uint32_t> newest_peer_policy_;  // per tensor with a finished operation
+  std::map<OpId, Abort> aborts_;                 // by operation
+  std::map<uint32_t, uint64_t> finished_up_to_;  // per tensor: highest finished seq + 1
+  PeerVersions peer_versions_;                   // of tensors with a finished operation
   std::vector<bool> up_;
   std::vector<uint64_t> down_counts_;
   bool shut_down_ = false;

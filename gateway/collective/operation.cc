@@ -19,9 +19,9 @@ Operation::Operation(const CollectiveOptions& options, Transport& transport, Mai
       op_(op),
       deadline_(Clock::now() + options.timeout),
       down_counts_(options.nodes) {
-  report_.held_by_all = op.held_policies;
+  report_.stamp = op.stamp;
   step_.step = op.seq;
-  step_.policy_version = op.policy_version;
+  step_.policy_version = op.stamp.version;
   step_.worker = options.rank;
   step_.job_seed = options.job_id;
   step_.memory = op.memory;
@@ -46,8 +46,7 @@ Status Operation::agree_scales() {
     }
   }
   const Message scales = std::make_shared<const MessageBytes>(
-      make_message({MessageKind::kScale, 0, op_.tensor_id, 0, op_.seq, op_.policy_version,
-                    on_device(), report_.held_by_all},
+      make_message({MessageKind::kScale, 0, op_.tensor_id, 0, op_.seq, report_.stamp, on_device()},
                    std::as_bytes(std::span(local))));
   for (uint32_t peer = 0; peer < nodes(); ++peer) {
     if (peer != rank()) GRADGATE_RETURN_IF_ERROR(send(peer, scales));
@@ -82,40 +81,14 @@ kernels::StepContext Operation::step_of(size_t chunk) const {
   return step;
 }
 
-Result<std::byte*> Operation::scratch(std::unique_ptr<kernels::DeviceMemory>& slot, size_t bytes,
-                                      bool pinned_host) {
-  if (!slot || slot->bytes() < bytes) {
-    slot.reset();
-    const int device = op_.queue->device();
-    auto made = pinned_host ? kernels::DeviceMemory::allocate_pinned_host(device, bytes)
-                            : kernels::DeviceMemory::allocate(device, bytes);
-    if (!made.ok()) return made.status();
-    slot = std::move(made).value();
-  }
-  return slot->data();
-}
-
 Result<Mail> Operation::make_frame(
     const kernels::Stream& stream,
     const std::function<Result<size_t>(std::span<std::byte>)>& write) {
   const size_t max_bytes = codec().max_frame_bytes(stream.desc());
   Mail mail{MessageBytes(kEnvelopeBytes + max_bytes)};
   const std::span<std::byte> out = std::span(mail.bytes).subspan(kEnvelopeBytes);
-  if (!on_device()) {
-    auto size = write(out);
-    if (!size.ok()) return size.status();
-    mail.bytes.resize(kEnvelopeBytes + *size);
-    return mail;
-  }
-  auto device_out = scratch(op_.frame_scratch->encoded, max_bytes, false);
-  if (!device_out.ok()) return device_out.status();
-  auto staged = scratch(op_.frame_scratch->staged, max_bytes, true);
-  if (!staged.ok()) return staged.status();
-  auto size = write({*device_out, max_bytes});
+  auto size = on_device() ? op_.staging->encode_to_host(max_bytes, write, out) : write(out);
   if (!size.ok()) return size.status();
-  GRADGATE_RETURN_IF_ERROR(op_.queue->copy_to_host(*staged, *device_out, *size));
-  GRADGATE_RETURN_IF_ERROR(op_.queue->synchronize());
-  std::memcpy(out.data(), *staged, *size);
   mail.bytes.resize(kEnvelopeBytes + *size);
   return mail;
 }
@@ -123,16 +96,9 @@ Result<Mail> Operation::make_frame(
 Result<kernels::FrameView> Operation::codec_view(const kernels::FrameView& view,
                                                  std::span<const std::byte> frame) {
   if (!on_device()) return view;
-  auto device_in = scratch(op_.frame_scratch->decoded, frame.size(), false);
-  if (!device_in.ok()) return device_in.status();
-  auto staged = scratch(op_.frame_scratch->staged, frame.size(), true);
-  if (!staged.ok()) return staged.status();
-  std::memcpy(*staged, frame.data(), frame.size());
-  GRADGATE_RETURN_IF_ERROR(op_.queue->copy_to_device(*device_in, *staged, frame.size()));
-  GRADGATE_RETURN_IF_ERROR(op_.queue->synchronize());
-  return kernels::FrameView{
-      view.header,
-      std::span<const std::byte>(*device_in, frame.size()).subspan(kernels::kFrameHeaderBytes)};
+  auto on_gpu = op_.staging->to_device(frame);
+  if (!on_gpu.ok()) return on_gpu.status();
+  return kernels::FrameView{view.header, on_gpu->subspan(kernels::kFrameHeaderBytes)};
 }
 
 Result<Mail> Operation::encode(int round, size_t chunk) {
@@ -177,12 +143,12 @@ Result<kernels::FrameView> Operation::parse(std::span<const std::byte> frame, si
   }
   const kernels::FrameView view{*header, frame.subspan(kernels::kFrameHeaderBytes)};
   const kernels::TensorDesc& desc = streams().streams[chunk]->desc();
-  if (view.header.policy_version != op_.policy_version) {
+  if (view.header.policy_version != op_.stamp.version) {
     return Status(
         ErrorCode::kIncompatible,
         "frame of policy version " + std::to_string(view.header.policy_version) +
             " in a step this gateway runs under policy version " +
-            std::to_string(op_.policy_version) +
+            std::to_string(op_.stamp.version) +
             " (the gateways switched policy at different steps; the one behind catches up "
             "with the newer version)");
   }
@@ -244,8 +210,8 @@ Status Operation::absorb(int round, std::span<const std::byte> frame, size_t chu
 }
 
 Message Operation::stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const {
-  write_envelope({kind, static_cast<uint16_t>(chunk), op_.tensor_id, phase, op_.seq,
-                  op_.policy_version, on_device(), report_.held_by_all},
+  write_envelope({kind, static_cast<uint16_t>(chunk), op_.tensor_id, phase, op_.seq, report_.stamp,
+                  on_device()},
                  mail.bytes);
   return std::make_shared<const MessageBytes>(std::move(mail.bytes));
 }
@@ -267,8 +233,8 @@ Status Operation::send(uint32_t to, const Message& message) {
 
 Result<Mail> Operation::receive(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk) {
   const MailKey key{op_.tensor_id, op_.seq, kind, phase, static_cast<uint16_t>(chunk), from};
-  auto mail = mailbox_.take(key, deadline_, down_counts_[from], op_.policy_version);
-  if (mail.ok()) report_.held_by_all = report_.held_by_all.common_with(mail->envelope.held);
+  auto mail = mailbox_.take(key, deadline_, down_counts_[from], op_.stamp);
+  if (mail.ok()) report_.stamp = report_.stamp.heard(mail->envelope.stamp);
   return mail;
 }
 
@@ -305,9 +271,12 @@ Message Operation::abort_message(const Status& why) const {
   // The newest version this gateway knows a peer runs goes along, so that a gateway a version
   // behind catches up even if that peer's messages never reach it (in a ring a gateway hears
   // only from its left neighbour).
-  const uint32_t newest = std::max(op_.policy_version, mailbox_.newest_peer_policy(op_.tensor_id));
-  const Envelope envelope{
-      MessageKind::kAbort, 0, op_.tensor_id, static_cast<uint32_t>(why.code()), op_.seq, newest};
+  const uint32_t newest = std::max(op_.stamp.version, mailbox_.newest_peer_policy(op_.tensor_id));
+  const Envelope envelope{.kind = MessageKind::kAbort,
+                          .tensor_id = op_.tensor_id,
+                          .phase = static_cast<uint32_t>(why.code()),
+                          .seq = op_.seq,
+                          .stamp = SwitchStamp::of_abort(newest)};
   return std::make_shared<const MessageBytes>(make_message(envelope, payload));
 }
 

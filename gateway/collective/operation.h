@@ -56,10 +56,10 @@ class Operation {
   Status absorb(int round, std::span<const std::byte> frame, size_t chunk);
 
   /// Writes the envelope into `mail` and makes it a message that can go to several peers.
-  /// The envelope carries report().held_by_all so far.
+  /// The envelope carries report().stamp so far.
   Message stamp(Mail&& mail, MessageKind kind, uint32_t phase, size_t chunk) const;
   Status send(uint32_t to, const Message& message);
-  /// Takes the message; the policy versions its envelope says are held join report().held_by_all.
+  /// Takes the message; its envelope's stamp is heard into report().stamp.
   Result<Mail> receive(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk);
   /// receive() of a message that carries a frame, whose checksum and lengths are verified.
   Result<Mail> receive_frame(uint32_t from, MessageKind kind, uint32_t phase, size_t chunk);
@@ -80,10 +80,6 @@ class Operation {
   /// The view the codec decodes: `view` itself, or on the device a copy of its frame in GPU memory.
   Result<kernels::FrameView> codec_view(const kernels::FrameView& view,
                                         std::span<const std::byte> frame);
-  /// At least `bytes` in `slot` (of op().frame_scratch), grown when too small: GPU memory, or
-  /// page-locked host memory.
-  Result<std::byte*> scratch(std::unique_ptr<kernels::DeviceMemory>& slot, size_t bytes,
-                             bool pinned_host);
 
   const CollectiveOptions& options_;
   Transport& transport_;

@@ -1,5 +1,7 @@
 #include "gateway/collective/tensor_streams.h"
 
+#include "gradgate/base/check.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -108,6 +110,9 @@ Result<TensorStreams> make_tensor_streams(const kernels::Codec& codec,
       result.chunks.push_back({part.offset + segment.offset, segment.elements});
     }
   }
+  GRADGATE_DCHECK(!result.chunks.empty() &&
+                      result.chunks.back().offset + result.chunks.back().elements == desc.elements,
+                  "the chunks cover the tensor");
   // A tensor in one chunk is its own stream; the chunks of a cut one are told apart by tensor id.
   const bool cut = result.chunks.size() > 1;
   auto chunk_desc = [&](uint32_t index) {
@@ -132,12 +137,14 @@ Result<TensorStreams> make_tensor_streams(const kernels::Codec& codec,
 }
 
 void fold_residuals(const TensorStreams& streams, uint32_t rank, std::span<float> data) {
-  auto fold = [&](const kernels::Stream& stream, const Chunk& chunk) {
-    const auto residual = stream.residual();
-    for (size_t i = 0; i < residual.size(); ++i) data[chunk.offset + i] += residual[i];
-  };
-  for (size_t c = 0; c < streams.streams.size(); ++c) fold(*streams.streams[c], streams.chunks[c]);
-  if (streams.owner_stream) fold(*streams.owner_stream, streams.chunks[rank]);
+  const Status folded =
+      for_each_residual(streams, rank, [data](const kernels::Stream& stream, size_t offset) {
+        const auto residual = stream.residual();
+        GRADGATE_DCHECK(offset + residual.size() <= data.size(), "a residual past the tensor");
+        for (size_t i = 0; i < residual.size(); ++i) data[offset + i] += residual[i];
+        return Status();
+      });
+  GRADGATE_DCHECK(folded.ok(), "adding host residuals cannot fail");
 }
 
 }  // namespace gradgate::gateway

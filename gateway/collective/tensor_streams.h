@@ -83,6 +83,18 @@ Result<TensorStreams> make_tensor_streams(const kernels::Codec& codec,
                                           uint32_t nodes, uint32_t rank,
                                           size_t segment_elements = 0);
 
+/// Calls visit(stream, offset) for every stream of `streams` (gateway `rank`'s) that holds a
+/// residual, with where in the tensor its chunk starts; stops at the first error. The one walk
+/// of both folds: fold_residuals below, and DeviceTensor::fold_residuals on the GPU.
+template <typename Visit>  // Status(const kernels::Stream&, size_t offset)
+Status for_each_residual(const TensorStreams& streams, uint32_t rank, Visit&& visit) {
+  for (size_t c = 0; c < streams.streams.size(); ++c) {
+    GRADGATE_RETURN_IF_ERROR(visit(*streams.streams[c], streams.chunks[c].offset));
+  }
+  if (streams.owner_stream) return visit(*streams.owner_stream, streams.chunks[rank].offset);
+  return {};
+}
+
 /// Adds every residual of `streams` (gateway `rank`'s) into `data` where its chunk lies: what
 /// error feedback still owes the job goes out with this step, before the streams are replaced.
 void fold_residuals(const TensorStreams& streams, uint32_t rank, std::span<float> data);

@@ -20,26 +20,15 @@ Status CodecSwitch::add_policy(CodecPolicy policy) {
   const uint32_t version = policy.version;
   const uint64_t step = policy.effective_step;
   // No tensor will run a version older than its own.
-  if (policies_.add(std::move(policy), table_.oldest_version(version))) {
-    received_ = version;
+  if (agreement_.add(std::move(policy), table_.oldest_version(version))) {
     spdlog::info("policy version {} takes effect at step {}", version, step);
   }
   return {};
 }
 
-const CodecPolicy* CodecSwitch::due(const Tensor& tensor, uint64_t step) const {
-  const CodecPolicy* policy =
-      tensor.policy.held_by_all ? policies_.in_effect(step, *tensor.policy.held_by_all) : nullptr;
-  // A peer ran a newer version of this tensor: its last step succeeded where ours failed.
-  if (const CodecPolicy* peers = policies_.find(mailbox_.newest_peer_policy(tensor.id));
-      peers != nullptr && (policy == nullptr || peers->version > policy->version)) {
-    policy = peers;
-  }
-  return policy == nullptr || policy->version <= tensor.policy.version ? nullptr : policy;
-}
-
 Status CodecSwitch::follow(Tensor& tensor, uint64_t step, const WorkerBuffer& in_place) {
-  const CodecPolicy* policy = due(tensor, step);
+  const CodecPolicy* policy =
+      agreement_.due(tensor.policy, step, mailbox_.newest_peer_policy(tensor.id));
   if (policy == nullptr) return {};
   const uint32_t version = policy->version;
   std::string wanted = codecs_.configured(tensor.spec);
@@ -53,13 +42,11 @@ Status CodecSwitch::follow(Tensor& tensor, uint64_t step, const WorkerBuffer& in
     keep_codec(tensor, version, wanted, algorithm.status());
     return {};
   }
-  tensor.policy.off_policy = false;
   if (placed->codec->spec() != tensor.codec->spec() || placed->on_gpu != tensor.on_gpu) {
     GRADGATE_RETURN_IF_ERROR(
         switch_codec(tensor, std::move(placed).value(), step, version, in_place));
   }
-  tensor.policy.version = version;
-  applied_ = std::max(applied_, version);
+  agreement_.applied(tensor.policy, version, false);
   return {};
 }
 
@@ -109,19 +96,17 @@ void CodecSwitch::keep_codec(Tensor& tensor, uint32_t version, const std::string
       "tensor \"{}\" cannot follow policy version {} (codec {}): {}; it keeps codec {}, as every "
       "gateway of the same compression.collective does",
       tensor.spec.name, version, wanted, why.message(), tensor.codec->spec());
-  tensor.policy.off_policy = true;
-  tensor.policy.version = version;
-  applied_ = std::max(applied_, version);
+  agreement_.applied(tensor.policy, version, true);
 }
 
 void CodecSwitch::step_ended(Tensor& tensor, const Result<AllreduceReport>& report,
                              bool later_failed) {
-  tensor.policy.held_by_all =
-      report.ok() && !later_failed ? std::optional(report->held_by_all) : std::nullopt;
+  SwitchAgreement::step_ended(
+      tensor.policy, report.ok() && !later_failed ? std::optional(report->stamp) : std::nullopt);
 }
 
 void CodecSwitch::step_failed(Tensor& tensor) {
-  if (!tensor.barrier.running()) tensor.policy.held_by_all.reset();
+  SwitchAgreement::step_failed(tensor.policy, tensor.barrier.running());
 }
 
 }  // namespace gradgate::gateway

@@ -1,17 +1,15 @@
-// Every gateway switches a tensor's codec at the same step. Policies arrive from the control
-// plane by version (policy_table.h); a tensor's step follows the newest version in effect at that
-// step that every gateway held in the tensor's previous step (the envelopes of a step carry what
-// their senders hold), or a newer one a peer already ran (its last step succeeded where ours
-// failed). Switching folds the old streams' residuals into the step's data, so error feedback
-// loses nothing. Not thread-safe: the step runner guards it.
+// A tensor follows the control plane's policies: at the step the agreement says
+// (gateway/agreement/switch_agreement.h: every gateway switches at the same step), it gets the
+// policy's codec, new streams, and its old streams' residuals folded into the step's data, so
+// error feedback loses nothing. Not thread-safe: the step runner guards it.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "gateway/agreement/switch_agreement.h"
 #include "gateway/collective/collective_engine.h"
 #include "gateway/collective/mailbox.h"
-#include "gateway/core/policy_table.h"
 #include "gateway/core/tensor_table.h"
 
 namespace gradgate::gateway {
@@ -35,15 +33,13 @@ class CodecSwitch {
   /// forgets what every gateway held (a step running meanwhile forgets it as it ends).
   static void step_failed(Tensor& tensor);
 
-  /// The versions this gateway holds, for the envelopes of its messages.
-  HeldPolicies held() const { return policies_.held(); }
+  /// The stamp of the tensor's next operation, for the envelopes of its messages.
+  SwitchStamp stamp(const Tensor& tensor) const { return agreement_.stamp(tensor.policy); }
   /// The newest version received (0: none), and the newest a step ran under.
-  uint32_t received_version() const { return received_; }
-  uint32_t applied_version() const { return applied_; }
+  uint32_t received_version() const { return agreement_.received_version(); }
+  uint32_t applied_version() const { return agreement_.applied_version(); }
 
  private:
-  /// The policy `tensor`'s step `step` runs under if newer than the tensor's, else nullptr.
-  const CodecPolicy* due(const Tensor& tensor, uint64_t step) const;
   /// Switches `tensor` to `placed`'s codec: new streams, residuals folded, data moved to where
   /// the new codec runs.
   Status switch_codec(Tensor& tensor, Placement placed, uint64_t step, uint32_t version,
@@ -57,8 +53,7 @@ class CodecSwitch {
   TensorCodecs& codecs_;
   TensorTable& table_;
   const Mailbox& mailbox_;
-  PolicyTable policies_;
-  uint32_t received_ = 0, applied_ = 0;
+  SwitchAgreement agreement_;
 };
 
 }  // namespace gradgate::gateway

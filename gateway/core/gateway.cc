@@ -29,22 +29,7 @@ Status Gateway::start() {
     MutexLock lock(runner_.mutex());
     GRADGATE_RETURN_IF_ERROR(runner_.codecs().check_configured());
   }
-  Transport::Handlers handlers;
-  handlers.on_message = [this](uint32_t from, MessageBytes&& message) {
-    Status filed = mailbox_.deliver(from, std::move(message));
-    if (filed.ok()) return true;
-    if (auto suppressed = refused_log_.admit(from)) {
-      spdlog::warn("message from gateway {} refused: {} ({} more refused since the last line)",
-                   from, filed.to_string(), *suppressed);
-    }
-    // Over the mailbox's cap, only the message's operation fails; anything else resets the link.
-    return filed.code() == ErrorCode::kResourceExhausted;
-  };
-  handlers.on_peer = [this](uint32_t rank, bool up) {
-    engine_.peer_changed(rank, up);
-    spdlog::info("gateway {} {}", rank, up ? "connected" : "disconnected");
-  };
-  GRADGATE_RETURN_IF_ERROR(transport_.start(std::move(handlers)));
+  GRADGATE_RETURN_IF_ERROR(transport_.start(engine_.transport_handlers()));
   watchdog_ = std::thread([this] { watch_local_waits(); });
   return {};
 }

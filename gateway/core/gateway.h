@@ -18,7 +18,6 @@
 #include "gateway/core/step_runner.h"
 #include "gateway/ingress/ingress.h"
 #include "gateway/transport/transport.h"
-#include "gradgate/base/log_throttle.h"
 #include "gradgate/base/mutex.h"
 
 namespace gradgate::gateway {
@@ -74,8 +73,8 @@ class Gateway final : public IngressHandler {
   /// Called once per tensor step after it ends, outside the gateway's lock, on the step's
   /// thread. Set before start().
   void set_step_observer(std::function<void(const StepRecord&)> observer);
-  /// Takes a policy from the control plane (see policy_table.h). kInvalidArgument for a codec
-  /// spec that does not parse; an old version is ignored (ok).
+  /// Takes a policy from the control plane (gateway/agreement/switch_agreement.h). kInvalidArgument
+  /// for a codec spec that does not parse; an old version is ignored (ok).
   Status set_policy(CodecPolicy policy);
   MailboxStats mailbox_stats() const { return mailbox_.stats(); }
 
@@ -87,7 +86,6 @@ class Gateway final : public IngressHandler {
   Transport& transport_;
   Mailbox mailbox_;
   CollectiveEngine engine_;
-  LogThrottle refused_log_;  // used on the transport's thread only
   StepRunner runner_;
   CondVar stopping_changed_;
   std::thread watchdog_;

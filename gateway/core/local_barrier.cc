@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "gradgate/base/check.h"
+
 namespace gradgate::gateway {
 
 LocalBarrier::LocalBarrier(uint32_t local_workers)
@@ -14,6 +16,8 @@ size_t LocalBarrier::waiting() const {
 }
 
 void LocalBarrier::ask(uint32_t rank, Done done) {
+  GRADGATE_DCHECK(rank < waiting_.size() && !has_request(rank),
+                  "a local worker has one request at a time");
   if (waiting() == 0) first_waiting_ = Clock::now();
   waiting_[rank] = std::move(done);
   if (waiting() == waiting_.size()) waiting_spread_ = Clock::now() - first_waiting_;
@@ -40,12 +44,14 @@ std::optional<uint64_t> LocalBarrier::begin_step() {
 }
 
 void LocalBarrier::undo_begin(uint64_t step) {
+  GRADGATE_DCHECK(running_ && step + 1 == next_step_, "only the step just begun is undone");
   running_ = false;
   waiting_.swap(in_step_);
   next_step_ = step;
 }
 
 std::vector<LocalBarrier::Done> LocalBarrier::end_step() {
+  GRADGATE_DCHECK(running_, "a step ends after it began");
   std::vector<Done> done;
   for (auto& request : in_step_) {
     if (request) done.push_back(std::exchange(request, nullptr));

@@ -269,13 +269,12 @@ StepRunner::Finished StepRunner::finish(Tensor& tensor, const Result<AllreduceRe
 }
 
 AllreduceOp StepRunner::op_of(Tensor& tensor, uint64_t step, std::span<float> data) const {
-  AllreduceOp op{tensor.id, step, tensor.policy.version, data, tensor.codec.get(), &tensor.streams};
-  op.held_policies = switch_.held();
+  AllreduceOp op{tensor.id, step, switch_.stamp(tensor), data, tensor.codec.get(), &tensor.streams};
   if (tensor.on_gpu) {
     op.memory = kernels::MemoryKind::kDevice;
     op.queue = &tensor.device->queue();
     op.host_codec = tensor.host_codec.get();
-    op.frame_scratch = &tensor.device->frame_scratch();
+    op.staging = &tensor.device->frame_staging();
   }
   return op;
 }

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "gateway/collective/tensor_streams.h"
-#include "gateway/core/device_tensor.h"
-#include "gateway/core/placement.h"
+#include "gateway/gpu/device_tensor.h"
+#include "gateway/gpu/placement.h"
 #include "gateway/ingress/ingress.h"
 
 namespace gradgate::gateway {

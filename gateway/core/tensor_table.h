@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "gateway/collective/envelope.h"
+#include "gateway/agreement/switch_agreement.h"
 #include "gateway/collective/tensor_streams.h"
-#include "gateway/core/device_tensor.h"
 #include "gateway/core/local_barrier.h"
 #include "gateway/core/tensor_codecs.h"
+#include "gateway/gpu/device_tensor.h"
 #include "gateway/ingress/ingress.h"
 #include "gradgate/kernels/codec.h"
 
@@ -33,16 +33,6 @@ struct TensorInfo {
   Dtype dtype = Dtype::kFp32;
   std::string codec;  // its codec spec now
   uint64_t steps = 0;
-};
-
-/// Which control-plane policy a tensor runs under (codec_switch.h).
-struct TensorPolicy {
-  uint32_t version = 0;  // the version its streams were made for
-  /// It keeps a codec other than its policy's, which compression.collective cannot run.
-  bool off_policy = false;
-  /// The policy versions every gateway held in the tensor's last step; none before the first
-  /// and after a failed one (the gateways may disagree on what they saw).
-  std::optional<HeldPolicies> held_by_all;
 };
 
 struct Tensor {
@@ -66,7 +56,7 @@ struct Tensor {
   /// buffers in GPU memory whose codec runs on the GPU.
   std::vector<float> node_sum;
   size_t memory_bytes = 0;  // streams and node sum, as counted against the cap
-  TensorPolicy policy;
+  TensorAgreement policy;   // which policy it runs under (gateway/agreement)
   uint64_t skips_seen = 0;  // skipped steps (TensorTable) when its streams were last made
 
   /// The only worker's buffer when the step's collective works in it, else none.

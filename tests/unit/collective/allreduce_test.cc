@@ -100,7 +100,8 @@ TEST_P(AllreduceTest, BitIdenticalAndErrorFeedbackExact) {
     }
     std::vector<Status> results(param.nodes);
     cluster.on_every_node([&](uint32_t rank) {
-      AllreduceOp op{1234, static_cast<uint64_t>(step), 0, data[rank], codec.get(), &streams[rank]};
+      AllreduceOp op{1234,          static_cast<uint64_t>(step), {}, data[rank], codec.get(),
+                     &streams[rank]};
       auto report = cluster.node(rank).engine->allreduce(op);
       results[rank] = report.status();
     });
@@ -236,7 +237,7 @@ TEST(AllreduceSegmentsTest, LosslessResultIndependentOfSegments) {
     }
     auto data = input;
     cluster.on_every_node([&](uint32_t rank) {
-      AllreduceOp op{9, seq, 0, data[rank], codec.get(), &streams[rank]};
+      AllreduceOp op{9, seq, {}, data[rank], codec.get(), &streams[rank]};
       auto report = cluster.node(rank).engine->allreduce(op);
       EXPECT_TRUE(report.ok()) << report.status().to_string();
     });
@@ -271,7 +272,7 @@ TEST(AllreduceTest, SingleGatewayReturnsItsInput) {
   auto streams = make_tensor_streams(*codec, desc, Algorithm::kLocal, 1, 0);
   ASSERT_TRUE(streams.ok());
   std::vector<float> data(100, 1.5f);
-  auto report = cluster.node(0).engine->allreduce({1, 0, 0, data, codec.get(), &*streams});
+  auto report = cluster.node(0).engine->allreduce({1, 0, {}, data, codec.get(), &*streams});
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->wire_bytes, 0u);
   EXPECT_EQ(data, std::vector<float>(100, 1.5f));
@@ -298,7 +299,7 @@ TEST(AllreduceTest, AggregatorKeepsTheSumOfAlignedGradientsAboveTheAgreedScale) 
   for (size_t i = 0; i < kElements; ++i) gradient[i] = 1.0f + static_cast<float>(i) / kElements;
   std::vector<std::vector<float>> data(kNodes, gradient);
   cluster.on_every_node([&](uint32_t rank) {
-    AllreduceOp op{78, 0, 0, data[rank], codec.get(), &streams[rank]};
+    AllreduceOp op{78, 0, {}, data[rank], codec.get(), &streams[rank]};
     const auto report = cluster.node(rank).engine->allreduce(op);
     EXPECT_TRUE(report.ok()) << report.status().to_string();
   });
@@ -340,7 +341,7 @@ uint64_t union_after_first_step(const std::string& spec, int steps) {
     }
     std::vector<uint64_t> unions(kNodes);
     cluster.on_every_node([&](uint32_t rank) {
-      AllreduceOp op{77, static_cast<uint64_t>(step), 0, data[rank], codec.get(), &streams[rank]};
+      AllreduceOp op{77, static_cast<uint64_t>(step), {}, data[rank], codec.get(), &streams[rank]};
       auto report = cluster.node(rank).engine->allreduce(op);
       EXPECT_TRUE(report.ok()) << report.status().to_string();
       if (report.ok()) unions[rank] = report->union_elements;

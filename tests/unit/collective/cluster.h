@@ -73,13 +73,7 @@ class Cluster {
     node.mailbox = std::make_unique<Mailbox>(nodes, 1ull << 30, std::chrono::milliseconds(60000));
     node.engine = std::make_unique<CollectiveEngine>(
         CollectiveOptions{rank, nodes, kJobId, timeout_}, *node.transport, *node.mailbox);
-    Mailbox* mailbox = node.mailbox.get();
-    CollectiveEngine* engine = node.engine.get();
-    Transport::Handlers handlers;
-    handlers.on_message = [mailbox](uint32_t from, MessageBytes&& message) {
-      return mailbox->deliver(from, std::move(message)).ok();
-    };
-    handlers.on_peer = [engine](uint32_t peer, bool up) { engine->peer_changed(peer, up); };
+    Transport::Handlers handlers = node.engine->transport_handlers();
     if (rank < started_) {
       if (!node.transport->start(handlers).ok()) throw std::runtime_error("transport start");
     }

@@ -36,7 +36,7 @@ struct TwoGateways {
     }
   }
   AllreduceOp op(uint32_t rank, uint64_t seq) {
-    return {9, seq, 0, data[rank], codec.get(), &streams[rank]};
+    return {9, seq, {}, data[rank], codec.get(), &streams[rank]};
   }
   Result<AllreduceReport> run(uint32_t rank, uint64_t seq = 0) {
     return cluster.node(rank).engine->allreduce(op(rank, seq));
@@ -268,7 +268,7 @@ TEST(CollectiveFaults, PowersgdFrameOfAGatewayDecodingOnTheGpuIsRefused) {
         cluster.node(1)
             .transport->send(0, std::make_shared<const MessageBytes>(make_message(envelope, frame)))
             .ok());
-    auto report = cluster.node(0).engine->allreduce({9, 0, 0, data, codec.get(), &streams});
+    auto report = cluster.node(0).engine->allreduce({9, 0, {}, data, codec.get(), &streams});
     if (gpu) {
       EXPECT_EQ(report.status().code(), ErrorCode::kIncompatible) << report.status().to_string();
       EXPECT_NE(report.status().message().find(

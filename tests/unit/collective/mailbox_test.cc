@@ -16,9 +16,9 @@ Clock::time_point soon() { return Clock::now() + std::chrono::milliseconds(50); 
 TEST(Mailbox, FilesAndTakesByKey) {
   Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
   ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 5, 3)).ok());
-  EXPECT_EQ(mailbox.take({5, 3, MessageKind::kGather, 0, 0, 0}, soon(), 0, 0).status().code(),
+  EXPECT_EQ(mailbox.take({5, 3, MessageKind::kGather, 0, 0, 0}, soon(), 0, {0}).status().code(),
             ErrorCode::kTimeout);  // wrong sender
-  auto mail = mailbox.take({5, 3, MessageKind::kGather, 0, 0, 1}, soon(), 0, 0);
+  auto mail = mailbox.take({5, 3, MessageKind::kGather, 0, 0, 1}, soon(), 0, {0});
   ASSERT_TRUE(mail.ok());
   EXPECT_EQ(mail->payload().size(), 4u);
   EXPECT_EQ(mailbox.stats().stored_bytes, 0u);
@@ -53,12 +53,12 @@ TEST(Mailbox, AMessageOverTheCapFailsItsOperationOnly) {
   EXPECT_EQ(mailbox.deliver(1, message(MessageKind::kGather, 1, 0, 300)).code(),
             ErrorCode::kResourceExhausted);
   const auto failed = mailbox.take({1, 0, MessageKind::kGather, 0, 0, 1},
-                                   Clock::now() + std::chrono::seconds(30), 0, 0);
+                                   Clock::now() + std::chrono::seconds(30), 0, {0});
   EXPECT_EQ(failed.status().code(), ErrorCode::kResourceExhausted);
   EXPECT_NE(failed.status().message().find("raise transport.send_queue_bytes"), std::string::npos)
       << failed.status().to_string();
   ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 2, 0)).ok());
-  EXPECT_TRUE(mailbox.take({2, 0, MessageKind::kGather, 0, 0, 1}, soon(), 0, 0).ok());
+  EXPECT_TRUE(mailbox.take({2, 0, MessageKind::kGather, 0, 0, 1}, soon(), 0, {0}).ok());
 }
 
 TEST(Mailbox, DropsMessagesOfFinishedOperations) {
@@ -82,7 +82,7 @@ TEST(Mailbox, AbortEndsTheWaitWithTheReason) {
                                           std::as_bytes(std::span(reason.data(), reason.size()))));
   });
   auto mail = mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1},
-                           Clock::now() + std::chrono::seconds(30), 0, 0);
+                           Clock::now() + std::chrono::seconds(30), 0, {0});
   aborter.join();
   EXPECT_EQ(mail.status().code(), ErrorCode::kAborted);
   EXPECT_NE(mail.status().message().find("bad gradient"), std::string::npos);
@@ -95,7 +95,7 @@ TEST(Mailbox, AnAbortForANonFiniteGradientSkipsTheStepUnlessAnotherFailed) {
     return make_message({MessageKind::kAbort, 0, tensor, static_cast<uint32_t>(code), 8}, {});
   };
   const auto taken = [](Mailbox& mailbox, uint32_t tensor) {
-    return mailbox.take({tensor, 8, MessageKind::kGather, 0, 0, 1}, soon(), 0, 0).status().code();
+    return mailbox.take({tensor, 8, MessageKind::kGather, 0, 0, 1}, soon(), 0, {0}).status().code();
   };
   Mailbox mailbox(3, 1 << 20, std::chrono::seconds(60));
   EXPECT_FALSE(mailbox.peer_abort(1, 8).has_value());
@@ -117,14 +117,14 @@ TEST(Mailbox, AMessageUnderAnotherPolicyVersionEndsTheWaitAtOnce) {
   ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kRingReduce, 0, 3, 0, 8, 2}, {})).ok());
   const auto start = Clock::now();
   auto mail =
-      mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1}, start + std::chrono::seconds(30), 0, 1);
+      mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1}, start + std::chrono::seconds(30), 0, {1});
   EXPECT_EQ(mail.status().code(), ErrorCode::kIncompatible);
   EXPECT_NE(mail.status().message().find("policy version 2"), std::string::npos)
       << mail.status().to_string();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
   // The same operation under the same version is taken as usual.
   ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kGather, 0, 4, 0, 8, 1}, {})).ok());
-  EXPECT_TRUE(mailbox.take({4, 8, MessageKind::kGather, 0, 0, 1}, soon(), 0, 1).ok());
+  EXPECT_TRUE(mailbox.take({4, 8, MessageKind::kGather, 0, 0, 1}, soon(), 0, {1}).ok());
 }
 
 TEST(Mailbox, LostSenderAndShutdownEndTheWait) {
@@ -133,7 +133,7 @@ TEST(Mailbox, LostSenderAndShutdownEndTheWait) {
   const uint64_t before = mailbox.down_count(1);
   std::thread dropper([&] { mailbox.set_peer_up(1, false); });
   auto mail = mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1},
-                           Clock::now() + std::chrono::seconds(30), before, 0);
+                           Clock::now() + std::chrono::seconds(30), before, {0});
   dropper.join();
   EXPECT_EQ(mail.status().code(), ErrorCode::kUnavailable);
 
@@ -189,13 +189,13 @@ TEST(Mailbox, KnowsTheNewestPolicyAPeerRanATensorUnder) {
 
 TEST(Envelope, CarriesThePolicyVersionsItsSendersHold) {
   Envelope envelope{MessageKind::kGather, 1, 2, 3, 4, 5};
-  envelope.held = {7, 9};
+  envelope.stamp.held = {7, 9};
   auto parsed = parse_envelope(make_message(envelope, {}));
   ASSERT_TRUE(parsed.ok());
-  EXPECT_EQ(parsed->policy_version, 5u);
-  EXPECT_EQ(parsed->held, (HeldPolicies{7, 9}));
-  EXPECT_EQ(parsed->held.common_with({8, 12}), (HeldPolicies{8, 9}));
-  EXPECT_EQ(parsed->held.common_with({0, 0}), (HeldPolicies{7, 0}));  // none in common
+  EXPECT_EQ(parsed->stamp.version, 5u);
+  EXPECT_EQ(parsed->stamp.held, (HeldPolicies{7, 9}));
+  EXPECT_EQ(parsed->stamp.held.common_with({8, 12}), (HeldPolicies{8, 9}));
+  EXPECT_EQ(parsed->stamp.held.common_with({0, 0}), (HeldPolicies{7, 0}));  // none in common
 }
 
 TEST(Envelope, RejectsWhatIsNotAnEnvelope) {

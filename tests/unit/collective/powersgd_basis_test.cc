@@ -70,7 +70,7 @@ TEST(AllGatherPowersgd, KeepsItsFirstBasisStepAfterStep) {
                                                 {.step = step, .job_seed = testing::kJobId});
     std::vector<Status> results(kNodes);
     cluster.on_every_node([&](uint32_t rank) {
-      AllreduceOp op{77, step, 0, data[rank], codec.get(), &gateway_streams[rank]};
+      AllreduceOp op{77, step, {}, data[rank], codec.get(), &gateway_streams[rank]};
       results[rank] = cluster.node(rank).engine->allreduce(op).status();
     });
     for (uint32_t rank = 0; rank < kNodes; ++rank) {

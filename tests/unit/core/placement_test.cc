@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "gateway/core/placement.h"
+#include "gateway/gpu/placement.h"
 #include "gradgate/kernels/device_ops.h"
 
 namespace gradgate::gateway {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "gateway/core/policy_table.h"
+#include "gateway/agreement/policy_table.h"
 #include "two_gateways.h"
 
 namespace gradgate::gateway {

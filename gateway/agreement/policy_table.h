@@ -1,16 +1,6 @@
-// Codec policies from the control plane, by version, and which one a tensor's step runs under.
-//
-// Every gateway of a job receives the same versions, though not at the same moment: one may poll
-// the controller late on a loaded machine. A tensor switches to version v at a step at or past
-// v's `effective_step` only once every gateway holds v, as the tensor's previous step showed
-// (each message of a step carries the versions its senders hold: HeldPolicies). All gateways see
-// the same previous step, so all of them switch at the same step boundary and none fails a step
-// for a policy it received late. The version travels in every frame, and frames of another
-// version are refused. A tensor the policy does not name, or any tensor before the first policy,
-// runs with the configured codec. Should a step succeed on one gateway and fail on another right
-// there, their next steps may differ by a version; the one behind catches up once it sees the
-// newer version in the others' messages (Mailbox::newest_peer_policy), at worst after one more
-// failed step. Not thread-safe: the gateway guards it with its own lock.
+// The control plane's codec policies by version, as a gateway received them, and which one a
+// tensor's step may run under given the versions every gateway holds (switch_agreement.h says
+// when). Not thread-safe: the step runner guards it.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "gateway/collective/envelope.h"
+#include "gateway/agreement/switch_stamp.h"
 
 namespace gradgate::gateway {
 

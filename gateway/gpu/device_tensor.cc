@@ -1,4 +1,6 @@
-#include "gateway/core/device_tensor.h"
+#include "gateway/gpu/device_tensor.h"
+
+#include "gateway/gpu/reserved_memory.h"
 
 namespace gradgate::gateway {
 namespace {
@@ -22,19 +24,9 @@ std::span<float> DeviceTensor::sum() const {
   return {reinterpret_cast<float*>(sum_->data()), elements_};
 }
 
-Result<std::byte*> DeviceTensor::staging(size_t bytes) {
-  if (!staging_ || staging_->bytes() < bytes) {
-    staging_.reset();
-    auto made = kernels::DeviceMemory::allocate(device(), bytes);
-    if (!made.ok()) return made.status();
-    staging_ = std::move(made).value();
-  }
-  return staging_->data();
-}
-
 Result<const std::byte*> DeviceTensor::readable(const WorkerBuffer& buffer) {
   if (buffer.cuda_device == device()) return buffer.data;
-  auto copy = staging(buffer.bytes);
+  auto copy = reserve(staging_, device(), buffer.bytes);
   if (!copy.ok()) return copy.status();
   GRADGATE_RETURN_IF_ERROR(
       queue_->copy_between(*copy, device(), buffer.data, buffer.cuda_device, buffer.bytes));
@@ -74,7 +66,7 @@ Status DeviceTensor::enqueue_write_back(std::span<const WorkerBuffer> buffers,
       continue;
     }
     // Converted here, then copied to the worker's GPU.
-    auto converted = staging(buffer.bytes);
+    auto converted = reserve(staging_, device(), buffer.bytes);
     if (!converted.ok()) return converted.status();
     GRADGATE_RETURN_IF_ERROR(
         queue_->convert_from_fp32(sum().data(), element_type(dtype), *converted, elements_));
@@ -108,14 +100,10 @@ Status DeviceTensor::copy_sum_from_host(std::span<const float> host) {
 
 Status DeviceTensor::fold_residuals(const TensorStreams& streams, uint32_t rank) {
   GRADGATE_RETURN_IF_ERROR(queue_->make_current());
-  for (size_t c = 0; c < streams.streams.size(); ++c) {
-    GRADGATE_RETURN_IF_ERROR(
-        queue_->fold_residual(*streams.streams[c], sum().data() + streams.chunks[c].offset));
-  }
-  if (streams.owner_stream) {
-    GRADGATE_RETURN_IF_ERROR(
-        queue_->fold_residual(*streams.owner_stream, sum().data() + streams.chunks[rank].offset));
-  }
+  GRADGATE_RETURN_IF_ERROR(
+      for_each_residual(streams, rank, [this](const kernels::Stream& stream, size_t offset) {
+        return queue_->fold_residual(stream, sum().data() + offset);
+      }));
   return queue_->synchronize();
 }
 

@@ -1,4 +1,4 @@
-#include "gateway/core/policy_table.h"
+#include "gateway/agreement/policy_table.h"
 
 #include <iterator>
 #include <utility>

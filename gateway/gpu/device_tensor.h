@@ -2,7 +2,7 @@
 // ingress.h): a CUDA stream (DeviceQueue) for the tensor's work, the node's fp32 sum in GPU
 // memory, the node sum of the workers' buffers and the write-back of the aggregate, done there.
 // The collective then runs on the GPU sum with a CUDA codec, frames staged through host memory
-// (collective/operation.h). Results are the host path's bits: the same order of additions, the
+// (device_frame_staging.h). Results are the host path's bits: the same order of additions, the
 // same conversions (local_reduce.h).
 //
 // Not thread-safe: the gateway uses it under its lock or from the tensor's step thread, one at a
@@ -13,8 +13,8 @@
 #include <span>
 #include <vector>
 
-#include "gateway/collective/collective_engine.h"
 #include "gateway/collective/tensor_streams.h"
+#include "gateway/gpu/device_frame_staging.h"
 #include "gateway/ingress/ingress.h"
 #include "gradgate/kernels/device_ops.h"
 
@@ -30,8 +30,8 @@ class DeviceTensor {
   kernels::DeviceQueue& queue() { return *queue_; }
   /// The node sum in GPU memory: the collective's data.
   std::span<float> sum() const;
-  /// Where the collective stages this tensor's frames on the GPU, from step to step.
-  DeviceFrameScratch& frame_scratch() { return frame_scratch_; }
+  /// How the collective moves this tensor's frames between the GPU and the host.
+  FrameStaging& frame_staging() { return frame_staging_; }
 
   /// Waits for every present worker's ready event, then sums their buffers (local-rank order, as
   /// `dtype`) into sum(); buffers on another GPU are copied over first. Returns once the sum is
@@ -51,9 +51,10 @@ class DeviceTensor {
  private:
   DeviceTensor(std::unique_ptr<kernels::DeviceQueue> queue,
                std::unique_ptr<kernels::DeviceMemory> sum, size_t elements)
-      : queue_(std::move(queue)), sum_(std::move(sum)), elements_(elements) {}
-  /// `bytes` of this GPU's memory for buffers of other GPUs, kept between steps.
-  Result<std::byte*> staging(size_t bytes);
+      : queue_(std::move(queue)),
+        sum_(std::move(sum)),
+        frame_staging_(*queue_),
+        elements_(elements) {}
   /// The buffer as the sum's GPU reads it: itself, or a copy in staging when on another GPU.
   Result<const std::byte*> readable(const WorkerBuffer& buffer);
   /// reduce() and write_back() without waiting for the queue.
@@ -66,7 +67,7 @@ class DeviceTensor {
   std::unique_ptr<kernels::DeviceQueue> queue_;
   std::unique_ptr<kernels::DeviceMemory> sum_;
   std::unique_ptr<kernels::DeviceMemory> staging_;  // made on first use
-  DeviceFrameScratch frame_scratch_;
+  DeviceFrameStaging frame_staging_;
   size_t elements_;
 };
 

@@ -1,4 +1,4 @@
-#include "gateway/core/placement_probe.h"
+#include "gateway/gpu/placement_probe.h"
 
 #include <algorithm>
 #include <chrono>

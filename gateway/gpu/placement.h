@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "gateway/core/placement_probe.h"
+#include "gateway/gpu/placement_probe.h"
 #include "gradgate/base/collective_mode.h"
 #include "gradgate/base/placement_mode.h"
 #include "gradgate/kernels/codec.h"

@@ -1,4 +1,4 @@
-#include "gateway/core/placement.h"
+#include "gateway/gpu/placement.h"
 
 #include <spdlog/fmt/fmt.h>
 
