@@ -81,8 +81,8 @@ class HalfCodec final : public CpuCodec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_half_codec(const CodecParams& params) {
-  return std::make_unique<HalfCodec>(params);
+Result<std::unique_ptr<Codec>> make_half_codec(const CodecParams& params) {
+  return std::unique_ptr<Codec>(std::make_unique<HalfCodec>(params));
 }
 
 }  // namespace gradgate::kernels::cpu

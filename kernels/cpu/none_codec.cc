@@ -118,8 +118,8 @@ class NoneCodec final : public CpuCodec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_none_codec(const CodecParams& params) {
-  return std::make_unique<NoneCodec>(params);
+Result<std::unique_ptr<Codec>> make_none_codec(const CodecParams& params) {
+  return std::unique_ptr<Codec>(std::make_unique<NoneCodec>(params));
 }
 
 }  // namespace gradgate::kernels::cpu

@@ -183,8 +183,8 @@ class QsgdCodec final : public CpuCodec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_qsgd_codec(const CodecParams& params) {
-  return std::make_unique<QsgdCodec>(params);
+Result<std::unique_ptr<Codec>> make_qsgd_codec(const CodecParams& params) {
+  return std::unique_ptr<Codec>(std::make_unique<QsgdCodec>(params));
 }
 
 }  // namespace gradgate::kernels::cpu

@@ -131,8 +131,8 @@ class RandomkCodec final : public CpuCodec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_randomk_codec(const CodecParams& params) {
-  return std::make_unique<RandomkCodec>(params);
+Result<std::unique_ptr<Codec>> make_randomk_codec(const CodecParams& params) {
+  return std::unique_ptr<Codec>(std::make_unique<RandomkCodec>(params));
 }
 
 }  // namespace gradgate::kernels::cpu

@@ -59,8 +59,8 @@ class SignCodec final : public CpuCodec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_sign_codec(const CodecParams& params) {
-  return std::make_unique<SignCodec>(params);
+Result<std::unique_ptr<Codec>> make_sign_codec(const CodecParams& params) {
+  return std::unique_ptr<Codec>(std::make_unique<SignCodec>(params));
 }
 
 }  // namespace gradgate::kernels::cpu

@@ -320,8 +320,8 @@ class TopkCodec final : public CpuCodec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_topk_codec(const CodecParams& params) {
-  return std::make_unique<TopkCodec>(params);
+Result<std::unique_ptr<Codec>> make_topk_codec(const CodecParams& params) {
+  return std::unique_ptr<Codec>(std::make_unique<TopkCodec>(params));
 }
 
 }  // namespace gradgate::kernels::cpu

@@ -21,18 +21,14 @@ Result<std::unique_ptr<Codec>> make_cuda_codec(const CodecParams& params) {
                   "codec " + name + " on device memory: no usable CUDA device (" +
                       (error != cudaSuccess ? cudaGetErrorString(error) : "none found") + ")");
   }
-  // The overlapping top-k (a second, shifted selection) exists on the CPU only.
-  if (params.id != CodecId::kTopk || params.overlap == 0.0) {
-    switch (params.id) {
+  switch (params.id) {
 #define GRADGATE_CUDA_CODEC_CASE(enumerator, id, name, c_suffix, factory, ...) \
   case CodecId::enumerator:                                                    \
     return cuda::make_##factory##_codec(params);
-      GRADGATE_CODEC_TABLE(GRADGATE_CUDA_CODEC_CASE)
+    GRADGATE_CODEC_TABLE(GRADGATE_CUDA_CODEC_CASE)
 #undef GRADGATE_CUDA_CODEC_CASE
-    }
   }
-  return Status(ErrorCode::kUnsupported,
-                "codec " + name + " has no CUDA implementation yet; encode from host memory");
+  return Status(ErrorCode::kInvalidArgument, "unknown codec id");
 }
 
 }  // namespace gradgate::kernels

@@ -88,8 +88,8 @@ class NoneCodec final : public CudaCodec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_none_codec(const CodecParams& params) {
-  return std::make_unique<NoneCodec>(params);
+Result<std::unique_ptr<Codec>> make_none_codec(const CodecParams& params) {
+  return std::unique_ptr<Codec>(std::make_unique<NoneCodec>(params));
 }
 
 }  // namespace gradgate::kernels::cuda

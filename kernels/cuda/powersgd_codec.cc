@@ -291,8 +291,8 @@ class PowersgdCodec final : public CudaCodec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_powersgd_codec(const CodecParams& params) {
-  return std::make_unique<PowersgdCodec>(params);
+Result<std::unique_ptr<Codec>> make_powersgd_codec(const CodecParams& params) {
+  return std::unique_ptr<Codec>(std::make_unique<PowersgdCodec>(params));
 }
 
 }  // namespace gradgate::kernels::cuda

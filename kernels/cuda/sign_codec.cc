@@ -83,8 +83,8 @@ class SignCodec final : public CudaCodec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_sign_codec(const CodecParams& params) {
-  return std::make_unique<SignCodec>(params);
+Result<std::unique_ptr<Codec>> make_sign_codec(const CodecParams& params) {
+  return std::unique_ptr<Codec>(std::make_unique<SignCodec>(params));
 }
 
 }  // namespace gradgate::kernels::cuda

@@ -179,8 +179,13 @@ class TopkCodec final : public CudaCodec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_topk_codec(const CodecParams& params) {
-  return std::make_unique<TopkCodec>(params);
+Result<std::unique_ptr<Codec>> make_topk_codec(const CodecParams& params) {
+  // The overlapping top-k (a second, shifted selection) exists on the CPU only.
+  if (params.overlap != 0.0) {
+    return Status(ErrorCode::kUnsupported,
+                  "codec topk has no CUDA implementation yet; encode from host memory");
+  }
+  return std::unique_ptr<Codec>(std::make_unique<TopkCodec>(params));
 }
 
 }  // namespace gradgate::kernels::cuda
