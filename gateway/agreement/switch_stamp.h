@@ -1,7 +1,8 @@
 // The codec-switch agreement's part of every message between gateways: one stamp that the
 // collective carries in its envelope without knowing the rule it serves (switch_agreement.h:
-// every gateway switches a tensor's codec at the same step). The collective only asks whether
-// two stamps run alike, merges the stamps it hears, and makes the one its aborts carry.
+// every gateway switches a tensor's codec at the same step). The collective asks whether two
+// stamps run alike, merges the stamps it hears and makes the one its aborts carry; it reads the
+// version only to check a frame's header against it and to name it in messages.
 //
 // Layout (little-endian, 12 bytes): 0 u32 policy version, 4 u32 oldest, 8 u32 newest held.
 #pragma once

@@ -7,7 +7,8 @@
 //   0  u32 magic "GGE1"   4 u8 version   5 u8 kind   6 u16 chunk
 //   8  u32 tensor id      12 u32 phase (an abort: the sender's ErrorCode)   16 u64 sequence number
 //   24 u32 flags: bit 0 the sender decodes on the GPU; the other bits 0
-//   28 12 bytes: the codec-switch agreement's stamp, carried unread (agreement/switch_stamp.h)
+//   28 12 bytes: the codec-switch agreement's stamp, written and read as one block
+//      (agreement/switch_stamp.h)
 #pragma once
 
 #include <cstddef>

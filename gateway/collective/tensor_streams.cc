@@ -1,10 +1,10 @@
 #include "gateway/collective/tensor_streams.h"
 
-#include "gradgate/base/check.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
+
+#include "gradgate/base/check.h"
 
 namespace gradgate::gateway {
 

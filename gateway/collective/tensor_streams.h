@@ -83,8 +83,9 @@ Result<TensorStreams> make_tensor_streams(const kernels::Codec& codec,
                                           uint32_t nodes, uint32_t rank,
                                           size_t segment_elements = 0);
 
-/// Calls visit(stream, offset) for every stream of `streams` (gateway `rank`'s) that holds a
-/// residual, with where in the tensor its chunk starts; stops at the first error. The one walk
+/// Calls visit(stream, offset) for every stream of `streams` (gateway `rank`'s: its chunks' and,
+/// in aggregator mode, its owned chunk's), with where in the tensor its chunk starts; stops at the
+/// first error. The one walk
 /// of both folds: fold_residuals below, and DeviceTensor::fold_residuals on the GPU.
 template <typename Visit>  // Status(const kernels::Stream&, size_t offset)
 Status for_each_residual(const TensorStreams& streams, uint32_t rank, Visit&& visit) {

@@ -3,7 +3,7 @@
 // indices as gap varints or a bitmap, whichever is smaller; values fp32 or fp16) and checksummed.
 // Exact selection gives the CPU codec's frames byte for byte. Decoding checks the whole payload
 // on the device, then scatters it. Not summable. The overlap-seeking selection (overlap > 0) has
-// no CUDA implementation: make_cuda_codec refuses it.
+// no CUDA implementation: make_topk_codec refuses it.
 #include <cstring>
 #include <string>
 

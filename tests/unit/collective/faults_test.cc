@@ -262,7 +262,7 @@ TEST(CollectiveFaults, PowersgdFrameOfAGatewayDecodingOnTheGpuIsRefused) {
     auto size = codec->encode(0, step, peer_data, *peer_stream, frame);
     ASSERT_TRUE(size.ok()) << size.status().to_string();
     frame.resize(*size);
-    Envelope envelope{MessageKind::kGather, 0, 9, 0, 0, 0};
+    Envelope envelope{MessageKind::kGather, 0, 9, 0, 0, {0}};
     envelope.sender_decodes_on_gpu = gpu;
     ASSERT_TRUE(
         cluster.node(1)

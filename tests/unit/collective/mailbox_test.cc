@@ -114,7 +114,8 @@ TEST(Mailbox, AMessageUnderAnotherPolicyVersionEndsTheWaitAtOnce) {
   Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
   // Gateway 1 runs tensor 3 step 8 under policy version 2 (a ring message); this gateway waits
   // for a gather message of it under version 1: they will never match.
-  ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kRingReduce, 0, 3, 0, 8, 2}, {})).ok());
+  ASSERT_TRUE(
+      mailbox.deliver(1, make_message({MessageKind::kRingReduce, 0, 3, 0, 8, {2}}, {})).ok());
   const auto start = Clock::now();
   auto mail =
       mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1}, start + std::chrono::seconds(30), 0, {1});
@@ -123,7 +124,7 @@ TEST(Mailbox, AMessageUnderAnotherPolicyVersionEndsTheWaitAtOnce) {
       << mail.status().to_string();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
   // The same operation under the same version is taken as usual.
-  ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kGather, 0, 4, 0, 8, 1}, {})).ok());
+  ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kGather, 0, 4, 0, 8, {1}}, {})).ok());
   EXPECT_TRUE(mailbox.take({4, 8, MessageKind::kGather, 0, 0, 1}, soon(), 0, {1}).ok());
 }
 
@@ -172,13 +173,13 @@ TEST(Mailbox, ASendWaitEndsWithTheStepNotAtTheDeadline) {
 TEST(Mailbox, KnowsTheNewestPolicyAPeerRanATensorUnder) {
   Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
   const auto under = [](uint32_t version, uint64_t seq) {
-    return make_message({MessageKind::kGather, 0, 5, 0, seq, version}, {});
+    return make_message({MessageKind::kGather, 0, 5, 0, seq, {version}}, {});
   };
   ASSERT_TRUE(mailbox.deliver(1, under(3, 0)).ok());
   EXPECT_EQ(mailbox.newest_peer_policy(5), 0u);  // before the tensor's first finished operation
   mailbox.finish(5, 0);
   ASSERT_TRUE(mailbox.deliver(1, under(4, 1)).ok());
-  ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kAbort, 0, 5, 0, 1, 6}, {})).ok());
+  ASSERT_TRUE(mailbox.deliver(1, make_message({MessageKind::kAbort, 0, 5, 0, 1, {6}}, {})).ok());
   ASSERT_TRUE(mailbox.deliver(1, under(2, 2)).ok());
   ASSERT_TRUE(mailbox.deliver(1, under(9, 0)).ok());  // late: of a finished operation
   EXPECT_EQ(mailbox.newest_peer_policy(5), 6u);
@@ -188,7 +189,7 @@ TEST(Mailbox, KnowsTheNewestPolicyAPeerRanATensorUnder) {
 }
 
 TEST(Envelope, CarriesThePolicyVersionsItsSendersHold) {
-  Envelope envelope{MessageKind::kGather, 1, 2, 3, 4, 5};
+  Envelope envelope{MessageKind::kGather, 1, 2, 3, 4, {5}};
   envelope.stamp.held = {7, 9};
   auto parsed = parse_envelope(make_message(envelope, {}));
   ASSERT_TRUE(parsed.ok());
