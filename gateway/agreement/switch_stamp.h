@@ -43,9 +43,13 @@ struct SwitchStamp {
   SwitchStamp heard(const SwitchStamp& other) const {
     return {version, held.common_with(other.held)};
   }
-  /// The stamp of an abort: the newest version the sender knows a gateway runs, so that one a
-  /// version behind catches up even if that gateway's own messages never reach it.
-  static SwitchStamp of_abort(uint32_t newest_known) { return {newest_known, {}}; }
+  /// The stamp of an abort by a gateway that runs `own` and has seen peers run up to
+  /// `newest_of_peers` (PeerVersions::newest): the newer of the two, so that a gateway a version
+  /// behind catches up even if that peer's own messages never reach it (in a ring a gateway
+  /// hears only from its left neighbour).
+  static SwitchStamp of_abort(uint32_t own, uint32_t newest_of_peers) {
+    return {own > newest_of_peers ? own : newest_of_peers, {}};
+  }
 
   void write(std::span<std::byte, kBytes> out) const;
   static SwitchStamp read(std::span<const std::byte, kBytes> in);

@@ -268,15 +268,12 @@ Result<Mail> Operation::receive_frame(uint32_t from, MessageKind kind, uint32_t 
 Message Operation::abort_message(const Status& why) const {
   const std::string reason = why.to_string();
   const auto payload = std::as_bytes(std::span<const char>(reason.data(), reason.size()));
-  // The newest version this gateway knows a peer runs goes along, so that a gateway a version
-  // behind catches up even if that peer's messages never reach it (in a ring a gateway hears
-  // only from its left neighbour).
-  const uint32_t newest = std::max(op_.stamp.version, mailbox_.newest_peer_policy(op_.tensor_id));
   const Envelope envelope{.kind = MessageKind::kAbort,
                           .tensor_id = op_.tensor_id,
                           .phase = static_cast<uint32_t>(why.code()),
                           .seq = op_.seq,
-                          .stamp = SwitchStamp::of_abort(newest)};
+                          .stamp = SwitchStamp::of_abort(
+                              op_.stamp.version, mailbox_.newest_peer_policy(op_.tensor_id))};
   return std::make_shared<const MessageBytes>(make_message(envelope, payload));
 }
 
