@@ -148,32 +148,6 @@ void measure_selection_references(const std::vector<float>& v, size_t k, double 
 
 }  // namespace
 
-double encode_traffic_bytes(const CodecParams& p) {
-  // The passes, plus the payload per element where it does not depend on the data.
-  double payload = 0.0;  // sparse and low-rank payloads are small beside the passes
-  switch (p.id) {
-    case CodecId::kNone:
-      payload = 4.0;
-      break;
-    case CodecId::kFp16:
-    case CodecId::kBf16:
-      payload = 2.0;
-      break;
-    case CodecId::kQsgd:
-      payload = static_cast<double>(
-          kernels::qsgd_level_bytes(p.bits, kernels::qsgd_headroom_bits(p.max_workers)));
-      break;
-    case CodecId::kSign:
-      payload = 1.0 / 8.0;
-      break;
-    case CodecId::kTopk:
-    case CodecId::kRandomk:
-    case CodecId::kPowersgd:
-      break;
-  }
-  return encode_pass_bytes(p) + payload;
-}
-
 CodecBenchOptions default_codec_bench_options() {
   CodecBenchOptions o;
   o.specs = {"none",
@@ -261,7 +235,7 @@ Row measure_row(const CodecBenchOptions& options, const CodecParams& params, con
   row.n = n;
   row.encode_gbps = gbps(n * sizeof(float), encode_s);
   row.decode_gbps = gbps(n * sizeof(float), decode_s);
-  row.traffic_bytes = encode_traffic_bytes(params);
+  row.traffic_bytes = least_encode_traffic(params, n, frame_bytes);
   row.roofline = row.encode_gbps * row.traffic_bytes / (row.memcpy_gbps * 8.0);
   row.update_roofline = row.encode_gbps / 4.0 * row.traffic_bytes / row.update_gbps;
   row.wire_ratio = static_cast<double>(frame_bytes) / static_cast<double>(n * sizeof(float));

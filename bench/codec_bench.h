@@ -27,9 +27,4 @@ CodecBenchOptions default_codec_bench_options();
 /// an explanation to `err`) on a bad option.
 bool run_codec_bench(const CodecBenchOptions& options, std::ostream& out, std::ostream& err);
 
-/// The least memory traffic in bytes per element that an encode of `params`
-/// must move (reads of the gradient and residual, residual writes, wire writes; a codec that
-/// needs a global scale first makes two passes).
-double encode_traffic_bytes(const kernels::CodecParams& params);
-
 }  // namespace gradgate::bench

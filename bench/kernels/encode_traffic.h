@@ -1,7 +1,6 @@
 // The memory roofline of the benchmarks: the least bytes an encode must move per element (its
-// passes over gradient and residual; the CPU benchmark adds a payload estimate, the kernel
-// benchmark the frame it wrote, which matters on the device where the passes themselves are
-// fast), and the fraction of the copy bandwidth an encode reaches on them.
+// passes over gradient and residual, and the frame it wrote), and the fraction of the copy
+// bandwidth an encode reaches on them. The CPU and the kernel benchmarks both count this way.
 #pragma once
 
 #include <cstddef>

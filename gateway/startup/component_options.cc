@@ -1,6 +1,11 @@
 #include "gateway/startup/component_options.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+
+#include "common/http/token.h"
+#include "gateway/config/config_text.h"
 
 namespace gradgate::gateway {
 
@@ -57,5 +62,72 @@ DpdkTransportOptions dpdk_options(const GatewayConfig& config) {
   return options;
 }
 #endif
+
+Result<http::ClientOptions> controller_options(const GatewayConfig& config) {
+  auto token = http::load_optional_token(config.control_token_file, config.control_token_env);
+  if (!token.ok()) return Status(token.status().code(), "control: " + token.status().message());
+  http::ClientOptions options;
+  options.host = config.controller.host;
+  options.port = config.controller.port;
+  options.token = std::move(token).value();
+  options.timeout = config.control_request_timeout;
+  return options;
+}
+
+namespace {
+
+// The name this gateway claims its rank under: job.node_name, or the host name.
+std::string node_name_of(const GatewayConfig& config) {
+  if (!config.node_name.empty()) return config.node_name;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "localhost";
+  return host;
+}
+
+}  // namespace
+
+Result<MembershipOptions> membership_options(const GatewayConfig& config) {
+  auto controller = controller_options(config);
+  if (!controller.ok()) return controller.status();
+  MembershipOptions options;
+  options.controller = std::move(controller).value();
+  options.job_id = config.job_id;
+  options.size = config.size;
+  options.node_rank = config.node_rank;
+  options.node_name = node_name_of(config);
+  options.listen_host = config.listen.host;
+  options.retry_interval = config.control_report_interval;
+  options.join_timeout = config.control_join_timeout;
+  return options;
+}
+
+Result<Telemetry::Options> telemetry_options(const GatewayConfig& config) {
+  Telemetry::Options options;
+  options.job_id = config.job_id;
+  options.node_rank = config.node_rank;
+  options.nodes = static_cast<uint32_t>(config.nodes.size());
+  options.listen_host = config.listen.host;
+  options.transport = std::string(transport_kind_name(config.transport));
+  options.admin_listen = config.admin_listen;
+  options.admin_max_connections = config.admin_max_connections;
+  options.report_interval = config.control_report_interval;
+  if (config.controller.host.empty()) return options;
+  auto server = controller_options(config);
+  if (!server.ok()) return server.status();
+  ControlClientOptions control;
+  control.server = std::move(server).value();
+  control.job_id = config.job_id;
+  control.node = config.node_rank;
+  control.poll_wait = config.control_poll_wait;
+  control.retry_delay = config.control_report_interval;
+  control.report_interval = config.control_report_interval;
+  options.control = std::move(control);
+  if (config.size > 0) {
+    auto membership = membership_options(config);
+    if (!membership.ok()) return membership.status();
+    options.membership = std::move(membership).value();
+  }
+  return options;
+}
 
 }  // namespace gradgate::gateway

@@ -16,7 +16,6 @@
 #include "gateway/startup/component_options.h"
 #include "gateway/startup/job_joining.h"
 #include "gateway/startup/stop_signals.h"
-#include "gateway/telemetry/control_client.h"
 #include "gateway/telemetry/membership.h"
 #include "gateway/telemetry/telemetry.h"
 
@@ -41,9 +40,9 @@ ChosenTransport make_transport(const GatewayConfig& config) {
   TcpTransportOptions options = tcp_options(config);
   if (config.size > 0) {  // addresses from the controller: registered once the listener is bound
     options.resolve_peers = [&config](uint16_t port) -> Result<std::vector<net::Endpoint>> {
-      auto controller = controller_options(config);
-      if (!controller.ok()) return controller.status();
-      return join_through_controller(config, port, *controller, pause_unless_stopped);
+      auto membership = membership_options(config);
+      if (!membership.ok()) return membership.status();
+      return join_through_controller(*membership, port, pause_unless_stopped);
     };
   }
   auto tcp = std::make_unique<TcpTransport>(std::move(options));
@@ -109,6 +108,8 @@ Status join_and_serve(const GatewayConfig& config, const DaemonOptions& options,
     GRADGATE_RETURN_IF_ERROR(join_for_dpdk(job));
   }
   if (job.nodes.empty()) job.nodes.assign(job.size, net::Endpoint{});
+  auto telemetry_settings = telemetry_options(job);
+  if (!telemetry_settings.ok()) return telemetry_settings.status();
   ChosenTransport chosen = make_transport(job);
   Transport& transport = *chosen.transport;
   Gateway gateway(core_options(job), transport);
@@ -116,7 +117,7 @@ Status join_and_serve(const GatewayConfig& config, const DaemonOptions& options,
   const auto stop_ingress = [](IngressServer* server) { server->stop(); };
   const std::unique_ptr<IngressServer, decltype(stop_ingress)> ingress_stopper(&ingress,
                                                                                stop_ingress);
-  Telemetry telemetry(job, gateway, transport);
+  Telemetry telemetry(std::move(telemetry_settings).value(), gateway, transport);
   GRADGATE_RETURN_IF_ERROR(gateway.start());
   // Telemetry first: the steps that workers start once the ingress serves report to it.
   telemetry.watch_ingress(ingress);

@@ -8,9 +8,9 @@
 
 #include "common/config/config_source.h"
 #include "gateway/config/network_status.h"
+#include "gateway/startup/component_options.h"
 #include "gateway/startup/logging.h"
 #include "gateway/startup/stop_signals.h"
-#include "gateway/telemetry/control_client.h"
 #include "gateway/telemetry/membership.h"
 
 namespace gradgate::gateway {
@@ -22,9 +22,9 @@ constexpr std::chrono::milliseconds kNetworkStatusPoll{500};
 }  // namespace
 
 Status claim_rank(GatewayConfig& config) {
-  auto controller = controller_options(config);
-  if (!controller.ok()) return controller.status();
-  auto rank = claim_rank_through_controller(config, *controller, pause_unless_stopped);
+  auto membership = membership_options(config);
+  if (!membership.ok()) return membership.status();
+  auto rank = claim_rank_through_controller(*membership, pause_unless_stopped);
   if (!rank.ok()) return rank.status();
   config.node_rank = *rank;
   config.node_rank_auto = false;
@@ -64,10 +64,10 @@ Status take_dpdk_attachment(GatewayConfig& config) {
 }
 
 Status join_for_dpdk(GatewayConfig& config) {
-  auto controller = controller_options(config);
-  if (!controller.ok()) return controller.status();
-  auto nodes = join_through_controller(config, static_cast<uint16_t>(config.dpdk_udp_port),
-                                       *controller, pause_unless_stopped);
+  auto membership = membership_options(config);
+  if (!membership.ok()) return membership.status();
+  auto nodes = join_through_controller(*membership, static_cast<uint16_t>(config.dpdk_udp_port),
+                                       pause_unless_stopped);
   if (!nodes.ok()) return nodes.status();
   config.nodes = std::move(nodes).value();
   return {};

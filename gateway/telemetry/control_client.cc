@@ -5,20 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "common/http/token.h"
-
 namespace gradgate::gateway {
-
-Result<http::ClientOptions> controller_options(const GatewayConfig& config) {
-  auto token = http::load_optional_token(config.control_token_file, config.control_token_env);
-  if (!token.ok()) return Status(token.status().code(), "control: " + token.status().message());
-  http::ClientOptions options;
-  options.host = config.controller.host;
-  options.port = config.controller.port;
-  options.token = std::move(token).value();
-  options.timeout = config.control_request_timeout;
-  return options;
-}
 
 namespace {
 

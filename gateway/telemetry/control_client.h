@@ -19,14 +19,9 @@
 #include <thread>
 
 #include "common/http/client.h"
-#include "gateway/config/gateway_config.h"
 #include "gateway/core/gateway.h"
 
 namespace gradgate::gateway {
-
-/// How to reach the controller of `config`: control.url, the bearer token of
-/// control.token_file or control.token_env, control.request_timeout_ms per request.
-Result<http::ClientOptions> controller_options(const GatewayConfig& config);
 
 /// The shortest report interval a controller can ask for: bounds the reports a misconfigured
 /// controller can draw.

@@ -1,7 +1,6 @@
 #include "gateway/telemetry/membership.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -10,7 +9,6 @@
 
 #include "common/config/value_text.h"
 #include "common/http/client.h"
-#include "gateway/config/config_text.h"
 #include "gateway/telemetry/node_report.h"
 
 namespace gradgate::gateway {
@@ -53,8 +51,12 @@ Result<nlohmann::json> list_job(const http::ClientOptions& controller, const std
   return listed;
 }
 
-std::string job_target(const GatewayConfig& config) {
-  return "/v1/jobs/" + std::to_string(config.job_id);
+std::string job_target(const MembershipOptions& options) {
+  return "/v1/jobs/" + std::to_string(options.job_id);
+}
+
+std::string address_of(const http::ClientOptions& controller) {
+  return net::Endpoint{controller.host, controller.port}.to_string();
 }
 
 // Registers `registration` and lists the job `job` (a GET target): its members once all `size`
@@ -75,19 +77,19 @@ Result<std::vector<net::Endpoint>> register_and_list(const http::ClientOptions& 
   return Status(ErrorCode::kUnavailable, "not every gateway has registered yet");
 }
 
-// Runs `attempt` every control.report_interval_ms until it succeeds, the daemon stops (kAborted)
-// or control.join_timeout_ms passes (kTimeout: `waiting_for`, and the last failure).
+// Runs `attempt` every retry_interval until it succeeds, the daemon stops (kAborted) or
+// join_timeout passes (kTimeout: `waiting_for`, and the last failure).
 template <typename T>
-Result<T> retry_until_join_timeout(const GatewayConfig& config, const Pause& pause,
+Result<T> retry_until_join_timeout(const MembershipOptions& options, const Pause& pause,
                                    const std::string& waiting_for,
                                    const std::function<Result<T>()>& attempt) {
-  const auto deadline = std::chrono::steady_clock::now() + config.control_join_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + options.join_timeout;
   Status last(ErrorCode::kTimeout, "no answer yet");
   while (std::chrono::steady_clock::now() < deadline) {
     auto result = attempt();
     if (result.ok()) return result;
     last = result.status();
-    if (!pause(config.control_report_interval)) {
+    if (!pause(options.retry_interval)) {
       return Status(ErrorCode::kAborted, "stopped while " + waiting_for);
     }
   }
@@ -97,63 +99,54 @@ Result<T> retry_until_join_timeout(const GatewayConfig& config, const Pause& pau
 
 }  // namespace
 
-std::string node_name_of(const GatewayConfig& config) {
-  if (!config.node_name.empty()) return config.node_name;
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) return "localhost";
-  return host;
-}
-
-Result<uint32_t> claim_rank_through_controller(const GatewayConfig& config,
-                                               const http::ClientOptions& controller,
+Result<uint32_t> claim_rank_through_controller(const MembershipOptions& options,
                                                const Pause& pause) {
-  const std::string name = node_name_of(config);
-  const std::string body = nlohmann::json{{"name", name}, {"nodes", config.size}}.dump();
-  const std::string target = "/v1/jobs/" + std::to_string(config.job_id) + "/ranks";
-  spdlog::info("job {}: claiming a rank as \"{}\" from the controller at {}", config.job_id, name,
-               config.controller.to_string());
+  const std::string& name = options.node_name;
+  const std::string body = nlohmann::json{{"name", name}, {"nodes", options.size}}.dump();
+  const std::string target = job_target(options) + "/ranks";
+  spdlog::info("job {}: claiming a rank as \"{}\" from the controller at {}", options.job_id, name,
+               address_of(options.controller));
   auto rank = retry_until_join_timeout<uint32_t>(
-      config, pause, "claiming a rank of job " + std::to_string(config.job_id),
+      options, pause, "claiming a rank of job " + std::to_string(options.job_id),
       [&]() -> Result<uint32_t> {
-        auto answer = http::send_request(controller, http::verb::post, target, body);
+        auto answer = http::send_request(options.controller, http::verb::post, target, body);
         if (!answer.ok()) return answer.status();
         GRADGATE_RETURN_IF_ERROR(http::expect_ok(*answer, "POST " + target));
         const auto claimed = nlohmann::json::parse(answer->body, nullptr, false);
         const auto node = unsigned_member(claimed, "node");
-        if (!node || *node >= config.size) {
+        if (!node || *node >= options.size) {
           return Status(ErrorCode::kUnavailable, "POST " + target + " gave no rank below " +
-                                                     std::to_string(config.size) + ": " +
+                                                     std::to_string(options.size) + ": " +
                                                      answer->body.substr(0, 200));
         }
         return static_cast<uint32_t>(*node);
       });
-  if (rank.ok()) spdlog::info("job {}: rank {} as \"{}\"", config.job_id, *rank, name);
+  if (rank.ok()) spdlog::info("job {}: rank {} as \"{}\"", options.job_id, *rank, name);
   return rank;
 }
 
-Result<std::vector<net::Endpoint>> join_through_controller(const GatewayConfig& config,
+Result<std::vector<net::Endpoint>> join_through_controller(const MembershipOptions& options,
                                                            uint16_t listen_port,
-                                                           const http::ClientOptions& controller,
                                                            const Pause& pause) {
-  const NodeIdentity self{config.job_id, config.node_rank, config.size,
-                          config.listen.host + ":" + std::to_string(listen_port), ""};
+  const NodeIdentity self{options.job_id, options.node_rank, options.size,
+                          options.listen_host + ":" + std::to_string(listen_port), ""};
   const std::string body = NodeReport::registration(self).dump();
-  const std::string job = job_target(config);
+  const std::string job = job_target(options);
   spdlog::info("joining job {} through the controller at {}: waiting for {} gateways",
-               config.job_id, config.controller.to_string(), config.size);
+               options.job_id, address_of(options.controller), options.size);
   // Registering again on every round keeps this gateway live while it waits for the others.
   return retry_until_join_timeout<std::vector<net::Endpoint>>(
-      config, pause,
-      "waiting for every gateway of job " + std::to_string(config.job_id) +
+      options, pause,
+      "waiting for every gateway of job " + std::to_string(options.job_id) +
           " to register with the controller",
-      [&] { return register_and_list(controller, body, job, config.size); });
+      [&] { return register_and_list(options.controller, body, job, options.size); });
 }
 
 Result<std::vector<net::Endpoint>> live_members_through_controller(
-    const GatewayConfig& config, const http::ClientOptions& controller) {
-  auto listed = list_job(controller, job_target(config));
+    const MembershipOptions& options) {
+  auto listed = list_job(options.controller, job_target(options));
   if (!listed.ok()) return listed.status();
-  return live_members(*listed, config.size);
+  return live_members(*listed, options.size);
 }
 
 }  // namespace gradgate::gateway

@@ -6,18 +6,17 @@
 
 #include "common/http/health.h"
 #include "common/metrics/metrics.h"
-#include "gateway/config/config_text.h"
-#include "gateway/telemetry/membership.h"
 #include "gradgate/config.h"
 
 namespace gradgate::gateway {
 
-Telemetry::Telemetry(const GatewayConfig& config, Gateway& gateway, Transport& transport)
-    : config_(config),
+Telemetry::Telemetry(Options options, Gateway& gateway, Transport& transport)
+    : options_(std::move(options)),
       gateway_(gateway),
       transport_(transport),
       registry_(metrics::make_registry("gateway")),
       metrics_(registry_) {
+  if (options_.membership) options_.membership->controller.cancel = &membership_cancel_;
   gateway_.set_step_observer([this](const StepRecord& step) {
     metrics_.observe(step);
     if (report_) report_->observe(step);
@@ -27,11 +26,11 @@ Telemetry::Telemetry(const GatewayConfig& config, Gateway& gateway, Transport& t
 Telemetry::~Telemetry() { stop(); }
 
 Status Telemetry::start(uint16_t transport_port) {
-  if (!config_.admin_listen.host.empty()) {
+  if (!options_.admin_listen.host.empty()) {
     http::ServerOptions options;
-    options.bind_address = config_.admin_listen.host;
-    options.port = config_.admin_listen.port;
-    options.max_connections = config_.admin_max_connections;
+    options.bind_address = options_.admin_listen.host;
+    options.port = options_.admin_listen.port;
+    options.max_connections = options_.admin_max_connections;
     options.on_response = metrics::count_responses(registry_, "gradgate_http_requests_total");
     admin_ = std::make_unique<http::HttpServer>(options);
     // Ready once every other gateway of the job is connected: before that no all-reduce can run.
@@ -51,28 +50,15 @@ Status Telemetry::start(uint16_t transport_port) {
     if (!started.ok()) {
       return Status(started.code(), "admin.listen: " + started.message());
     }
-    spdlog::info("admin API on {}:{}", config_.admin_listen.host, admin_->port());
+    spdlog::info("admin API on {}:{}", options_.admin_listen.host, admin_->port());
   }
-  if (!config_.controller.host.empty()) {
+  if (options_.control) {
     NodeIdentity identity{
-        config_.job_id, config_.node_rank, static_cast<uint32_t>(config_.nodes.size()),
-        config_.listen.host + ":" + std::to_string(transport_port),
-        admin_ ? config_.admin_listen.host + ":" + std::to_string(admin_->port()) : ""};
+        options_.job_id, options_.node_rank, options_.nodes,
+        options_.listen_host + ":" + std::to_string(transport_port),
+        admin_ ? options_.admin_listen.host + ":" + std::to_string(admin_->port()) : ""};
     report_ = std::make_unique<NodeReport>(std::move(identity));
-    auto server = controller_options(config_);
-    if (!server.ok()) return server.status();
-    ControlClientOptions options;
-    options.server = std::move(server).value();
-    options.job_id = config_.job_id;
-    options.node = config_.node_rank;
-    options.poll_wait = config_.control_poll_wait;
-    options.retry_delay = config_.control_report_interval;
-    options.report_interval = config_.control_report_interval;
-    if (config_.size > 0) {
-      membership_ = options.server;
-      membership_->cancel = &membership_cancel_;
-    }
-    control_ = std::make_unique<ControlClient>(options, gateway_);
+    control_ = std::make_unique<ControlClient>(*options_.control, gateway_);
     control_->start();
     report_thread_ = std::thread([this] { report_loop(); });
   }
@@ -103,7 +89,7 @@ bool Telemetry::pause_until(std::chrono::steady_clock::time_point until) {
 }
 
 std::chrono::milliseconds Telemetry::report_interval() const {
-  return control_ ? control_->report_interval() : config_.control_report_interval;
+  return control_ ? control_->report_interval() : options_.report_interval;
 }
 
 void Telemetry::refresh_loop() {
@@ -125,20 +111,20 @@ void Telemetry::report_loop() {
 }
 
 void Telemetry::follow_moved_peers(const std::map<uint32_t, bool>& peer_up) {
-  if (!membership_ || control_->fail_static()) return;
+  if (!options_.membership || control_->fail_static()) return;
   if (std::none_of(peer_up.begin(), peer_up.end(), [this](const auto& peer) {
         return !peer.second && transport_.dials(peer.first);
       })) {
     return;
   }
-  auto members = live_members_through_controller(config_, *membership_);
+  auto members = live_members_through_controller(*options_.membership);
   if (members.ok()) transport_.update_peers(*members);
 }
 
 std::map<uint32_t, bool> Telemetry::peer_states() const {
   std::map<uint32_t, bool> states;
-  for (uint32_t rank = 0; rank < config_.nodes.size(); ++rank) {
-    if (rank != config_.node_rank) states[rank] = transport_.peer_up(rank);
+  for (uint32_t rank = 0; rank < options_.nodes; ++rank) {
+    if (rank != options_.node_rank) states[rank] = transport_.peer_up(rank);
   }
   return states;
 }
@@ -171,15 +157,19 @@ GatewaySnapshot Telemetry::snapshot() const {
 
 nlohmann::json Telemetry::status_body() const {
   const GatewayStats stats = gateway_.stats();
-  return {{"job_id", config_.job_id},
-          {"node", config_.node_rank},
-          {"nodes", config_.nodes.size()},
-          {"transport", transport_kind_name(config_.transport)},
+  const std::string controller =
+      options_.control
+          ? net::Endpoint{options_.control->server.host, options_.control->server.port}.to_string()
+          : "";
+  return {{"job_id", options_.job_id},
+          {"node", options_.node_rank},
+          {"nodes", options_.nodes},
+          {"transport", options_.transport},
           {"transports", GRADGATE_TRANSPORTS},
           {"peers_up", peers(true)},
           {"policy_version", stats.applied_policy_version},
           {"fail_static", control_ && control_->fail_static()},
-          {"controller", config_.controller.host.empty() ? "" : config_.controller.to_string()},
+          {"controller", controller},
           {"tensors", stats.tensors},
           {"allreduces", stats.allreduces},
           {"allreduce_errors", stats.allreduce_errors},

@@ -19,10 +19,11 @@
 #include <thread>
 
 #include "common/http/http_server.h"
-#include "gateway/config/gateway_config.h"
+#include "common/net/endpoint.h"
 #include "gateway/core/gateway.h"
 #include "gateway/telemetry/control_client.h"
 #include "gateway/telemetry/gateway_metrics.h"
+#include "gateway/telemetry/membership.h"
 #include "gateway/telemetry/node_report.h"
 #include "gateway/transport/transport.h"
 
@@ -30,9 +31,26 @@ namespace gradgate::gateway {
 
 class Telemetry {
  public:
+  /// Its part of the gateway's configuration (made by gateway/startup/component_options.h).
+  struct Options {
+    uint64_t job_id = 0;
+    uint32_t node_rank = 0;
+    uint32_t nodes = 1;
+    std::string listen_host;     // where peers reach this gateway's transport (in the reports)
+    std::string transport;       // job.transport's name (in /v1/status)
+    net::Endpoint admin_listen;  // the admin server's address; an empty host: no admin server
+    uint32_t admin_max_connections = 64;
+    /// With a controller (control.url): how to report to it and follow its policies.
+    std::optional<ControlClientOptions> control;
+    /// With membership from the controller (job.size): how to list the job again.
+    std::optional<MembershipOptions> membership;
+    /// How often the metrics are refreshed while no controller says otherwise.
+    std::chrono::milliseconds report_interval{1000};
+  };
+
   /// `gateway` and `transport` must outlive it. Installs the gateway's step observer: make it
   /// before gateway.start().
-  Telemetry(const GatewayConfig& config, Gateway& gateway, Transport& transport);
+  Telemetry(Options options, Gateway& gateway, Transport& transport);
   ~Telemetry();  // stop()
   Telemetry(const Telemetry&) = delete;
   Telemetry& operator=(const Telemetry&) = delete;
@@ -64,7 +82,7 @@ class Telemetry {
   std::vector<uint32_t> peers(bool up) const;
   nlohmann::json status_body() const;
 
-  const GatewayConfig& config_;
+  Options options_;  // its membership's requests end at stop() (membership_cancel_)
   Gateway& gateway_;
   Transport& transport_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -72,8 +90,6 @@ class Telemetry {
   const IngressServer* ingress_ = nullptr;
   std::unique_ptr<NodeReport> report_;
   std::unique_ptr<ControlClient> control_;
-  // The controller, with job.size; its requests end at stop() (membership_cancel_).
-  std::optional<http::ClientOptions> membership_;
   http::RequestCancel membership_cancel_;
   std::unique_ptr<http::HttpServer> admin_;
   std::mutex mutex_;

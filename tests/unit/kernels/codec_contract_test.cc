@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "codec_bounds/codec_bound.h"
 #include "codec_contract_fixture.h"
 #include "codec_test_util.h"
 #include "gradgate/base/status.h"
@@ -29,25 +30,10 @@ namespace {
 
 using bench::Dist;
 using bench::make_gradient;
+using contract::codec_bound;
+using contract::CodecBound;
 using contract::CodecContractTest;
 using test_util::Bytes;
-
-constexpr double kFp16Unit = 1.0 / 2048.0;               // 2^-11: half an fp16 ulp, relative
-constexpr double kBf16Unit = 1.0 / 256.0;                // 2^-8: half a bf16 ulp, relative
-constexpr double kFp16MinNormal = 1.0 / 16384.0;         // 2^-14
-constexpr double kFp16HalfSubnormal = 1.0 / 33554432.0;  // 2^-25: half the fp16 subnormal step
-
-size_t expected_k(double density, size_t n) {
-  const auto k = static_cast<size_t>(std::llround(density * static_cast<double>(n)));
-  return std::clamp<size_t>(k, 1, n);
-}
-
-// |decoded - input| within half an fp16 ulp: relative for normal fp16, absolute below.
-bool within_fp16_rounding(float input, float decoded) {
-  const double err = std::fabs(static_cast<double>(decoded) - input);
-  const double a = std::fabs(static_cast<double>(input));
-  return a >= kFp16MinNormal ? err <= kFp16Unit * a : err <= kFp16HalfSubnormal;
-}
 
 std::vector<float> fashion_mnist_gradient() {
 #ifdef GRADGATE_SOURCE_DIR
@@ -60,127 +46,34 @@ std::vector<float> fashion_mnist_gradient() {
   return {};
 }
 
-// topk: the kept elements are sent exactly (or rounded to fp16), k of them in exact mode and
-// [k, 1.1 k] in threshold mode, and none dropped is larger than one kept.
-template <typename CountBad>
-void expect_topk_bound(const CodecParams& params, const std::vector<float>& g,
-                       const std::vector<float>& d, CountBad&& count_bad) {
-  const size_t n = g.size();
-  const size_t k = expected_k(params.density, n);
-  const bool fp16 = params.values == ValueType::kFp16;
-  size_t kept = 0;
-  double min_kept = std::numeric_limits<double>::infinity(), max_dropped = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    const double a = std::fabs(static_cast<double>(g[i]));
-    if (d[i] == 0.0f) {
-      max_dropped = std::max(max_dropped, a);
-      continue;
-    }
-    ++kept;
-    min_kept = std::min(min_kept, a);
-    count_bad(fp16 ? within_fp16_rounding(g[i], d[i]) : d[i] == g[i], i);
-  }
-  if (params.select == TopkSelect::kExact) {
-    EXPECT_EQ(kept, k);
-  } else {
-    EXPECT_GE(kept, k);
-    EXPECT_LE(kept, k + k / 10);
-  }
-  EXPECT_GE(min_kept, max_dropped) << "a dropped element is larger than a kept one";
-}
-
-// randomk, a stratified selection: k strata [floor(j n / k), floor((j + 1) n / k)), one element
-// each, sent exactly (an input of 0 decodes to 0, so zeros in g hide their selection).
-template <typename CountBad>
-void expect_randomk_bound(const CodecParams& params, const std::vector<float>& g,
-                          const std::vector<float>& d, CountBad&& count_bad) {
-  const size_t n = g.size();
-  const size_t k = expected_k(params.density, n);
-  std::vector<int> per_stratum(k, 0);
-  size_t kept = 0, zeros = 0;
-  for (size_t i = 0; i < n; ++i) {
-    zeros += g[i] == 0.0f;
-    if (d[i] == 0.0f) continue;
-    ++kept;
-    const size_t stratum = ((i + 1) * k + n - 1) / n - 1;
-    count_bad(d[i] == g[i] && ++per_stratum[stratum] == 1, i);
-  }
-  if (zeros == 0) {
-    EXPECT_EQ(kept, k);
-  } else {
-    EXPECT_LE(kept, k);
-  }
-}
-
-// powersgd: finite, and no larger than the input.
-template <typename CountBad>
-void expect_powersgd_bound(const std::vector<float>& g, const std::vector<float>& d,
-                           CountBad&& count_bad) {
-  const size_t n = g.size();
-  double norm_g = 0.0, norm_d = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    count_bad(std::isfinite(d[i]), i);
-    norm_g += static_cast<double>(g[i]) * g[i];
-    norm_d += static_cast<double>(d[i]) * d[i];
-  }
-  EXPECT_LE(std::sqrt(norm_d), std::sqrt(norm_g) * (1.0 + 1e-4))
-      << "decoding is an orthogonal projection and cannot grow the input";
-  EXPECT_GT(norm_d, 0.0);
-}
-
 // Each element of the decoded d within the bound the codec promises for one step of input g.
 void expect_within_single_step_bound(const CodecParams& params, const std::vector<float>& g,
                                      const std::vector<float>& d) {
   ASSERT_EQ(d.size(), g.size());
-  const size_t n = g.size();
   size_t bad = 0;
   const auto count_bad = [&](bool ok, size_t i) {
     if (!ok && ++bad <= 5) {
       ADD_FAILURE() << "element " << i << ": input " << g[i] << " decoded " << d[i];
     }
   };
-  switch (params.id) {
-    case CodecId::kNone:
-      for (size_t i = 0; i < n; ++i) count_bad(d[i] == g[i], i);
-      break;
-    case CodecId::kFp16:
-      for (size_t i = 0; i < n; ++i) count_bad(within_fp16_rounding(g[i], d[i]), i);
-      break;
-    case CodecId::kBf16:
-      for (size_t i = 0; i < n; ++i) {
-        count_bad(std::fabs(static_cast<double>(d[i]) - g[i]) <= kBf16Unit * std::fabs(g[i]), i);
-      }
-      break;
-    case CodecId::kQsgd: {
-      double scale = 0.0;
-      for (float v : g) scale = std::max(scale, std::fabs(static_cast<double>(v)));
-      const double bound = scale / ((1 << params.bits) - 1) * (1.0 + 1e-5);
-      for (size_t i = 0; i < n; ++i) {
-        count_bad(std::fabs(static_cast<double>(d[i]) - g[i]) <= bound, i);
-      }
-      break;
-    }
-    case CodecId::kSign: {
-      double mean_abs = 0.0;
-      for (float v : g) mean_abs += std::fabs(v);
-      mean_abs /= static_cast<double>(n);
-      EXPECT_NEAR(std::fabs(d[0]), mean_abs, 1e-5 * mean_abs);
-      for (size_t i = 0; i < n; ++i) {
-        count_bad(std::fabs(d[i]) == std::fabs(d[0]) && (d[i] > 0) == (g[i] >= 0.0f), i);
-      }
-      break;
-    }
-    case CodecId::kTopk:
-      expect_topk_bound(params, g, d, count_bad);
-      break;
-    case CodecId::kRandomk:
-      expect_randomk_bound(params, g, d, count_bad);
-      break;
-    case CodecId::kPowersgd:
-      expect_powersgd_bound(g, d, count_bad);
-      break;
-  }
+  const CodecBound* bound = codec_bound(params.id);
+  ASSERT_NE(bound, nullptr) << "no bound filed for " << codec_name(params.id);
+  bound->single_step(params, g, d, count_bad);
   EXPECT_EQ(bad, 0u) << "elements outside the codec's bound";
+}
+
+// So that a new codec of the table cannot go untested: it needs its bound and a spec of it among
+// those every contract test runs.
+TEST(CodecBounds, EveryCodecOfTheTableHasOneAndIsTested) {
+  for (const CodecTraits& codec : kCodecs) {
+    EXPECT_NE(codec_bound(codec.id), nullptr)
+        << codec.name << ": no bound filed (tests/unit/kernels/codec_bounds/)";
+    const auto& specs = test_util::codec_specs();
+    EXPECT_TRUE(std::any_of(
+        specs.begin(), specs.end(),
+        [&](const std::string& spec) { return parse_codec_spec(spec).value().id == codec.id; }))
+        << codec.name << ": no spec of it in test_util::codec_specs()";
+  }
 }
 
 TEST_P(CodecContractTest, SingleStepErrorIsWithinCodecBound) {
@@ -287,15 +180,9 @@ TEST_P(SummableCodecTest, DecodedSumEqualsSumOfDecodedFrames) {
   }
   // Three add_frames() each round their sum for the 16-bit formats; fp32 and integers add exactly
   // up to float rounding of the decode.
-  double rel = 1e-6, abs_tol = 1e-30;
-  if (params_.id == CodecId::kFp16) {
-    rel = 3 * kFp16Unit;
-    abs_tol = 3 * kFp16HalfSubnormal;
-  } else if (params_.id == CodecId::kBf16) {
-    rel = 3 * kBf16Unit;
-  } else if (params_.id == CodecId::kPowersgd) {
-    rel = 1e-5;
-  }
+  const CodecBound* bound = codec_bound(params_.id);
+  ASSERT_NE(bound, nullptr) << "no bound filed for " << codec_name(params_.id);
+  const double rel = bound->sum_relative, abs_tol = bound->sum_absolute;
   const std::vector<float>& decoded_sum = out->decoded[0];
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
