@@ -109,7 +109,7 @@ Transport::Handlers CollectiveEngine::transport_handlers() {
 }
 
 void CollectiveEngine::peer_changed(uint32_t rank, bool up) {
-  mailbox_.set_peer_up(rank, up);
+  mailbox_.peer_changed();
   if (!up) return;
   for (const Message& abort : recent_aborts_.kept(rank)) (void)transport_.send(rank, abort);
 }

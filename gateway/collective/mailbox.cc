@@ -25,13 +25,14 @@ std::string describe(const MailKey& key) {
 
 }  // namespace
 
-Mailbox::Mailbox(uint32_t nodes, uint64_t cap_bytes, std::chrono::milliseconds max_age)
-    : cap_bytes_(cap_bytes), max_age_(max_age), up_(nodes, false), down_counts_(nodes, 0) {}
+Mailbox::Mailbox(uint32_t nodes, const Transport& peers, uint64_t cap_bytes,
+                 std::chrono::milliseconds max_age)
+    : cap_bytes_(cap_bytes), max_age_(max_age), nodes_(nodes), peers_(peers) {}
 
 Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
   auto envelope = parse_envelope(message);
   std::lock_guard lock(mutex_);
-  if (!envelope.ok() || from >= up_.size()) {
+  if (!envelope.ok() || from >= nodes_) {
     ++stats_.refused;
     return envelope.ok() ? Status(ErrorCode::kMalformedFrame, "sender rank out of range")
                          : envelope.status();
@@ -96,23 +97,13 @@ Status Mailbox::deliver(uint32_t from, MessageBytes&& message) {
   return {};
 }
 
-void Mailbox::set_peer_up(uint32_t rank, bool up) {
+void Mailbox::peer_changed() {
+  // Under the lock: a wait that has just found the peer unchanged is then waiting, not missing it.
   std::lock_guard lock(mutex_);
-  if (rank >= up_.size()) return;
-  if (up_[rank] && !up) ++down_counts_[rank];
-  up_[rank] = up;
   changed_.notify_all();
 }
 
-uint64_t Mailbox::down_count(uint32_t rank) const {
-  std::lock_guard lock(mutex_);
-  return rank < down_counts_.size() ? down_counts_[rank] : 0;
-}
-
-bool Mailbox::peer_up(uint32_t rank) const {
-  std::lock_guard lock(mutex_);
-  return rank < up_.size() && up_[rank];
-}
+uint64_t Mailbox::down_count(uint32_t rank) const { return peers_.peer_down_count(rank); }
 
 const Mailbox::Stored* Mailbox::other_policy_locked(const MailKey& key,
                                                     const SwitchStamp& stamp) const {
@@ -147,7 +138,7 @@ Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
       filed_.erase(it);
       return mail;
     }
-    if (key.from < down_counts_.size() && down_counts_[key.from] != sender_down_count) {
+    if (peers_.peer_down_count(key.from) != sender_down_count) {
       return Status(ErrorCode::kUnavailable, "gateway " + std::to_string(key.from) +
                                                  " disconnected while waiting for its " +
                                                  describe(key));
@@ -161,8 +152,8 @@ Result<Mail> Mailbox::take(const MailKey& key, Clock::time_point deadline,
 
 Status Mailbox::wait_peer_up(uint32_t rank, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  const bool done = changed_.wait_until(
-      lock, deadline, [&] { return shut_down_ || (rank < up_.size() && up_[rank]); });
+  const bool done =
+      changed_.wait_until(lock, deadline, [&] { return shut_down_ || peers_.peer_up(rank); });
   if (shut_down_) return Status(ErrorCode::kAborted, "the gateway is shutting down");
   if (!done) {
     return Status(ErrorCode::kTimeout,
@@ -186,10 +177,10 @@ Status Mailbox::wait_to_send(uint32_t rank, uint32_t tensor_id, uint64_t seq, ui
   changed_.wait_until(lock, deadline, [&] {
     if (auto over = operation_ended_locked(tensor_id, seq)) {
       ended = std::move(over);
-    } else if (rank < down_counts_.size() && down_counts_[rank] != down_count) {
+    } else if (peers_.peer_down_count(rank) != down_count) {
       ended = Status(ErrorCode::kUnavailable,
                      "gateway " + std::to_string(rank) + " disconnected during the step");
-    } else if (rank < up_.size() && up_[rank]) {
+    } else if (peers_.peer_up(rank)) {
       ended = Status();
     }
     return ended.has_value();

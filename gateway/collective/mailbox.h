@@ -5,6 +5,8 @@
 // sequence number, kind, phase, chunk and sender — and an operation's thread takes exactly the
 // message it needs next, waiting until a deadline. A wait ends early with an error when the sender
 // disconnects, when any peer aborts the operation, or at shutdown, so that no worker ever hangs.
+// Whether a peer is connected, and how often it went down, only the transport knows: the mailbox
+// asks it, and its waits are woken by peer_changed() when the transport reports a change.
 // Memory is bounded: beyond `cap_bytes` a delivery is refused and its operation fails here (the
 // connection stays), and messages of operations already finished are dropped on arrival.
 #pragma once
@@ -22,6 +24,7 @@
 
 #include "gateway/agreement/peer_versions.h"
 #include "gateway/collective/envelope.h"
+#include "gateway/transport/transport.h"
 #include "gradgate/base/status.h"
 
 namespace gradgate::gateway {
@@ -57,17 +60,20 @@ struct MailboxStats {
 
 class Mailbox {
  public:
-  Mailbox(uint32_t nodes, uint64_t cap_bytes, std::chrono::milliseconds max_age);
+  /// Of a job of `nodes` gateways whose liveness `peers` keeps; `peers` must outlive it.
+  Mailbox(uint32_t nodes, const Transport& peers, uint64_t cap_bytes,
+          std::chrono::milliseconds max_age);
 
   /// Files a message from `from` (transport thread). kMalformedFrame for a bad envelope (the
   /// transport resets the connection); kResourceExhausted over the memory cap, and then the
   /// message's operation fails with that reason when it takes a message (or at once, if waiting).
   Status deliver(uint32_t from, MessageBytes&& message);
-  /// Records a peer's connection going up or down; waits on a lost peer end with kUnavailable.
-  void set_peer_up(uint32_t rank, bool up);
-  /// How many times `rank` went down so far; an operation snapshots it when it starts.
+  /// The transport reported a peer going up or down (on_peer): the waits look again, and those
+  /// on a lost peer end with kUnavailable.
+  void peer_changed();
+  /// How many times `rank` went down so far (the transport's count); an operation snapshots it
+  /// when it starts.
   uint64_t down_count(uint32_t rank) const;
-  bool peer_up(uint32_t rank) const;
 
   /// Takes the message filed under `key`, waiting until `deadline`. Errors: kTimeout, kAborted (a
   /// peer aborted the operation, or shutdown), kNonFiniteGradient (a peer aborted it because its
@@ -141,8 +147,8 @@ class Mailbox {
   std::map<OpId, Abort> aborts_;                 // by operation
   std::map<uint32_t, uint64_t> finished_up_to_;  // per tensor: highest finished seq + 1
   PeerVersions peer_versions_;                   // of tensors with a finished operation
-  std::vector<bool> up_;
-  std::vector<uint64_t> down_counts_;
+  const uint32_t nodes_;
+  const Transport& peers_;
   bool shut_down_ = false;
   Clock::time_point last_expiry_{};
   MailboxStats stats_;

@@ -12,7 +12,7 @@ Gateway::Gateway(Options options, Transport& transport)
     : options_(std::move(options)),
       transport_(transport),
       // Every peer may have up to a send queue's worth of messages on their way to us.
-      mailbox_(options_.codecs.nodes,
+      mailbox_(options_.codecs.nodes, transport_,
                options_.send_queue_bytes * std::max<size_t>(1, options_.codecs.nodes - 1),
                options_.timeout * 2),
       engine_({options_.codecs.node_rank, options_.codecs.nodes, options_.codecs.job_id,

@@ -44,7 +44,8 @@ uint64_t thread_cpu_nanoseconds() {
 // way out (a DatagramSink that writes into mbufs and sends them in bursts).
 class DpdkTransport::Poller final : public dpdk::DatagramSink {
  public:
-  explicit Poller(DpdkTransportOptions options) : options_(std::move(options)) {}
+  explicit Poller(DpdkTransportOptions options)
+      : options_(std::move(options)), down_counts_(options_.peers.size()) {}
   ~Poller() { stop(); }
 
   Status start(Handlers handlers);
@@ -52,6 +53,9 @@ class DpdkTransport::Poller final : public dpdk::DatagramSink {
   Status send(uint32_t to_rank, Message message);
   bool peer_up(uint32_t rank) const {
     return rank < links_.size() && links_[rank] && links_[rank]->up();
+  }
+  uint64_t peer_down_count(uint32_t rank) const {
+    return rank < down_counts_.size() ? down_counts_[rank].load() : 0;
   }
   void update_peers(const std::vector<net::Endpoint>& peers);
   uint32_t rank() const { return options_.rank; }
@@ -76,6 +80,7 @@ class DpdkTransport::Poller final : public dpdk::DatagramSink {
   void sum_totals();
 
   DpdkTransportOptions options_;
+  std::vector<std::atomic<uint64_t>> down_counts_;  // by rank: sessions lost (polling thread)
   Handlers handlers_;
   TransportCounters counters_;
   dpdk::UdpAddress own_;
@@ -316,6 +321,7 @@ void DpdkTransport::Poller::report(uint32_t rank, dpdk::LinkEvents events) {
     if (events.restarted) {
       ++counters_.disconnects;
       ++counters_.peers_down[static_cast<std::size_t>(PeerDownReason::kRestarted)];
+      ++down_counts_[rank];
       spdlog::warn("transport: rank {} restarted", rank);
       if (handlers_.on_peer) handlers_.on_peer(rank, false);
     } else {
@@ -342,6 +348,7 @@ void DpdkTransport::Poller::report(uint32_t rank, dpdk::LinkEvents events) {
     --counters_.peers_up;
     ++counters_.disconnects;
     ++counters_.peers_down[static_cast<std::size_t>(reason)];
+    ++down_counts_[rank];
     spdlog::warn("transport: rank {} down: {}", rank, *events.lost);
     if (handlers_.on_peer) handlers_.on_peer(rank, false);
   }
@@ -427,6 +434,9 @@ Status DpdkTransport::send(uint32_t to_rank, Message message) {
   return poller_->send(to_rank, std::move(message));
 }
 bool DpdkTransport::peer_up(uint32_t rank) const { return poller_->peer_up(rank); }
+uint64_t DpdkTransport::peer_down_count(uint32_t rank) const {
+  return poller_->peer_down_count(rank);
+}
 void DpdkTransport::update_peers(const std::vector<net::Endpoint>& peers) {
   poller_->update_peers(peers);
 }

@@ -12,8 +12,8 @@
 // message_deadline, silence for peer_timeout) is reported down, its queued messages dropped,
 // and it comes back up by itself. See docs/transport.md.
 //
-// Threads: send(), peer_up(), stats() and links() from any thread; stop() not from a handler.
-// The EAL is process-wide (dpdk/eal.h): every DpdkTransport of a process shares it.
+// Threads: send(), peer_up(), peer_down_count(), stats() and links() from any thread; stop() not
+// from a handler. The EAL is process-wide (dpdk/eal.h): every DpdkTransport of a process shares it.
 #pragma once
 
 #include <chrono>
@@ -67,6 +67,7 @@ class DpdkTransport final : public Transport {
   void stop() override;
   Status send(uint32_t to_rank, Message message) override;
   bool peer_up(uint32_t rank) const override;
+  uint64_t peer_down_count(uint32_t rank) const override;
   /// A peer listed at another address (a gateway restarted elsewhere: a recreated pod's new
   /// virtual function) is sent to there from the polling thread's next round; a link that was
   /// up at the old address goes down. Hosts that are not IPv4 addresses are logged and ignored.

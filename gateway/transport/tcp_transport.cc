@@ -172,6 +172,11 @@ bool TcpTransport::Mesh::peer_up(uint32_t rank) const {
   return rank < peers_.size() && rank != options_.rank && peers_[rank]->session.open();
 }
 
+uint64_t TcpTransport::Mesh::peer_down_count(uint32_t rank) const {
+  std::lock_guard lock(peers_mutex_);
+  return rank < peers_.size() && rank != options_.rank ? peers_[rank]->down_count : 0;
+}
+
 TransportStats TcpTransport::Mesh::stats() const {
   TransportStats stats = counters_.snapshot();
   std::lock_guard lock(peers_mutex_);
@@ -281,6 +286,7 @@ Status TcpTransport::send(uint32_t to_rank, Message message) {
   return mesh_->send(to_rank, std::move(message));
 }
 bool TcpTransport::peer_up(uint32_t rank) const { return mesh_->peer_up(rank); }
+uint64_t TcpTransport::peer_down_count(uint32_t rank) const { return mesh_->peer_down_count(rank); }
 void TcpTransport::update_peers(const std::vector<net::Endpoint>& peers) {
   mesh_->update_peers(peers);
 }

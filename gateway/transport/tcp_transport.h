@@ -13,7 +13,8 @@
 // moved for peer_timeout (docs/transport.md#liveness). The wire format and the counters are
 // described in docs/transport.md.
 //
-// Threads: send(), peer_up() and stats() may be called from any thread and never block on I/O.
+// Threads: send(), peer_up(), peer_down_count() and stats() may be called from any thread and
+// never block on I/O.
 // Handlers run on the transport's thread; stop() must not be called from a handler.
 #pragma once
 
@@ -70,6 +71,7 @@ class TcpTransport final : public Transport {
   void stop() override;
   Status send(uint32_t to_rank, Message message) override;
   bool peer_up(uint32_t rank) const override;
+  uint64_t peer_down_count(uint32_t rank) const override;
   /// Lower ranks whose address changed are dialed at the new one from their next attempt on.
   void update_peers(const std::vector<net::Endpoint>& peers) override;
   /// The lower ranks: the higher rank of a pair dials.

@@ -103,7 +103,11 @@ class Transport {
     /// in `rejected` and resets that connection. Called on the transport's own thread; must not
     /// block.
     std::function<bool(uint32_t from_rank, MessageBytes&& message)> on_message;
-    /// A peer's connection came up (true) or went down (false). Called on the transport's thread.
+    /// A peer's connection came up (true) or went down (false). Called on the transport's thread
+    /// after peer_down_count() (and peer_up(), except for a peer that restarted, which is reported
+    /// down and up again while peer_up() stays true) tell the change, so that a wait woken by it
+    /// sees it. stop() reports nothing: waits on a stopping transport end by their own deadline or
+    /// by their owner's shutdown.
     std::function<void(uint32_t rank, bool up)> on_peer;
   };
 
@@ -119,7 +123,10 @@ class Transport {
   /// unknown rank, this gateway's own rank, or a message over the size limit.
   virtual Status send(uint32_t to_rank, Message message) = 0;
 
+  /// The peers' liveness, which the transport alone keeps: whether `rank` is connected now, and
+  /// how many times it went down since start (each on_peer(rank, false)). Safe from any thread.
   virtual bool peer_up(uint32_t rank) const = 0;
+  virtual uint64_t peer_down_count(uint32_t rank) const = 0;
   /// The peers' addresses as the job's membership lists them now, by rank (an empty host where
   /// it knows none): a transport that dials its peers dials a moved one at its new address (a
   /// gateway restarted elsewhere). One whose addresses are fixed ignores them.

@@ -54,13 +54,8 @@ void MemoryFabric::reset(uint32_t rank, uint32_t from) {
   }
 }
 
-bool MemoryFabric::up(uint32_t rank) const {
-  MutexLock lock(mutex_);
-  return rank < ranks_ && started_[rank] != nullptr;
-}
-
 MemoryTransport::MemoryTransport(MemoryFabric& fabric, uint32_t rank)
-    : fabric_(fabric), rank_(rank) {}
+    : fabric_(fabric), rank_(rank), up_(fabric.ranks(), false), down_counts_(fabric.ranks(), 0) {}
 
 MemoryTransport::~MemoryTransport() { stop(); }
 
@@ -135,7 +130,9 @@ void MemoryTransport::serve() {
       } else {
         ++stats_.disconnects;
         --stats_.peers_up;
+        if (up_[event.peer]) ++down_counts_[event.peer];
       }
+      up_[event.peer] = event.up;
     }
     lock.unlock();
     bool accepted = true;
@@ -151,7 +148,15 @@ void MemoryTransport::serve() {
   }
 }
 
-bool MemoryTransport::peer_up(uint32_t rank) const { return rank != rank_ && fabric_.up(rank); }
+bool MemoryTransport::peer_up(uint32_t rank) const {
+  MutexLock lock(mutex_);
+  return rank < up_.size() && up_[rank];
+}
+
+uint64_t MemoryTransport::peer_down_count(uint32_t rank) const {
+  MutexLock lock(mutex_);
+  return rank < down_counts_.size() ? down_counts_[rank] : 0;
+}
 
 TransportStats MemoryTransport::stats() const {
   MutexLock lock(mutex_);

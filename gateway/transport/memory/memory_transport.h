@@ -35,7 +35,6 @@ class MemoryFabric {
   Status deliver(uint32_t from, uint32_t to, Message message) GRADGATE_EXCLUDES(mutex_);
   /// `rank` refused a message of `from`: the link resets.
   void reset(uint32_t rank, uint32_t from) GRADGATE_EXCLUDES(mutex_);
-  bool up(uint32_t rank) const GRADGATE_EXCLUDES(mutex_);
 
   const uint32_t ranks_;
   const uint64_t queue_cap_bytes_;
@@ -52,7 +51,9 @@ class MemoryTransport final : public Transport {
   Status start(Handlers handlers) override;
   void stop() override;
   Status send(uint32_t to_rank, Message message) override;
+  /// As this transport's handlers are told: set just before on_peer runs.
   bool peer_up(uint32_t rank) const override;
+  uint64_t peer_down_count(uint32_t rank) const override;
   TransportStats stats() const override;
   std::vector<LinkEstimate> links() const override;
 
@@ -77,6 +78,8 @@ class MemoryTransport final : public Transport {
   std::deque<Event> events_ GRADGATE_GUARDED_BY(mutex_);
   uint64_t queued_bytes_ GRADGATE_GUARDED_BY(mutex_) = 0;
   TransportStats stats_ GRADGATE_GUARDED_BY(mutex_);
+  std::vector<bool> up_ GRADGATE_GUARDED_BY(mutex_);               // by rank
+  std::vector<uint64_t> down_counts_ GRADGATE_GUARDED_BY(mutex_);  // by rank
   bool started_ GRADGATE_GUARDED_BY(mutex_) = false;
   bool stopping_ GRADGATE_GUARDED_BY(mutex_) = false;
   std::thread thread_;

@@ -53,6 +53,7 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
   void stop();
   Status send(uint32_t to_rank, Message message);
   bool peer_up(uint32_t rank) const;
+  uint64_t peer_down_count(uint32_t rank) const;
   void update_peers(const std::vector<net::Endpoint>& peers);
   TransportStats stats() const;
   std::vector<LinkEstimate> links() const;
@@ -72,6 +73,7 @@ class TcpTransport::Mesh final : public tcp::ConnectionOwner {
     tcp::PeerSession session;
     LinkMeter meter;
     std::shared_ptr<tcp::PeerConnection> connection;  // under peers_mutex_; null while none is up
+    uint64_t down_count = 0;                          // under peers_mutex_: sessions lost
     Clock::time_point last_heard{};  // transport thread: when a connection last came up or heard
     // A higher rank (which dials this side): where it listens, whether that address answered a
     // look while the peer was connected, and whether a look is under way (transport thread).

@@ -237,6 +237,7 @@ void TcpTransport::Mesh::lose(uint32_t rank, PeerDownReason reason, const std::s
   {
     std::lock_guard lock(peers_mutex_);
     peer.session.close();
+    ++peer.down_count;
     --counters_.peers_up;
   }
   ++counters_.peers_down[static_cast<std::size_t>(reason)];

@@ -70,7 +70,8 @@ class Cluster {
   void start_node(uint32_t rank, uint32_t nodes) {
     CollectiveNode node;
     node.transport = std::make_unique<MemoryTransport>(fabric_, rank);
-    node.mailbox = std::make_unique<Mailbox>(nodes, 1ull << 30, std::chrono::milliseconds(60000));
+    node.mailbox = std::make_unique<Mailbox>(nodes, *node.transport, 1ull << 30,
+                                             std::chrono::milliseconds(60000));
     node.engine = std::make_unique<CollectiveEngine>(
         CollectiveOptions{rank, nodes, kJobId, timeout_}, *node.transport, *node.mailbox);
     Transport::Handlers handlers = node.engine->transport_handlers();

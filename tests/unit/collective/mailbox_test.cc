@@ -2,10 +2,76 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
+
+#include "gateway/transport/memory/memory_transport.h"
 
 namespace gradgate::gateway {
 namespace {
+
+// A mailbox of rank 0 whose peers are memory transports of one fabric: rank 0's transport keeps
+// their liveness, and none is up until connect().
+class MailboxOnFabric {
+ public:
+  explicit MailboxOnFabric(uint32_t nodes, uint64_t cap_bytes = 1 << 20) : fabric_(nodes) {
+    for (uint32_t rank = 0; rank < nodes; ++rank) {
+      transports_.push_back(std::make_unique<MemoryTransport>(fabric_, rank));
+    }
+    mailbox_ =
+        std::make_unique<Mailbox>(nodes, *transports_[0], cap_bytes, std::chrono::seconds(60));
+  }
+  // The transports stop before the mailbox that rank 0's handler calls goes.
+  ~MailboxOnFabric() {
+    for (auto& transport : transports_) transport->stop();
+  }
+
+  Mailbox& mailbox() { return *mailbox_; }
+
+  /// Starts every transport (rank 0's tells the mailbox of each change); true once all are up.
+  bool connect() {
+    const auto accept = [](uint32_t, MessageBytes&&) { return true; };
+    const bool started = transports_[0]
+                             ->start({accept,
+                                      [this](uint32_t, bool) {
+                                        mailbox_->peer_changed();
+                                        std::lock_guard lock(mutex_);
+                                        changed_.notify_all();
+                                      }})
+                             .ok();
+    for (size_t rank = 1; rank < transports_.size(); ++rank) {
+      if (!transports_[rank]->start({accept, [](uint32_t, bool) {}}).ok()) return false;
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    for (uint32_t rank = 1; rank < transports_.size(); ++rank) {
+      if (!mailbox_->wait_peer_up(rank, deadline).ok()) return false;
+    }
+    return started;
+  }
+
+  /// Stops peer `rank` and waits until rank 0's transport counts it down (bounded).
+  bool drop(uint32_t rank) {
+    const uint64_t before = transports_[0]->peer_down_count(rank);
+    transports_[rank]->stop();
+    std::unique_lock lock(mutex_);
+    // The count changes before rank 0's handler runs, and the handler notifies under the lock.
+    return changed_.wait_for(lock, std::chrono::seconds(10),
+                             [&] { return transports_[0]->peer_down_count(rank) > before; });
+  }
+
+  /// Stops peer `rank` without waiting.
+  void stop(uint32_t rank) { transports_[rank]->stop(); }
+
+ private:
+  MemoryFabric fabric_;
+  std::vector<std::unique_ptr<MemoryTransport>> transports_;
+  std::unique_ptr<Mailbox> mailbox_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+};
 
 MessageBytes message(MessageKind kind, uint32_t tensor, uint64_t seq, size_t payload = 4) {
   return make_message({kind, 0, tensor, 0, seq}, std::vector<std::byte>(payload, std::byte{1}));
@@ -14,7 +80,8 @@ MessageBytes message(MessageKind kind, uint32_t tensor, uint64_t seq, size_t pay
 Clock::time_point soon() { return Clock::now() + std::chrono::milliseconds(50); }
 
 TEST(Mailbox, FilesAndTakesByKey) {
-  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  MailboxOnFabric peers(2);
+  Mailbox& mailbox = peers.mailbox();
   ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 5, 3)).ok());
   EXPECT_EQ(mailbox.take({5, 3, MessageKind::kGather, 0, 0, 0}, soon(), 0, {0}).status().code(),
             ErrorCode::kTimeout);  // wrong sender
@@ -27,7 +94,8 @@ TEST(Mailbox, FilesAndTakesByKey) {
 TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
   // Each message costs its bytes and a fixed overhead: the first (44 bytes) fits, a second of
   // 140 bytes would not.
-  Mailbox mailbox(2, 400, std::chrono::seconds(60));
+  MailboxOnFabric peers(2, 400);
+  Mailbox& mailbox = peers.mailbox();
   EXPECT_EQ(mailbox.deliver(1, MessageBytes(10)).code(), ErrorCode::kMalformedFrame);
   EXPECT_EQ(mailbox.deliver(7, message(MessageKind::kGather, 1, 0)).code(),
             ErrorCode::kMalformedFrame);
@@ -38,7 +106,8 @@ TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
             ErrorCode::kResourceExhausted);
   EXPECT_EQ(mailbox.stats().refused, 4u);
   // A flood of empty messages is bounded by the overhead alone.
-  Mailbox small(2, 1000, std::chrono::seconds(60));
+  MailboxOnFabric small_peers(2, 1000);
+  Mailbox& small = small_peers.mailbox();
   int filed = 0;
   for (uint64_t seq = 0; seq < 100; ++seq) {
     filed += small.deliver(1, message(MessageKind::kGather, 1, seq, 0)).ok() ? 1 : 0;
@@ -49,7 +118,8 @@ TEST(Mailbox, RefusesMalformedDuplicateAndOverCap) {
 // A message over the cap fails its operation (with the setting to raise) rather than the link:
 // other operations' messages are still filed.
 TEST(Mailbox, AMessageOverTheCapFailsItsOperationOnly) {
-  Mailbox mailbox(2, 400, std::chrono::seconds(60));
+  MailboxOnFabric peers(2, 400);
+  Mailbox& mailbox = peers.mailbox();
   EXPECT_EQ(mailbox.deliver(1, message(MessageKind::kGather, 1, 0, 300)).code(),
             ErrorCode::kResourceExhausted);
   const auto failed = mailbox.take({1, 0, MessageKind::kGather, 0, 0, 1},
@@ -62,7 +132,8 @@ TEST(Mailbox, AMessageOverTheCapFailsItsOperationOnly) {
 }
 
 TEST(Mailbox, DropsMessagesOfFinishedOperations) {
-  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  MailboxOnFabric peers(2);
+  Mailbox& mailbox = peers.mailbox();
   ASSERT_TRUE(mailbox.deliver(1, message(MessageKind::kGather, 1, 4)).ok());
   mailbox.finish(1, 4);
   EXPECT_EQ(mailbox.stats().stored_bytes, 0u);
@@ -75,7 +146,8 @@ TEST(Mailbox, DropsMessagesOfFinishedOperations) {
 }
 
 TEST(Mailbox, AbortEndsTheWaitWithTheReason) {
-  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  MailboxOnFabric peers(2);
+  Mailbox& mailbox = peers.mailbox();
   std::thread aborter([&] {
     const std::string reason = "bad gradient";
     (void)mailbox.deliver(1, make_message({MessageKind::kAbort, 0, 3, 0, 8},
@@ -97,7 +169,8 @@ TEST(Mailbox, AnAbortForANonFiniteGradientSkipsTheStepUnlessAnotherFailed) {
   const auto taken = [](Mailbox& mailbox, uint32_t tensor) {
     return mailbox.take({tensor, 8, MessageKind::kGather, 0, 0, 1}, soon(), 0, {0}).status().code();
   };
-  Mailbox mailbox(3, 1 << 20, std::chrono::seconds(60));
+  MailboxOnFabric peers(3);
+  Mailbox& mailbox = peers.mailbox();
   EXPECT_FALSE(mailbox.peer_abort(1, 8).has_value());
   ASSERT_TRUE(mailbox.deliver(1, abort(1, ErrorCode::kNonFiniteGradient)).ok());
   EXPECT_EQ(taken(mailbox, 1), ErrorCode::kNonFiniteGradient);
@@ -111,7 +184,8 @@ TEST(Mailbox, AnAbortForANonFiniteGradientSkipsTheStepUnlessAnotherFailed) {
 }
 
 TEST(Mailbox, AMessageUnderAnotherPolicyVersionEndsTheWaitAtOnce) {
-  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  MailboxOnFabric peers(2);
+  Mailbox& mailbox = peers.mailbox();
   // Gateway 1 runs tensor 3 step 8 under policy version 2 (a ring message); this gateway waits
   // for a gather message of it under version 1: they will never match.
   ASSERT_TRUE(
@@ -129,10 +203,11 @@ TEST(Mailbox, AMessageUnderAnotherPolicyVersionEndsTheWaitAtOnce) {
 }
 
 TEST(Mailbox, LostSenderAndShutdownEndTheWait) {
-  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
-  mailbox.set_peer_up(1, true);
+  MailboxOnFabric peers(2);
+  Mailbox& mailbox = peers.mailbox();
+  ASSERT_TRUE(peers.connect());
   const uint64_t before = mailbox.down_count(1);
-  std::thread dropper([&] { mailbox.set_peer_up(1, false); });
+  std::thread dropper([&] { peers.stop(1); });
   auto mail = mailbox.take({3, 8, MessageKind::kGather, 0, 0, 1},
                            Clock::now() + std::chrono::seconds(30), before, {0});
   dropper.join();
@@ -147,15 +222,15 @@ TEST(Mailbox, LostSenderAndShutdownEndTheWait) {
 // A send to a peer that is not connected waits for it, but not for a peer lost during the step
 // nor for an operation another peer aborted: those end the wait at once, as they end take().
 TEST(Mailbox, ASendWaitEndsWithTheStepNotAtTheDeadline) {
-  Mailbox mailbox(3, 1 << 20, std::chrono::seconds(60));
+  MailboxOnFabric peers(3);
+  Mailbox& mailbox = peers.mailbox();
   const auto later = Clock::now() + std::chrono::seconds(30);
-  mailbox.set_peer_up(1, true);
-  mailbox.set_peer_up(2, true);
+  ASSERT_TRUE(peers.connect());
   EXPECT_TRUE(mailbox.wait_to_send(1, 3, 8, mailbox.down_count(1), later).ok());
 
   // Peer 2 goes down after the operation started (its count was read before).
   const uint64_t before = mailbox.down_count(2);
-  mailbox.set_peer_up(2, false);
+  ASSERT_TRUE(peers.drop(2));
   EXPECT_EQ(mailbox.wait_to_send(2, 3, 8, before, later).code(), ErrorCode::kUnavailable);
 
   // Peer 2 is down since before the operation (its count is current): only peer 1's abort of
@@ -171,7 +246,8 @@ TEST(Mailbox, ASendWaitEndsWithTheStepNotAtTheDeadline) {
 }
 
 TEST(Mailbox, KnowsTheNewestPolicyAPeerRanATensorUnder) {
-  Mailbox mailbox(2, 1 << 20, std::chrono::seconds(60));
+  MailboxOnFabric peers(2);
+  Mailbox& mailbox = peers.mailbox();
   const auto under = [](uint32_t version, uint64_t seq) {
     return make_message({MessageKind::kGather, 0, 5, 0, seq, {version}}, {});
   };

@@ -75,6 +75,7 @@ TEST(MemoryTransport, ARefusedMessageResetsTheLink) {
   MemoryFabric fabric(2);
   Recorder seen_a, seen_b;  // seen_b refuses messages that start with its reject marker
   MemoryTransport a(fabric, 0), b(fabric, 1);
+  seen_a.watch(a);
   ASSERT_TRUE(a.start(seen_a.handlers()).ok());
   ASSERT_TRUE(b.start(seen_b.handlers()).ok());
   auto garbage = std::make_shared<MessageBytes>(8);
@@ -83,6 +84,10 @@ TEST(MemoryTransport, ARefusedMessageResetsTheLink) {
   ASSERT_TRUE(eventually([&] { return seen_a.ups(1) == 2 && seen_b.ups(0) == 2; }));
   EXPECT_EQ(seen_a.peer_events(1), (std::vector<bool>{true, false, true}));
   EXPECT_EQ(seen_b.peer_events(0), (std::vector<bool>{true, false, true}));
+  // Each report came once the transport itself told the change (the mailbox reads it there).
+  EXPECT_EQ(seen_a.liveness(1),
+            (std::vector<Recorder::Liveness>{{true, 0}, {false, 1}, {true, 1}}));
+  EXPECT_EQ(a.peer_down_count(1), 1u);
   EXPECT_EQ(b.stats().rejected, 1u);
 }
 

@@ -123,6 +123,11 @@ TEST(TcpMeshTest, RestartedPeersOnTheSamePortAreReconnected) {
   ASSERT_TRUE(nodes[0].transport) << "rank 0 could not bind its old port again";
   ASSERT_TRUE(eventually([&] { return nodes[1].recorder->ups(0) == 2; }));
   ASSERT_TRUE(eventually([&] { return nodes[0].recorder->ups(1) == 1; }));
+  // Each report came once the transport itself told the change (the mailbox reads it there).
+  using Liveness = Recorder::Liveness;
+  EXPECT_EQ(nodes[1].recorder->liveness(0),
+            (std::vector<Liveness>{{true, 0}, {false, 1}, {true, 1}}));
+  EXPECT_EQ(nodes[1].transport->peer_down_count(0), 1u);
   TransportStats stats = nodes[1].transport->stats();
   EXPECT_EQ(stats.connects, 2u);
   EXPECT_EQ(stats.disconnects, 1u);

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -63,6 +64,16 @@ inline uint32_t sequence_of(const MessageBytes& message) {
 class Recorder {
  public:
   static constexpr std::byte kRejectMarker{0xFF};
+  /// What the transport said of a peer when it reported it up or down (watch()).
+  struct Liveness {
+    bool up = false;
+    uint64_t down_count = 0;
+    bool operator==(const Liveness&) const = default;
+  };
+
+  /// From now on each on_peer notes what `transport` says of the peer then (peer_up,
+  /// peer_down_count): the change must already show. Call before the transport starts.
+  void watch(const Transport& transport) { watched_ = &transport; }
 
   Transport::Handlers handlers() {
     Transport::Handlers handlers;
@@ -74,10 +85,13 @@ class Recorder {
       return true;
     };
     handlers.on_peer = [this](uint32_t rank, bool up) {
+      std::optional<Liveness> seen;
+      if (watched_) seen = Liveness{watched_->peer_up(rank), watched_->peer_down_count(rank)};
       std::lock_guard lock(mutex_);
       if (forbidden_) ++calls_after_forbid_;
       (up ? ups_ : downs_)[rank]++;
       peer_events_[rank].push_back(up);
+      if (seen) liveness_[rank].push_back(*seen);
     };
     return handlers;
   }
@@ -97,6 +111,12 @@ class Recorder {
     std::lock_guard lock(mutex_);
     auto it = peer_events_.find(rank);
     return it == peer_events_.end() ? std::vector<bool>{} : it->second;
+  }
+  /// What the watched transport said of `rank` at each of its reports, in order.
+  std::vector<Liveness> liveness(uint32_t rank) const {
+    std::lock_guard lock(mutex_);
+    auto it = liveness_.find(rank);
+    return it == liveness_.end() ? std::vector<Liveness>{} : it->second;
   }
   int ups(uint32_t rank) const { return lookup(ups_, rank); }
   int downs(uint32_t rank) const { return lookup(downs_, rank); }
@@ -123,6 +143,8 @@ class Recorder {
   std::map<uint32_t, int> ups_;
   std::map<uint32_t, int> downs_;
   std::map<uint32_t, std::vector<bool>> peer_events_;
+  std::map<uint32_t, std::vector<Liveness>> liveness_;
+  const Transport* watched_ = nullptr;
   bool forbidden_ = false;
   int calls_after_forbid_ = 0;
 };
@@ -313,6 +335,7 @@ struct Node {
 inline Node start_node(TcpTransportOptions options, std::vector<uint16_t>* ports = nullptr) {
   Node node;
   node.transport = std::make_unique<TcpTransport>(options);
+  node.recorder->watch(*node.transport);
   Status status = node.transport->start(node.recorder->handlers());
   if (!status.ok()) {
     node.transport.reset();

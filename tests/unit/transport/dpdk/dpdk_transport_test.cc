@@ -75,6 +75,7 @@ std::unique_ptr<Started> start_pair(const RingPair& pair) {
   auto started = std::make_unique<Started>();
   for (int rank = 0; rank < 2; ++rank) {
     started->transports[rank] = std::make_unique<DpdkTransport>(pair.options[rank]);
+    started->recorders[rank].watch(*started->transports[rank]);
     if (!started->transports[rank]->start(started->recorders[rank].handlers()).ok()) return {};
   }
   const bool up = eventually(
@@ -179,6 +180,9 @@ TEST(DpdkTransportTest, ALostPeerIsReportedWithinThePeerTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - stopped,
             pair.options[0].peer_timeout + std::chrono::milliseconds(500));
   EXPECT_FALSE(nodes->transports[0]->peer_up(1));
+  // The report came once the transport itself told the change (the mailbox reads it there).
+  EXPECT_EQ(nodes->recorders[0].liveness(1),
+            (std::vector<Recorder::Liveness>{{true, 0}, {false, 1}}));
   EXPECT_EQ(nodes->transports[0]->send(1, numbered_message(0, 0)).code(), ErrorCode::kUnavailable);
   EXPECT_EQ(nodes->transports[0]->stats().disconnects, 1u);
 }
