@@ -64,7 +64,7 @@ Status CodecSwitch::switch_codec(Tensor& tensor, Placement placed, uint64_t step
                                                std::to_string(version) + ": " +
                                                streams.status().message());
   }
-  const uint32_t node_rank = codecs_.settings().node_rank;
+  const uint32_t node_rank = codecs_.job().node_rank;
   // What error feedback still owes goes out with this step, from where the step's data is.
   if (tensor.on_gpu) {
     GRADGATE_RETURN_IF_ERROR(tensor.device->fold_residuals(tensor.streams, node_rank));

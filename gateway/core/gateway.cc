@@ -12,15 +12,14 @@ Gateway::Gateway(Options options, Transport& transport)
     : options_(std::move(options)),
       transport_(transport),
       // Every peer may have up to a send queue's worth of messages on their way to us.
-      mailbox_(options_.codecs.nodes, transport_,
-               options_.send_queue_bytes * std::max<size_t>(1, options_.codecs.nodes - 1),
+      mailbox_(options_.job.nodes, transport_,
+               options_.send_queue_bytes * std::max<size_t>(1, options_.job.nodes - 1),
                options_.timeout * 2),
-      engine_({options_.codecs.node_rank, options_.codecs.nodes, options_.codecs.job_id,
-               options_.timeout},
+      engine_({options_.job.node_rank, options_.job.nodes, options_.job.id, options_.timeout},
               transport_, mailbox_),
-      runner_(options_.codecs, mailbox_, engine_),
-      connected_(options_.codecs.local_workers, false),
-      data_volumes_(options_.codecs.local_workers, 0.0) {}
+      runner_(options_.job, options_.codecs, mailbox_, engine_),
+      connected_(options_.job.local_workers, false),
+      data_volumes_(options_.job.local_workers, 0.0) {}
 
 Gateway::~Gateway() { stop(); }
 
@@ -75,7 +74,7 @@ Result<JobInfo> Gateway::on_worker_joined(uint32_t local_rank) {
   }
   connected_[local_rank] = true;
   spdlog::info("local worker {} joined", local_rank);
-  const TensorCodecs::Settings& job = options_.codecs;
+  const JobShape& job = options_.job;
   const auto timeout_ms = std::min<int64_t>(options_.timeout.count(), UINT32_MAX);
   return JobInfo{job.node_rank, job.nodes, job.local_workers, job.nodes * job.local_workers,
                  static_cast<uint32_t>(timeout_ms)};

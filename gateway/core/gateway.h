@@ -26,7 +26,8 @@ class Gateway final : public IngressHandler {
  public:
   /// The part of the configuration the core runs by (gateway/startup makes it from the file).
   struct Options {
-    TensorCodecs::Settings codecs;      // and the job: its id, nodes, this rank, local workers
+    JobShape job;
+    TensorCodecs::Settings codecs;
     std::chrono::milliseconds timeout;  // job.timeout_ms: a step not done by then fails
     uint64_t send_queue_bytes;          // transport.send_queue_bytes: what each peer may have
                                         // on its way to this gateway

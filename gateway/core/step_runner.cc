@@ -68,10 +68,11 @@ Result<AllreduceReport> collect(CollectiveEngine& engine, const AllreduceOp& op)
 
 }  // namespace
 
-StepRunner::StepRunner(TensorCodecs::Settings settings, Mailbox& mailbox, CollectiveEngine& engine)
+StepRunner::StepRunner(JobShape job, TensorCodecs::Settings settings, Mailbox& mailbox,
+                       CollectiveEngine& engine)
     : mailbox_(mailbox),
       engine_(engine),
-      codecs_(std::move(settings)),
+      codecs_(job, std::move(settings)),
       table_(codecs_),
       switch_(codecs_, table_, mailbox_) {}
 

@@ -56,8 +56,9 @@ class StepRunner {
   /// Completions to make once the lock is released.
   using Calls = std::vector<std::function<void()>>;
 
-  /// `mailbox` and `engine` must outlive the runner.
-  StepRunner(TensorCodecs::Settings settings, Mailbox& mailbox, CollectiveEngine& engine);
+  /// The steps of `job`'s tensors; `mailbox` and `engine` must outlive the runner.
+  StepRunner(JobShape job, TensorCodecs::Settings settings, Mailbox& mailbox,
+             CollectiveEngine& engine);
 
   Mutex& mutex() const GRADGATE_RETURN_CAPABILITY(mutex_) { return mutex_; }
   TensorCodecs& codecs() GRADGATE_REQUIRES(mutex_) { return codecs_; }

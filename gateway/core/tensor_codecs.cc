@@ -15,7 +15,7 @@ bool reduces_in_place(uint32_t local_workers, Dtype dtype) {
 }  // namespace
 
 Status TensorCodecs::check_configured() const {
-  auto codec = place_codec(settings_.codec, false, settings_.collective, settings_.nodes, 0);
+  auto codec = place_codec(settings_.codec, false, settings_.collective, job_.nodes, 0);
   if (codec.ok()) return {};
   return Status(codec.status().code(), "compression.codec: " + codec.status().message());
 }
@@ -43,7 +43,7 @@ Result<Placement> TensorCodecs::place(const std::string& spec, const TensorSpec&
       return probe(gpu, cpu, tensor, *device);
     };
   }
-  auto placed = place_codec(spec, device != nullptr, settings_.collective, settings_.nodes,
+  auto placed = place_codec(spec, device != nullptr, settings_.collective, job_.nodes,
                             tensor.elements, settings_.placement, prober);
   if (placed.ok() && !placed->probe_error.empty()) {
     spdlog::warn(
@@ -61,7 +61,7 @@ Result<Placement> TensorCodecs::place(const std::string& spec, const TensorSpec&
 Result<PlacementProbe> TensorCodecs::probe(const kernels::Codec& gpu, const kernels::Codec& cpu,
                                            const TensorSpec& tensor, DeviceTensor& device) {
   kernels::TensorDesc desc;
-  desc.job_id = static_cast<uint32_t>(settings_.job_id);
+  desc.job_id = static_cast<uint32_t>(job_.id);
   desc.elements = tensor.elements;
   desc.rows = tensor.rows;
   desc.cols = tensor.cols;
@@ -81,7 +81,7 @@ Result<PlacementProbe> TensorCodecs::probe(const kernels::Codec& gpu, const kern
 
 Result<Algorithm> TensorCodecs::algorithm(const kernels::Codec& codec,
                                           const TensorSpec& tensor) const {
-  return choose_algorithm(codec, settings_.collective, settings_.nodes, tensor.elements);
+  return choose_algorithm(codec, settings_.collective, job_.nodes, tensor.elements);
 }
 
 Result<TensorStreams> TensorCodecs::make_streams(const TensorSpec& spec, uint32_t id,
@@ -92,12 +92,12 @@ Result<TensorStreams> TensorCodecs::make_streams(const TensorSpec& spec, uint32_
                   "tensor \"" + spec.name + "\": " + algorithm.status().message());
   }
   kernels::TensorDesc desc;
-  desc.job_id = static_cast<uint32_t>(settings_.job_id);
+  desc.job_id = static_cast<uint32_t>(job_.id);
   desc.tensor_id = id;
   desc.elements = spec.elements;
   desc.rows = spec.rows;
   desc.cols = spec.cols;
-  auto streams = make_tensor_streams(codec, desc, *algorithm, settings_.nodes, settings_.node_rank,
+  auto streams = make_tensor_streams(codec, desc, *algorithm, job_.nodes, job_.node_rank,
                                      settings_.segment_bytes / sizeof(float));
   if (!streams.ok()) {
     return Status(streams.status().code(),
@@ -118,8 +118,7 @@ Status TensorCodecs::check_cap(const std::string& tensor, size_t wanted, size_t 
 
 size_t TensorCodecs::host_node_sum_bytes(const TensorSpec& spec, bool gpu_buffers,
                                          bool on_gpu) const {
-  const bool host_sum =
-      gpu_buffers ? !on_gpu : !reduces_in_place(settings_.local_workers, spec.dtype);
+  const bool host_sum = gpu_buffers ? !on_gpu : !reduces_in_place(job_.local_workers, spec.dtype);
   return host_sum ? spec.elements * sizeof(float) : 0;
 }
 

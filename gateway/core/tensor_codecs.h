@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gateway/collective/tensor_streams.h"
+#include "gateway/core/job_shape.h"
 #include "gateway/gpu/device_tensor.h"
 #include "gateway/gpu/placement.h"
 #include "gateway/ingress/ingress.h"
@@ -34,14 +35,14 @@ class TensorCodecs {
     uint64_t min_compress_elements = 0;
     CollectiveMode collective = CollectiveMode::kAuto;
     PlacementMode placement = PlacementMode::kAuto;
-    uint64_t job_id = 0;
-    uint32_t nodes = 1, node_rank = 0, local_workers = 1;
     uint64_t segment_bytes = 0;
     uint64_t memory_cap_bytes = 0;  // streams.residual_memory_cap_bytes
   };
 
-  explicit TensorCodecs(Settings settings) : settings_(std::move(settings)) {}
+  /// For the tensors of `job`.
+  TensorCodecs(JobShape job, Settings settings) : job_(job), settings_(std::move(settings)) {}
 
+  const JobShape& job() const { return job_; }
   const Settings& settings() const { return settings_; }
   /// kInvalidArgument, naming compression.codec, when the job cannot run the configured codec.
   Status check_configured() const;
@@ -69,6 +70,7 @@ class TensorCodecs {
   Result<PlacementProbe> probe(const kernels::Codec& gpu, const kernels::Codec& cpu,
                                const TensorSpec& tensor, DeviceTensor& device);
 
+  const JobShape job_;
   const Settings settings_;
   using ProbeKey = std::tuple<std::string, int, size_t>;  // codec spec, GPU, sample elements
   std::map<ProbeKey, PlacementRecord> probes_;

@@ -120,7 +120,7 @@ Result<uint32_t> TensorTable::add(uint32_t local_rank, const TensorSpec& spec, u
   if (placed->on_gpu) GRADGATE_RETURN_IF_ERROR(device->queue().make_current());  // streams' GPU
   auto streams = codecs_.make_streams(spec, id, *placed->codec, memory_bytes_ + node_sum_bytes);
   if (!streams.ok()) return streams.status();
-  Tensor tensor(spec, id, codecs_.settings().local_workers);
+  Tensor tensor(spec, id, codecs_.job().local_workers);
   tensor.codec = std::move(placed->codec);
   tensor.host_codec = std::move(placed->host_codec);
   tensor.on_gpu = placed->on_gpu;

@@ -10,13 +10,12 @@
 namespace gradgate::gateway {
 
 Gateway::Options core_options(const GatewayConfig& config) {
-  const TensorCodecs::Settings codecs{
-      config.codec,         config.min_compress_elements,
-      config.collective,    config.placement,
-      config.job_id,        static_cast<uint32_t>(config.nodes.size()),
-      config.node_rank,     config.local_workers,
-      config.segment_bytes, config.residual_memory_cap_bytes};
-  return {codecs, config.timeout, config.send_queue_bytes};
+  const JobShape job{config.job_id, static_cast<uint32_t>(config.nodes.size()), config.node_rank,
+                     config.local_workers};
+  const TensorCodecs::Settings codecs{config.codec,         config.min_compress_elements,
+                                      config.collective,    config.placement,
+                                      config.segment_bytes, config.residual_memory_cap_bytes};
+  return {job, codecs, config.timeout, config.send_queue_bytes};
 }
 
 TcpTransportOptions tcp_options(const GatewayConfig& config) {

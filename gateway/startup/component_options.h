@@ -17,7 +17,7 @@
 
 namespace gradgate::gateway {
 
-/// The core's: codecs and their memory, the job's shape, the step timeout.
+/// The core's: the job's shape, codecs and their memory, the step timeout.
 Gateway::Options core_options(const GatewayConfig& config);
 
 /// The TCP transport's: the job's peers and the transport.* keys. resolve_peers is left unset

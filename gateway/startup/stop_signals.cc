@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
-#include <cmath>
+#include <chrono>
 
 namespace gradgate::gateway {
 namespace {
@@ -17,6 +17,18 @@ sigset_t stop_signals() {
   return signals;
 }
 
+// Waits up to `timeout` for SIGINT or SIGTERM: the signal, or -1 when none came (errno EAGAIN
+// once the time passed).
+int wait_for_stop(std::chrono::nanoseconds timeout) {
+  const sigset_t signals = stop_signals();
+  const auto seconds = std::chrono::floor<std::chrono::seconds>(timeout);
+  const timespec wait{static_cast<time_t>(seconds.count()),
+                      static_cast<long>((timeout - seconds).count())};
+  return sigtimedwait(&signals, nullptr, &wait);
+}
+
+bool is_stop(int signal) { return signal == SIGINT || signal == SIGTERM; }
+
 }  // namespace
 
 void block_stop_signals() {
@@ -26,20 +38,15 @@ void block_stop_signals() {
 }
 
 bool pause_unless_stopped(std::chrono::milliseconds pause) {
-  const sigset_t signals = stop_signals();
-  timespec timeout{static_cast<time_t>(pause.count() / 1000),
-                   static_cast<long>(pause.count() % 1000) * 1000000L};
-  const int signal = sigtimedwait(&signals, nullptr, &timeout);
-  return signal != SIGINT && signal != SIGTERM;
+  return !is_stop(wait_for_stop(pause));
 }
 
 void wait_for_stop_signal(double interval_seconds, const std::function<void()>& every_interval) {
-  const sigset_t signals = stop_signals();
-  const double wait = interval_seconds > 0 ? interval_seconds : 3600.0;
-  timespec timeout{static_cast<time_t>(wait), static_cast<long>((wait - std::floor(wait)) * 1e9)};
+  const auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(interval_seconds > 0 ? interval_seconds : 3600.0));
   for (;;) {
-    const int signal = sigtimedwait(&signals, nullptr, &timeout);
-    if (signal == SIGINT || signal == SIGTERM) {
+    const int signal = wait_for_stop(interval);
+    if (is_stop(signal)) {
       spdlog::info("signal {}: stopping", signal);
       return;
     }
