@@ -9,9 +9,39 @@
 
 namespace gradgate::gateway {
 
+namespace {
+
+JobShape job_shape(const GatewayConfig& config) {
+  return {config.job_id, static_cast<uint32_t>(config.nodes.size()), config.node_rank,
+          config.local_workers};
+}
+
+// The name this gateway claims its rank under: job.node_name, or the host name.
+std::string node_name_of(const GatewayConfig& config) {
+  if (!config.node_name.empty()) return config.node_name;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "localhost";
+  return host;
+}
+
+// Membership through `controller` (controller_options(config), loaded once).
+MembershipOptions membership_through(const GatewayConfig& config, http::ClientOptions controller) {
+  MembershipOptions options;
+  options.controller = std::move(controller);
+  options.job_id = config.job_id;
+  options.size = config.size;
+  options.node_rank = config.node_rank;
+  options.node_name = node_name_of(config);
+  options.listen_host = config.listen.host;
+  options.retry_interval = config.control_report_interval;
+  options.join_timeout = config.control_join_timeout;
+  return options;
+}
+
+}  // namespace
+
 Gateway::Options core_options(const GatewayConfig& config) {
-  const JobShape job{config.job_id, static_cast<uint32_t>(config.nodes.size()), config.node_rank,
-                     config.local_workers};
+  const JobShape job = job_shape(config);
   const TensorCodecs::Settings codecs{config.codec,         config.min_compress_elements,
                                       config.collective,    config.placement,
                                       config.segment_bytes, config.residual_memory_cap_bytes};
@@ -73,38 +103,15 @@ Result<http::ClientOptions> controller_options(const GatewayConfig& config) {
   return options;
 }
 
-namespace {
-
-// The name this gateway claims its rank under: job.node_name, or the host name.
-std::string node_name_of(const GatewayConfig& config) {
-  if (!config.node_name.empty()) return config.node_name;
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) return "localhost";
-  return host;
-}
-
-}  // namespace
-
 Result<MembershipOptions> membership_options(const GatewayConfig& config) {
   auto controller = controller_options(config);
   if (!controller.ok()) return controller.status();
-  MembershipOptions options;
-  options.controller = std::move(controller).value();
-  options.job_id = config.job_id;
-  options.size = config.size;
-  options.node_rank = config.node_rank;
-  options.node_name = node_name_of(config);
-  options.listen_host = config.listen.host;
-  options.retry_interval = config.control_report_interval;
-  options.join_timeout = config.control_join_timeout;
-  return options;
+  return membership_through(config, std::move(controller).value());
 }
 
 Result<Telemetry::Options> telemetry_options(const GatewayConfig& config) {
   Telemetry::Options options;
-  options.job_id = config.job_id;
-  options.node_rank = config.node_rank;
-  options.nodes = static_cast<uint32_t>(config.nodes.size());
+  options.job = job_shape(config);
   options.listen_host = config.listen.host;
   options.transport = std::string(transport_kind_name(config.transport));
   options.admin_listen = config.admin_listen;
@@ -120,12 +127,9 @@ Result<Telemetry::Options> telemetry_options(const GatewayConfig& config) {
   control.poll_wait = config.control_poll_wait;
   control.retry_delay = config.control_report_interval;
   control.report_interval = config.control_report_interval;
+  // With job.size the membership asks the same controller: its token is read once.
+  if (config.size > 0) options.membership = membership_through(config, control.server);
   options.control = std::move(control);
-  if (config.size > 0) {
-    auto membership = membership_options(config);
-    if (!membership.ok()) return membership.status();
-    options.membership = std::move(membership).value();
-  }
   return options;
 }
 

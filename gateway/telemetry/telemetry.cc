@@ -54,7 +54,7 @@ Status Telemetry::start(uint16_t transport_port) {
   }
   if (options_.control) {
     NodeIdentity identity{
-        options_.job_id, options_.node_rank, options_.nodes,
+        options_.job.id, options_.job.node_rank, options_.job.nodes,
         options_.listen_host + ":" + std::to_string(transport_port),
         admin_ ? options_.admin_listen.host + ":" + std::to_string(admin_->port()) : ""};
     report_ = std::make_unique<NodeReport>(std::move(identity));
@@ -123,8 +123,8 @@ void Telemetry::follow_moved_peers(const std::map<uint32_t, bool>& peer_up) {
 
 std::map<uint32_t, bool> Telemetry::peer_states() const {
   std::map<uint32_t, bool> states;
-  for (uint32_t rank = 0; rank < options_.nodes; ++rank) {
-    if (rank != options_.node_rank) states[rank] = transport_.peer_up(rank);
+  for (uint32_t rank = 0; rank < options_.job.nodes; ++rank) {
+    if (rank != options_.job.node_rank) states[rank] = transport_.peer_up(rank);
   }
   return states;
 }
@@ -161,9 +161,9 @@ nlohmann::json Telemetry::status_body() const {
       options_.control
           ? net::Endpoint{options_.control->server.host, options_.control->server.port}.to_string()
           : "";
-  return {{"job_id", options_.job_id},
-          {"node", options_.node_rank},
-          {"nodes", options_.nodes},
+  return {{"job_id", options_.job.id},
+          {"node", options_.job.node_rank},
+          {"nodes", options_.job.nodes},
           {"transport", options_.transport},
           {"transports", GRADGATE_TRANSPORTS},
           {"peers_up", peers(true)},

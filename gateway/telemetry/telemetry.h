@@ -21,6 +21,7 @@
 #include "common/http/http_server.h"
 #include "common/net/endpoint.h"
 #include "gateway/core/gateway.h"
+#include "gateway/core/job_shape.h"
 #include "gateway/telemetry/control_client.h"
 #include "gateway/telemetry/gateway_metrics.h"
 #include "gateway/telemetry/membership.h"
@@ -33,9 +34,7 @@ class Telemetry {
  public:
   /// Its part of the gateway's configuration (made by gateway/startup/component_options.h).
   struct Options {
-    uint64_t job_id = 0;
-    uint32_t node_rank = 0;
-    uint32_t nodes = 1;
+    JobShape job;
     std::string listen_host;     // where peers reach this gateway's transport (in the reports)
     std::string transport;       // job.transport's name (in /v1/status)
     net::Endpoint admin_listen;  // the admin server's address; an empty host: no admin server
